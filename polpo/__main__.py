@@ -1,0 +1,3 @@
+from polpo.cli import main
+
+main()

@@ -1,0 +1,68 @@
+"""The agent protocol: what the dispatcher hands an agent, and what it gets back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+__all__ = ["Agent", "AgentRequest", "AgentResult", "AttemptKind"]
+
+AttemptKind = Literal["initial", "fix", "retry"]
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """One attempt at one task."""
+
+    task_id: str
+    mission_id: str
+    mission_name: str
+    attempt_id: str
+    attempt_number: int
+    kind: AttemptKind
+    title: str
+    description: str
+    """The task's original description (unchanged across fix/retry attempts)."""
+    prompt: str
+    """Full instructions for this attempt, built by the caller; on a fix it includes the feedback."""
+    feedback: str | None
+    """Feedback of the failed checks (fix/retry attempts), else None."""
+    workspace: Path
+    timeout: float | None
+    """Seconds; None lets the agent use its own default."""
+    expectations: list[dict[str, Any]]
+    """camelCase JSON of the task's expectations, for the agent's information."""
+    env_marker: tuple[str, str]
+    """(key, value) put in the child's environment so its orphans can be found after a daemon crash."""
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    stdout_tail: str
+    stderr_tail: str
+    stdout_bytes: int
+    stderr_bytes: int
+    duration: float
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Started, finished in time, and exited 0."""
+        return self.error is None and not self.timed_out and self.exit_code == 0
+
+
+class Agent(Protocol):
+    name: str
+
+    async def run(self, request: AgentRequest, *, on_start: Callable[[int], None]) -> AgentResult:
+        """Do the work of ``request`` in ``request.workspace``.
+
+        ``on_start(pid)`` is called as soon as a child process (its own process group) is running, so the caller
+        can record it for orphan recovery. Failures of the work are reported in the result, not raised.
+        """
+        ...

@@ -1,0 +1,169 @@
+"""Command agents: run a program (a script, a coding-agent CLI) in the task workspace.
+
+The program gets the task three ways: placeholders in its argv (``{title}``, ``{description}``, ``{prompt}``,
+``{workspace}``, ``{task_id}``, ``{mission_id}``, ``{attempt}``, substituted per argument, never through a shell),
+``POLPO_*`` environment variables, and a JSON document on stdin.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+
+import anyio
+import orjson
+
+from polpo.agents.base import AgentRequest, AgentResult
+from polpo.clock import Clock
+from polpo.tools.procs import ProcResult, minimal_env, run_process
+
+__all__ = ["PLACEHOLDERS", "CommandAgent", "agent_env", "agent_stdin", "render_argv"]
+
+PLACEHOLDERS: tuple[str, ...] = (
+    "title",
+    "description",
+    "prompt",
+    "workspace",
+    "task_id",
+    "mission_id",
+    "attempt",
+)
+_PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _values(request: AgentRequest) -> dict[str, str]:
+    return {
+        "title": request.title,
+        "description": request.description,
+        "prompt": request.prompt,
+        "workspace": os.fspath(request.workspace),
+        "task_id": request.task_id,
+        "mission_id": request.mission_id,
+        "attempt": str(request.attempt_number),
+    }
+
+
+def render_argv(command: Sequence[str], request: AgentRequest) -> list[str]:
+    """``command`` with the known placeholders substituted in each argument; other braces are left alone."""
+    values = _values(request)
+    return [_PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], arg) for arg in command]
+
+
+def agent_env(
+    request: AgentRequest, *, extra: Mapping[str, str] = _EMPTY, inherit_env: bool = True
+) -> dict[str, str]:
+    """The child's environment: base (daemon env or :func:`minimal_env`) + ``extra`` + POLPO_* + the marker."""
+    env = dict(os.environ) if inherit_env else minimal_env()
+    env.update(extra)
+    env.update(
+        {
+            "POLPO_TASK_ID": request.task_id,
+            "POLPO_TASK_TITLE": request.title,
+            "POLPO_TASK_DESCRIPTION": request.description,
+            "POLPO_PROMPT": request.prompt,
+            "POLPO_FEEDBACK": request.feedback or "",
+            "POLPO_MISSION_ID": request.mission_id,
+            "POLPO_MISSION_NAME": request.mission_name,
+            "POLPO_WORKSPACE": os.fspath(request.workspace),
+            "POLPO_ATTEMPT": str(request.attempt_number),
+            "POLPO_ATTEMPT_KIND": request.kind,
+            "POLPO_ATTEMPT_ID": request.attempt_id,
+        }
+    )
+    key, value = request.env_marker
+    env[key] = value
+    return env
+
+
+def agent_stdin(request: AgentRequest) -> bytes:
+    """The JSON document written to the child's stdin."""
+    return orjson.dumps(
+        {
+            "taskId": request.task_id,
+            "missionId": request.mission_id,
+            "missionName": request.mission_name,
+            "title": request.title,
+            "description": request.description,
+            "prompt": request.prompt,
+            "feedback": request.feedback,
+            "workspace": os.fspath(request.workspace),
+            "attempt": {"id": request.attempt_id, "number": request.attempt_number, "kind": request.kind},
+            "expectations": request.expectations,
+        }
+    )
+
+
+def _to_agent_result(proc: ProcResult) -> AgentResult:
+    return AgentResult(
+        exit_code=proc.exit_code,
+        signal=proc.signal,
+        timed_out=proc.timed_out,
+        stdout_tail=proc.stdout_tail,
+        stderr_tail=proc.stderr_tail,
+        stdout_bytes=proc.stdout_bytes,
+        stderr_bytes=proc.stderr_bytes,
+        duration=proc.duration,
+        error=proc.error,
+    )
+
+
+class CommandAgent:
+    """An :class:`~polpo.agents.base.Agent` that runs one program per attempt."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        clock: Clock,
+        default_timeout: float | None = 1800.0,
+        env: Mapping[str, str] = _EMPTY,
+        inherit_env: bool = True,
+        grace: float = 5.0,
+        output_limit: int = 64 * 1024,
+    ) -> None:
+        if not command:
+            raise ValueError(f"agent {name!r}: empty command")
+        self.name = name
+        self.command: tuple[str, ...] = tuple(command)
+        self.clock = clock
+        self.default_timeout = default_timeout
+        self.env: dict[str, str] = dict(env)
+        self.inherit_env = inherit_env
+        self.grace = grace
+        self.output_limit = output_limit
+
+    def __repr__(self) -> str:
+        return f"CommandAgent(name={self.name!r}, command={list(self.command)!r})"
+
+    async def run(self, request: AgentRequest, *, on_start: Callable[[int], None]) -> AgentResult:
+        start = self.clock.monotonic()
+        try:
+            await anyio.Path(request.workspace).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return AgentResult(
+                exit_code=None,
+                signal=None,
+                timed_out=False,
+                stdout_tail="",
+                stderr_tail="",
+                stdout_bytes=0,
+                stderr_bytes=0,
+                duration=max(0.0, self.clock.monotonic() - start),
+                error=f"cannot create workspace {request.workspace}: {exc.strerror or exc}",
+            )
+        proc = await run_process(
+            render_argv(self.command, request),
+            cwd=request.workspace,
+            env=agent_env(request, extra=self.env, inherit_env=self.inherit_env),
+            clock=self.clock,
+            stdin=agent_stdin(request),
+            timeout=request.timeout if request.timeout is not None else self.default_timeout,
+            grace=self.grace,
+            output_limit=self.output_limit,
+            on_start=on_start,
+        )
+        return _to_agent_result(proc)

@@ -1,0 +1,80 @@
+"""Which agent runs a task: config agents, overridden per mission by the mission's ``team``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from polpo.agents.base import Agent, AgentRequest, AgentResult
+from polpo.agents.command import CommandAgent
+from polpo.clock import Clock
+from polpo.config import AgentConfig, Config
+from polpo.mission.schema import MissionSpec, TeamAgent
+
+
+@dataclass(frozen=True)
+class AgentSlot:
+    """A resolved agent plus the limits the dispatcher needs."""
+
+    agent: Agent
+    limit_key: str  # concurrency is counted per key: config agents by name, team agents per mission
+    max_concurrency: int | None
+    timeout: float | None
+    kind: str
+
+
+class UnavailableAgent:
+    """Stands in for an agent type this build cannot run; every attempt fails with the reason."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+
+    async def run(self, request: AgentRequest, *, on_start: object = None) -> AgentResult:
+        return AgentResult(exit_code=None, signal=None, timed_out=False, stdout_tail="", stderr_tail="",
+                           stdout_bytes=0, stderr_bytes=0, duration=0.0, error=self.reason)
+
+
+def _secs(d: timedelta | None) -> float | None:
+    return d.total_seconds() if d is not None else None
+
+
+class AgentFactory:
+    def __init__(self, cfg: Config, clock: Clock) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self._config_agents: dict[str, AgentSlot] = {
+            name: self._build(name, a, limit_key=name) for name, a in cfg.agents.items()
+        }
+
+    def known_names(self) -> list[str]:
+        return sorted(self._config_agents)
+
+    def resolve(self, mission_id: str, spec: MissionSpec, name: str) -> AgentSlot:
+        for team_agent in spec.team:
+            if team_agent.name == name:
+                return self._build_team(mission_id, team_agent)
+        if name in self._config_agents:
+            return self._config_agents[name]
+        return AgentSlot(UnavailableAgent(name, f"no agent named {name!r} is configured"),
+                         f"missing:{name}", None, None, "missing")
+
+    def _build(self, name: str, a: AgentConfig, *, limit_key: str) -> AgentSlot:
+        timeout = _secs(a.timeout) or _secs(self.cfg.defaults.agent_timeout)
+        agent: Agent
+        if a.type == "command":
+            assert a.command is not None
+            agent = CommandAgent(name, a.command, clock=self.clock, default_timeout=timeout, env=a.env,
+                                 inherit_env=a.inherit_env)
+        else:
+            agent = UnavailableAgent(name, "LLM agents are not available in this build yet "
+                                           "(use a command agent, e.g. a coding-agent CLI)")
+        return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type)
+
+    def _build_team(self, mission_id: str, t: TeamAgent) -> AgentSlot:
+        kind = t.type or "llm"
+        cfg = AgentConfig(type=kind, command=t.command, env=t.env, model=t.model or self.cfg.defaults.model,
+                          api_base=t.api_base, timeout=t.timeout, max_concurrency=t.max_concurrency,
+                          system_prompt=t.system_prompt, temperature=t.temperature,
+                          max_turns=t.max_turns or 50)
+        return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}")

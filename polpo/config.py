@@ -1,0 +1,159 @@
+"""Daemon configuration: ``config/polpo.toml`` (+ a few ``POLPO_*`` overrides) → typed settings.
+
+Relative paths resolve against the config file's folder, so the daemon behaves the same from any working
+directory. Durations are seconds (a number) or ISO-8601 strings (``"PT30S"``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from polpo.mission.schema import Duration
+
+DEFAULT_CONFIG = Path("config/polpo.toml")
+
+
+def _secs(n: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=n)
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; the message names the file and what to fix."""
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DaemonSettings(_Base):
+    missions_dir: Path = Path("missions")
+    state_dir: Path = Path(".polpo")
+    max_concurrency: int = Field(4, ge=1)
+    shutdown_grace: Duration = Field(default_factory=lambda: _secs(10))
+    force_polling: bool = False  # for network file systems where inotify events do not arrive
+
+
+class AgentConfig(_Base):
+    type: Literal["command", "llm"]
+    # command agents
+    command: list[str] | None = None
+    env: dict[str, str] = {}
+    inherit_env: bool = True
+    # llm agents
+    model: str | None = None
+    api_base: str | None = None
+    max_turns: int = Field(50, ge=1)
+    temperature: float | None = None
+    system_prompt: str | None = None
+    # both
+    timeout: Duration | None = None
+    max_concurrency: int | None = Field(None, ge=1)
+
+
+class Defaults(_Base):
+    max_retries: int = Field(3, ge=0)
+    max_fix_attempts: int = Field(2, ge=0)
+    agent_timeout: Duration = Field(default_factory=lambda: _secs(1800))
+    check_timeout: Duration = Field(default_factory=lambda: _secs(600))
+    quality_threshold: float | None = Field(None, ge=1, le=5)
+    model: str | None = None  # model of team agents that name none
+
+
+class JudgeSettings(_Base):
+    model: str | None = None
+    models: list[str] = []
+    api_base: str | None = None
+
+
+class SlaSettings(_Base):
+    check_interval: Duration = Field(default_factory=lambda: _secs(30))
+    warning_threshold: float = Field(0.8, gt=0, le=1)
+    violation_action: Literal["notify", "fail"] = "notify"
+    warning_channels: list[str] = []
+    violation_channels: list[str] = []
+
+
+class Config(_Base):
+    daemon: DaemonSettings = DaemonSettings()
+    agents: dict[str, AgentConfig] = {}
+    defaults: Defaults = Defaults()
+    judge: JudgeSettings = JudgeSettings()
+    sla: SlaSettings = SlaSettings()
+    channels: dict[str, dict[str, Any]] = {}
+    notify: dict[str, Any] = {}
+    source: Path | None = None  # the file it was read from
+
+    @property
+    def state_dir(self) -> Path:
+        return self.daemon.state_dir
+
+    @property
+    def missions_dir(self) -> Path:
+        return self.daemon.missions_dir
+
+    @property
+    def db_path(self) -> Path:
+        return self.daemon.state_dir / "polpo.db"
+
+    @property
+    def events_path(self) -> Path:
+        return self.daemon.state_dir / "events.jsonl"
+
+
+def config_path(explicit: str | os.PathLike[str] | None) -> Path:
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("POLPO_CONFIG")
+    return Path(env) if env else DEFAULT_CONFIG
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+    path = config_path(explicit)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: config file not found; pass --config PATH or set POLPO_CONFIG "
+            f"(the repository ships config/polpo.toml)"
+        ) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    return parse_config(raw, path)
+
+
+def parse_config(raw: dict[str, Any], path: Path) -> Config:
+    base = path.resolve().parent
+    daemon = dict(raw.get("daemon", {}))
+    for key, env_name in (("state_dir", "POLPO_STATE_DIR"), ("missions_dir", "POLPO_MISSIONS_DIR")):
+        if os.environ.get(env_name):
+            daemon[key] = os.environ[env_name]
+    for key in ("state_dir", "missions_dir"):
+        if key in daemon and isinstance(daemon[key], str):
+            daemon[key] = str((base / daemon[key]).resolve())
+    raw = {**raw, "daemon": daemon, "source": str(path.resolve())}
+    if os.environ.get("POLPO_JUDGE_MODEL"):
+        raw["judge"] = {**raw.get("judge", {}), "model": os.environ["POLPO_JUDGE_MODEL"], "models": []}
+    try:
+        cfg = Config.model_validate(raw)
+    except ValidationError as e:
+        lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise ConfigError("\n".join(lines)) from None
+    if "state_dir" not in daemon:
+        cfg = cfg.model_copy(update={"daemon": cfg.daemon.model_copy(update={"state_dir": base / ".polpo"})})
+    if "missions_dir" not in daemon:
+        cfg = cfg.model_copy(
+            update={"daemon": cfg.daemon.model_copy(update={"missions_dir": base / "missions"})})
+    problems = [
+        f"{path}: agents.{name}.command: a command agent needs command = [program, args…]"
+        for name, a in cfg.agents.items() if a.type == "command" and not a.command
+    ]
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return cfg

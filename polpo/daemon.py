@@ -1,0 +1,174 @@
+"""The composition root: open the store, recover, then run intake, dispatcher and command inbox.
+
+Runs in the foreground (systemd/supervisor style). SIGTERM or SIGINT: stop taking files, stop dispatching,
+give running agents ``[daemon] shutdown_grace`` seconds, then kill their process groups; state stays
+consistent and the next start resumes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+
+from polpo import __version__
+from polpo.agents.registry import AgentFactory
+from polpo.clock import Clock, SystemClock, iso
+from polpo.config import Config
+from polpo.engine.engine import CommandRefused, Engine
+from polpo.engine.recovery import load_state, recover
+from polpo.events import catalog as E
+from polpo.events.catalog import Event
+from polpo.events.log import EventLog, ensure_newline
+from polpo.events.render import render
+from polpo.intake.handler import handle_bytes
+from polpo.intake.watcher import Intake
+from polpo.store.sqlite import Store
+
+log = logging.getLogger("polpo.daemon")
+
+COMMAND_POLL = 0.25  # seconds; the CLI's retry/cancel/approve inbox (never on a task's path)
+CONSOLE_EVENTS = frozenset({
+    E.MISSION_ACCEPTED, E.MISSION_REJECTED, E.MISSION_COMPLETED, E.MISSION_CANCELLED, E.MISSION_RESUMED,
+    E.TASK_FIX, E.TASK_RETRY, E.TASK_MAX_RETRIES, E.TASK_RECOVERED, E.QUALITY_GATE_PASSED,
+    E.QUALITY_GATE_FAILED, E.ORCHESTRATOR_STARTED, E.ORCHESTRATOR_SHUTDOWN,
+})
+
+
+class DaemonError(Exception):
+    pass
+
+
+class Daemon:
+    def __init__(self, cfg: Config, *, clock: Clock | None = None, console: TextIO | None = sys.stderr,
+                 handle_signals: bool = True) -> None:
+        self.cfg = cfg
+        self.clock = clock or SystemClock()
+        self.console = console
+        self.handle_signals = handle_signals
+        self.started = anyio.Event()
+        self.engine: Engine | None = None
+        self.store: Store | None = None
+        self._stop = anyio.Event()
+        self._lock_file: Any = None
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        store = await Store.open(cfg.db_path, clock=self.clock)
+        self.store = store
+        ensure_newline(cfg.events_path)
+        store.event_log = EventLog(cfg.events_path)
+        await store.catch_up_log()
+        if self.console is not None:
+            store.subscribe(self._print)
+        engine = Engine(cfg, store, self.clock, AgentFactory(cfg, self.clock))
+        self.engine = engine
+        intake = Intake(cfg.missions_dir, lambda p, raw: handle_bytes(engine, p, raw),
+                        force_polling=cfg.daemon.force_polling)
+        try:
+            await load_state(engine)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(store.run_writer)
+                await store.commit(store.tx().event(
+                    E.ORCHESTRATOR_STARTED, version=__version__, pid=os.getpid(),
+                    missionsDir=str(cfg.missions_dir), stateDir=str(cfg.state_dir),
+                    agents=engine.agents.known_names(), resumedMissions=len(engine.missions)))
+                await recover(engine)
+                tg.start_soon(engine.run, tg)
+                tg.start_soon(intake.run)
+                tg.start_soon(self._command_inbox, engine)
+                if self.handle_signals:
+                    tg.start_soon(self._signals)
+                await intake.ready.wait()
+                self.started.set()
+                await self._stop.wait()
+                intake.stop()
+                await engine.stop(cfg.daemon.shutdown_grace.total_seconds())
+                await store.commit(store.tx().event(E.ORCHESTRATOR_SHUTDOWN, pid=os.getpid(),
+                                                    unfinishedMissions=len(engine.missions)))
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.close()
+            self._release_lock()
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                self.request_stop()
+                return
+
+    async def _command_inbox(self, engine: Engine) -> None:
+        """Apply retry / cancel / approve requests that the CLI queued in the store."""
+        store = engine.store
+        while True:
+            rows = await store.fetchall(
+                "SELECT id, kind, target FROM commands WHERE status = 'queued' ORDER BY id")
+            for r in rows:
+                try:
+                    if r["kind"] == "cancel":
+                        result, status = engine.cancel_mission(r["target"]), "done"
+                    elif r["kind"] == "retry":
+                        result, status = await engine.retry_task(r["target"]), "done"
+                    elif r["kind"] == "approve":
+                        result, status = engine.approve_task(r["target"]), "done"
+                    else:
+                        result, status = f"unknown command {r['kind']!r}", "refused"
+                except CommandRefused as e:
+                    result, status = str(e), "refused"
+                await store.commit(store.tx().command_done(r["id"], status, result, iso(self.clock.now())))
+            await anyio.sleep(COMMAND_POLL)
+
+    def _print(self, ev: Event) -> None:
+        if ev.event in CONSOLE_EVENTS or (ev.event == E.TASK_TRANSITION and ev.data.get("to") in ("done", "failed")):
+            assert self.console is not None
+            print(render(ev.to_json_dict()), file=self.console, flush=True)
+
+    def _take_lock(self) -> None:
+        path = self.cfg.state_dir / "daemon.lock"
+        f = open(path, "a+")  # noqa: SIM115 - held for the daemon's life
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            other = f.read().strip() or "?"
+            f.close()
+            raise DaemonError(
+                f"another polpo daemon (pid {other}) is using {self.cfg.state_dir}; stop it first "
+                "or give this one another state_dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        self._lock_file = f
+
+    def _release_lock(self) -> None:
+        if self._lock_file is not None:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
+
+
+def run_daemon(cfg: Config) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
+    daemon = Daemon(cfg)
+    try:
+        anyio.run(daemon.run, backend="asyncio")
+    except DaemonError as e:
+        print(f"polpo: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,121 @@
+"""The daemon's working copy of missions, tasks and attempts.
+
+The store is the truth; these objects mirror rows so the engine can decide without a query per step.
+Every change to them is written through a ``Tx`` before anything acts on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from polpo.mission.schema import MissionSpec, TaskSpec
+
+TERMINAL = frozenset({"done", "failed"})
+ACTIVE = frozenset({"assigned", "in_progress", "review"})
+
+
+@dataclass(eq=False)
+class Attempt:
+    id: str
+    task_id: str
+    mission_id: str
+    number: int
+    kind: str  # initial | fix | retry
+    agent: str
+    status: str  # starting | running | finished | interrupted
+    started_at: datetime
+    prompt: str = ""
+    pid: int | None = None
+    pid_ticks: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    error: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    duration: float | None = None
+    files: dict[str, list[str]] | None = None
+    verdict: str | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def agent_ok(self) -> bool:
+        """The agent ran and said it succeeded (exit 0, no timeout, no spawn error)."""
+        return self.exit_code == 0 and not self.timed_out and self.error is None
+
+
+@dataclass(eq=False)
+class Assessment:
+    id: str
+    attempt_id: str
+    task_id: str
+    trigger: str
+    status: str  # running | complete
+    created_at: datetime
+    passed: bool | None = None
+    message: str | None = None
+    finished_at: datetime | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Task:
+    id: str
+    mission_id: str
+    idx: int
+    title: str
+    agent: str
+    spec: TaskSpec
+    status: str
+    updated_at: datetime
+    reason: str | None = None
+    attempts: int = 0
+    retries: int = 0
+    fix_attempts: int = 0
+    total_fixes: int = 0
+    interruptions: int = 0
+    next_kind: str = "initial"
+    feedback: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    # derived, not stored
+    deps: list[str] = field(default_factory=list)
+    dependents: list[str] = field(default_factory=list)
+    waiting_on: int = 0  # dependencies not done + gates not passed
+    gates: list[str] = field(default_factory=list)  # names of gates that block this task
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(eq=False)
+class Mission:
+    id: str
+    seq: int
+    name: str
+    source: str
+    hash: str
+    run: int
+    spec: MissionSpec
+    workspace: Path
+    status: str  # running | completed | failed | cancelled
+    created_at: datetime
+    warnings: list[str] = field(default_factory=list)
+    reason: str | None = None
+    report: dict[str, Any] | None = None
+    finished_at: datetime | None = None
+    tasks: dict[str, Task] = field(default_factory=dict)  # id -> task, in file order
+    open_tasks: int = 0  # not terminal
+    gate_state: dict[str, str] = field(default_factory=dict)  # gate name -> waiting | passed | failed
+
+    def task_by_title(self, title: str) -> Task | None:
+        for t in self.tasks.values():
+            if t.title == title:
+                return t
+        return None

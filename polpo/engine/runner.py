@@ -1,0 +1,223 @@
+"""One task's turn: start an attempt, run the agent, assess the result, decide what comes next.
+
+The attempt row is durable before the agent's process starts (so a crash never loses track of a run), the
+agent's result is stored before any check runs (so a restart resumes the checks instead of re-running the
+agent), and each check result is stored as it completes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+
+from polpo.agents.base import AgentRequest
+from polpo.assessment.pipeline import assess
+from polpo.clock import iso
+from polpo.engine import policy
+from polpo.engine.engine import Engine, RunHandle
+from polpo.engine.model import Assessment, Attempt, Task
+from polpo.engine.prompts import build_prompt, feedback_text
+from polpo.events import catalog as E
+from polpo.tools.procs import process_start_ticks
+from polpo.workspace import diff, snapshot
+
+log = logging.getLogger("polpo.runner")
+
+ATTEMPT_MARK = "POLPO_ATTEMPT_MARK"
+
+
+async def run_task(engine: Engine, task: Task, handle: RunHandle) -> None:
+    try:
+        with anyio.CancelScope() as scope:
+            handle.scope = scope
+            if handle.stop_reason:
+                scope.cancel()
+            if task.status == "review":
+                await resume_assessment(engine, task, handle)
+            else:
+                await _attempt(engine, task, handle)
+        if handle.stop_reason:
+            with anyio.CancelScope(shield=True):
+                await _stopped(engine, task, handle)
+    finally:
+        engine.release(handle)
+
+
+def attempt_mark(engine: Engine, attempt_id: str) -> str:
+    return f"{engine.cfg.state_dir}|{attempt_id}"
+
+
+async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
+    m = engine.missions[task.mission_id]
+    slot = engine.slot(task)
+    store = engine.store
+    n = task.attempts + 1
+    kind = task.next_kind
+    expectations = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
+    max_retries, max_fix = engine.budget(task)
+    label = (f" {task.fix_attempts}/{max_fix}" if kind == "fix" else f" {task.retries}/{max_retries}"
+             if kind == "retry" else "")
+    prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
+                          mission_description=m.spec.description, expectations=expectations, kind=kind,
+                          feedback=task.feedback, attempt_label=label)
+    attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
+                      agent=task.agent, status="starting", started_at=engine.clock.now(), prompt=prompt)
+    task.attempts = n
+    handle.attempt = attempt
+    engine.attempts[task.id] = attempt
+    tx = store.tx().attempt(attempt)
+    engine.transition(tx, task, "dispatch", attempt=n, kind=kind, agent=task.agent)
+    await store.commit(tx)  # durable before the process exists
+
+    before = await anyio.to_thread.run_sync(snapshot, m.workspace)
+
+    def on_start(pid: int) -> None:
+        attempt.pid = pid
+        attempt.pid_ticks = process_start_ticks(pid)
+        attempt.status = "running"
+        stx = store.tx().attempt(attempt)
+        engine.transition(stx, task, "spawned", attempt=n)
+        stx.event(E.AGENT_SPAWNED, mission_id=m.id, task_id=task.id, agentName=task.agent, attempt=n,
+                  pid=pid, kind=kind)
+        store.submit(stx)
+
+    request = AgentRequest(
+        task_id=task.id, mission_id=m.id, mission_name=m.name, attempt_id=attempt.id, attempt_number=n,
+        kind=kind,  # type: ignore[arg-type]
+        title=task.title, description=task.spec.description, prompt=prompt, feedback=task.feedback,
+        workspace=m.workspace, timeout=engine.timeout_for(task), expectations=expectations,
+        env_marker=(ATTEMPT_MARK, attempt_mark(engine, attempt.id)))
+    result = await slot.agent.run(request, on_start=on_start)
+
+    after = await anyio.to_thread.run_sync(snapshot, m.workspace)
+    changes = diff(before, after)
+    now = engine.clock.now()
+    attempt.status = "finished"
+    attempt.exit_code = result.exit_code
+    attempt.signal = result.signal
+    attempt.timed_out = result.timed_out
+    attempt.error = result.error
+    attempt.stdout_tail = result.stdout_tail
+    attempt.stderr_tail = result.stderr_tail
+    attempt.stdout_bytes = result.stdout_bytes
+    attempt.stderr_bytes = result.stderr_bytes
+    attempt.duration = round(result.duration, 4)
+    attempt.files = changes.as_dict()
+    attempt.finished_at = now
+    tx = store.tx().attempt(attempt)
+    if task.status == "assigned":  # the process never started (spawn error)
+        engine.transition(tx, task, "spawned", attempt=n, error=result.error)
+    tx.event(E.AGENT_FINISHED, mission_id=m.id, task_id=task.id, agentName=task.agent, attempt=n,
+             exitCode=result.exit_code, duration=attempt.duration, timedOut=result.timed_out,
+             error=result.error, filesChanged=sum(len(v) for v in attempt.files.values()))
+    if result.timed_out:
+        tx.event(E.TASK_TIMEOUT, mission_id=m.id, task_id=task.id, elapsed=attempt.duration,
+                 timeout=engine.timeout_for(task))
+    engine.transition(tx, task, "finished", attempt=n, exitCode=result.exit_code)
+    store.submit(tx)
+    await _assess_and_decide(engine, task, attempt, None)
+
+
+async def resume_assessment(engine: Engine, task: Task, handle: RunHandle) -> None:
+    """After a restart: the agent's result is stored; finish its assessment without re-running it."""
+    attempt = engine.attempts[task.id]
+    handle.attempt = attempt
+    from polpo.engine.recovery import load_open_assessment
+
+    existing = await load_open_assessment(engine, attempt)
+    await _assess_and_decide(engine, task, attempt, existing)
+
+
+async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
+                             existing: Assessment | None) -> None:
+    m = engine.missions[task.mission_id]
+    store = engine.store
+    if existing is None:
+        existing = Assessment(id=f"{attempt.id}/1", attempt_id=attempt.id, task_id=task.id,
+                              trigger=attempt.kind, status="running", created_at=engine.clock.now())
+        tx = store.tx().assessment(existing)
+        tx.event(E.ASSESSMENT_STARTED, mission_id=m.id, task_id=task.id, attempt=attempt.number,
+                 trigger=existing.trigger, total=len(task.spec.expectations))
+        store.submit(tx)
+    verdict = await assess(engine, task, attempt, existing)
+
+    max_retries, max_fix = engine.budget(task)
+    counters = policy.Counters(task.retries, task.fix_attempts)
+    budget = policy.Budget(max_retries, max_fix)
+    decision = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
+                             budget=budget, side_effects=task.spec.side_effects)
+    if decision.action == "block":
+        underlying = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
+                                   budget=budget)
+        decision = underlying if underlying.action == "fail" else policy.Decision(
+            "block", underlying.counters, f"{decision.reason}; then {underlying.action}")
+        next_kind = underlying.action
+    else:
+        next_kind = decision.action
+    feedback = feedback_text(checks=verdict.checks, exit_code=attempt.exit_code, timed_out=attempt.timed_out,
+                             error=attempt.error, stderr_tail=attempt.stderr_tail)
+    attempt.verdict = "passed" if verdict.passed and attempt.agent_ok else "failed"
+    tx = store.tx().attempt(attempt)
+    ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
+    if decision.action == "done":
+        task.feedback = None
+        engine.transition(tx, task, "pass", attempt=attempt.number)
+    elif decision.action in ("fix", "retry", "block"):
+        task.retries, task.fix_attempts = decision.counters.retries, decision.counters.fix_attempts
+        task.next_kind = next_kind
+        task.feedback = feedback
+        if next_kind == "fix":
+            task.total_fixes += 1
+        if decision.action == "block":
+            tx.event(E.TASK_RETRY_BLOCKED, **ids, reason=decision.reason)
+            engine.transition(tx, task, "block", decision.reason)
+        elif next_kind == "fix":
+            tx.event(E.TASK_FIX, **ids, attempt=task.fix_attempts, maxFix=max_fix)
+            engine.transition(tx, task, "fix", _first_line(feedback))
+        else:
+            tx.event(E.TASK_RETRY, **ids, attempt=task.retries, maxRetries=max_retries)
+            engine.transition(tx, task, "retry", _first_line(feedback))
+    else:
+        task.feedback = feedback
+        tx.event(E.TASK_MAX_RETRIES, **ids, retries=task.retries, maxRetries=max_retries)
+        engine.transition(tx, task, "exhausted", f"{decision.reason}: {_first_line(feedback)}")
+    store.submit(tx)
+    engine.after_change(task)
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip() and not line.strip().endswith(":"):
+            return line.strip()[:300]
+    return text.strip()[:300]
+
+
+async def _stopped(engine: Engine, task: Task, handle: RunHandle) -> None:
+    """The run was cancelled from outside: a mission cancel, or the daemon shutting down."""
+    store = engine.store
+    tx = store.tx()
+    attempt = handle.attempt
+    if attempt is not None and attempt.status in ("starting", "running"):
+        attempt.status = "interrupted"
+        attempt.finished_at = engine.clock.now()
+        attempt.error = f"interrupted ({handle.stop_reason})"
+        tx.attempt(attempt)
+    if handle.stop_reason == "cancel":
+        if not task.terminal:
+            engine.transition(tx, task, "cancel", "mission cancelled")
+            store.submit(tx)
+            engine.after_change(task)
+            return
+    elif task.status in ("assigned", "in_progress"):
+        engine.transition(tx, task, "interrupted", "daemon shutting down; the attempt runs again on restart")
+    store.submit(tx)
+
+
+def check_row(assessment_id: str, idx: int, task_id: str, c: dict[str, Any], ts: str) -> tuple[Any, ...]:
+    return (assessment_id, idx, task_id, c["type"], c["label"], int(c["passed"]), c["message"],
+            c.get("details"), c["duration"], ts)
+
+
+__all__ = ["ATTEMPT_MARK", "check_row", "iso", "run_task"]

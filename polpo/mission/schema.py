@@ -1,0 +1,380 @@
+"""The mission file as pydantic v2 models: camelCase in JSON, snake_case in Python, unknown keys rejected.
+
+A superset of Polpo's mission document. Polpo fields polpo does not implement are *tolerated*: each model
+lists them (``TOLERATED``, plus ``TOLERATED_PREFIXES`` for families such as ``enableGit``/``enablePdf``), a
+validator takes them out before ``extra="forbid"`` sees them, and the loader names each one in a warning —
+so Polpo documents load, nothing is dropped silently, and a real typo is still an error.
+Cross-field checks that need the whole document (titles, references, cycles) live in ``loader.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+# ---------------------------------------------------------------------------------------------- durations
+
+_NUM = r"(\d+(?:[.,]\d+)?)"
+_ISO_DURATION = re.compile(
+    rf"P(?:{_NUM}Y)?(?:{_NUM}M)?(?:{_NUM}W)?(?:{_NUM}D)?(?:T(?:{_NUM}H)?(?:{_NUM}M)?(?:{_NUM}S)?)?",
+    re.IGNORECASE,
+)
+_UNIT_SECONDS = (365 * 86400, 30 * 86400, 7 * 86400, 86400, 3600, 60, 1)
+_DURATION_HINT = "a number of seconds or an ISO-8601 duration such as PT30S, PT1H30M or P1D"
+
+
+def parse_iso_duration(text: str) -> timedelta:
+    """``P[nY][nM][nW][nD][T[nH][nM][nS]]`` → timedelta; a year is 365 days, a month 30. Raises ValueError.
+
+    Our own parser (not pydantic's) so the accepted forms are exactly the documented ones.
+    """
+    s = text.strip()
+    m = _ISO_DURATION.fullmatch(s)
+    if m is None or not any(m.groups()) or s.upper().endswith("T"):
+        raise ValueError(f"{text!r} is not {_DURATION_HINT}")
+    seconds = sum(float(v.replace(",", ".")) * unit for v, unit in zip(m.groups(), _UNIT_SECONDS, strict=True) if v)
+    return _seconds(seconds)
+
+
+def _seconds(seconds: float) -> timedelta:
+    try:
+        return timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        raise ValueError("the duration is out of range") from None
+
+
+def format_duration(td: timedelta) -> str:
+    """The ISO-8601 form a duration is stored in; ``parse_iso_duration`` reads it back exactly."""
+    days, rest = td.days, td - timedelta(days=td.days)
+    secs = rest.total_seconds()
+    h, secs = divmod(secs, 3600)
+    mi, secs = divmod(secs, 60)
+    out = "P" + (f"{days}D" if days else "")
+    time = (f"{int(h)}H" if h else "") + (f"{int(mi)}M" if mi else "")
+    if secs:
+        time += f"{secs:.6f}".rstrip("0").rstrip(".") + "S"
+    return out + ("T" + time if time else "") if (days or time) else "PT0S"
+
+
+def _to_duration(v: object) -> timedelta:
+    if isinstance(v, timedelta):
+        td = v
+    elif isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise ValueError(f"a duration is {_DURATION_HINT}")
+    elif isinstance(v, str):
+        td = parse_iso_duration(v)
+    else:
+        td = _seconds(v)
+    if td <= timedelta(0):
+        raise ValueError("a duration must be greater than zero")
+    return td
+
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(_to_duration),
+    PlainSerializer(format_duration, return_type=str),
+    WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string", "format": "duration"}],
+                    "description": "seconds, or an ISO-8601 duration (PT30S, P1DT2H)"}),
+]
+
+
+def _to_deadline(v: object) -> datetime | timedelta:
+    """An aware instant, or a duration counted from the mission's start. A naive instant is ambiguous."""
+    if isinstance(v, datetime):
+        dt = v
+    elif isinstance(v, timedelta):
+        return _to_duration(v)
+    elif not isinstance(v, str):
+        raise ValueError("a deadline is a string: an ISO-8601 instant (2026-12-01T18:00:00Z) or duration (PT2H)")
+    else:
+        text = v.strip()
+        if text[:1] in ("P", "p"):
+            return _to_duration(text)
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{v!r} is neither an ISO-8601 instant (2026-12-01T18:00:00Z) "
+                             "nor an ISO-8601 duration (PT2H)") from None
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise ValueError("add a timezone, e.g. Z or +01:00")
+    return dt
+
+
+def _format_deadline(v: datetime | timedelta) -> str:
+    return format_duration(v) if isinstance(v, timedelta) else v.isoformat()
+
+
+Deadline = Annotated[
+    datetime | timedelta,
+    BeforeValidator(_to_deadline),
+    PlainSerializer(_format_deadline, return_type=str),
+    WithJsonSchema({"type": "string",
+                    "description": "an ISO-8601 instant with a timezone, or a duration from the mission's start"}),
+]
+
+# ------------------------------------------------------------------------------------------------- base
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+# Titles and names are matched against each other, so all of them are stripped the same way.
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class Model(BaseModel):
+    """Base: camelCase aliases, unknown keys forbidden, listed Polpo-only keys tolerated (popped, remembered)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True, extra="forbid", frozen=True)
+    TOLERATED: ClassVar[frozenset[str]] = frozenset()
+    TOLERATED_PREFIXES: ClassVar[tuple[str, ...]] = ()
+    _polpo_ignored: tuple[str, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def is_tolerated(cls, key: str) -> bool:
+        """A Polpo key this model accepts and ignores (the loader warns about each one)."""
+        return key in cls.TOLERATED or any(
+            key.startswith(p) and key[len(p):][:1].isupper() for p in cls.TOLERATED_PREFIXES)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _pop_tolerated(cls, data: Any, handler: Any) -> Any:
+        ignored: list[str] = []
+        if isinstance(data, dict) and (cls.TOLERATED or cls.TOLERATED_PREFIXES):
+            ignored = [k for k in data if isinstance(k, str) and cls.is_tolerated(k)]
+            if ignored:
+                data = {k: v for k, v in data.items() if k not in ignored}
+        obj = handler(data)
+        if ignored:
+            obj._polpo_ignored = tuple(ignored)
+        return obj
+
+    @property
+    def polpo_ignored(self) -> tuple[str, ...]:
+        """Polpo keys present in the input and ignored (not serialized)."""
+        return self._polpo_ignored
+
+
+Confidence = Literal["firm", "estimated"]
+
+# ---------------------------------------------------------------------------------------------- expectations
+
+
+class FileExistsExpectation(Model):
+    type: Literal["file_exists"]
+    path: NonEmpty | None = None
+    paths: list[NonEmpty] | None = None
+    confidence: Confidence | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.path is None) == (self.paths is None):
+            raise ValueError("give exactly one of path or paths")
+        if self.paths is not None and not self.paths:
+            raise ValueError("paths must list at least one file")
+        return self
+
+    @property
+    def all_paths(self) -> list[str]:
+        return [self.path] if self.path is not None else list(self.paths or ())
+
+
+class TestExpectation(Model):
+    __test__ = False  # tell pytest this is not a test class
+    type: Literal["test"]
+    command: NonEmpty
+    timeout: Duration | None = None
+    confidence: Confidence | None = None
+
+
+class ScriptExpectation(Model):
+    type: Literal["script"]
+    command: NonEmpty
+    expect_exit_code: int = 0
+    timeout: Duration | None = None
+    confidence: Confidence | None = None
+
+
+def _check_rubric(v: object) -> object:
+    """One clear message instead of pydantic's per-union-member errors."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, dict) and all(k in ("1", "2", "3", "4", "5") and isinstance(t, str) for k, t in v.items()):
+        return v
+    raise ValueError('a rubric is text or a map from "1".."5" to text')
+
+
+class Dimension(Model):
+    name: NonEmpty
+    weight: float = Field(gt=0, le=1)
+    description: str = ""
+    rubric: Annotated[str | dict[Literal["1", "2", "3", "4", "5"], str] | None,
+                      BeforeValidator(_check_rubric)] = None
+
+
+class LlmReviewExpectation(Model):
+    type: Literal["llm_review"]
+    criteria: str | None = None
+    prompt: str | None = None
+    dimensions: list[Dimension] | None = None
+    threshold: float = Field(3.0, ge=1, le=5)
+    confidence: Confidence | None = None
+
+    @model_validator(mode="after")
+    def _something_to_judge(self) -> Self:
+        if not (self.criteria or "").strip() and not (self.prompt or "").strip() and not self.dimensions:
+            raise ValueError("an llm_review needs criteria, a prompt or dimensions")
+        return self
+
+
+Expectation = Annotated[
+    FileExistsExpectation | TestExpectation | ScriptExpectation | LlmReviewExpectation,
+    Field(discriminator="type"),
+]
+EXPECTATION_TYPES: tuple[str, ...] = ("file_exists", "test", "script", "llm_review")
+
+# ------------------------------------------------------------------------------------------------- tasks
+
+
+class RetryPolicy(Model):
+    escalate_after: int | None = Field(None, ge=1)
+    fallback_agent: Name | None = None
+    escalate_model: NonEmpty | None = None
+
+
+class ExpectedOutcome(Model):
+    type: Literal["file", "text", "url", "json", "media"]
+    label: NonEmpty
+    description: str | None = None
+    path: str | None = None
+    mime_type: str | None = None
+    required: bool = True
+    tags: list[str] = []
+
+
+class TaskSpec(Model):
+    TOLERATED = frozenset({"metrics", "confidence", "group", "phase"})
+    title: Name
+    description: NonEmpty
+    assign_to: Name | None = None
+    depends_on: list[Name] = []
+    expectations: list[Expectation] = []
+    expected_outcomes: list[ExpectedOutcome] = []
+    priority: float = Field(1.0, gt=0)
+    deadline: Deadline | None = None
+    max_retries: int | None = Field(None, ge=0)
+    max_fix_attempts: int | None = Field(None, ge=0)
+    max_duration: Duration | None = None
+    retry_policy: RetryPolicy | None = None
+    side_effects: bool = False
+    notifications: dict[str, Any] | None = None
+
+
+class TeamAgent(Model):
+    """An agent defined inline in the mission; ``type`` None means an LLM agent on the default model."""
+
+    # Polpo's AgentConfig fields we do not implement, and its enableX capability flags (enableGit, enablePdf…).
+    TOLERATED = frozenset({
+        "enableGit", "reasoning", "reportsTo", "skills", "allowedTools", "allowedPaths", "volatile",
+        "missionGroup", "identity", "maxTurnsPerTask", "createdAt", "browserProfile", "emailAllowedDomains",
+        "image_model", "video_model", "vision_model", "transcribe_model", "tts_model", "search_provider",
+        "version", "author", "tags"})
+    TOLERATED_PREFIXES = ("enable",)
+    name: Name
+    type: Literal["command", "llm"] | None = None
+    role: str | None = None
+    model: str | None = None
+    command: list[NonEmpty] | None = None
+    timeout: Duration | None = None
+    max_concurrency: int | None = Field(None, ge=1)
+    max_turns: int | None = Field(None, ge=1)
+    system_prompt: str | None = None
+    api_base: str | None = None
+    temperature: float | None = None
+    env: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _command_needs_argv(self) -> Self:
+        if self.type == "command" and not self.command:
+            raise ValueError('a command agent needs "command": [program, args…]')
+        return self
+
+
+class QualityGate(Model):
+    TOLERATED = frozenset({"condition"})
+    name: Name
+    after_tasks: list[Name] = Field(min_length=1)
+    blocks_tasks: list[Name] = Field(min_length=1)
+    min_score: float | None = Field(None, ge=1, le=5)
+    require_all_passed: bool = False
+    notify_channels: list[str] = []
+
+
+class MissionSettings(Model):
+    TOLERATED = frozenset({"enableVolatileTeams", "volatileCleanup", "maxQuestionRounds", "maxResolutionAttempts"})
+    max_retries: int | None = Field(None, ge=0)
+    max_fix_attempts: int | None = Field(None, ge=0)
+    max_concurrency: int | None = Field(None, ge=1)
+    auto_correct_expectations: bool | None = None
+
+
+class MissionSpec(Model):
+    TOLERATED = frozenset({"checkpoints", "delays", "expectedOutcomes", "prompt"})
+    schema_version: Literal[1] | None = None
+    name: str | None = None
+    description: str | None = None
+    tasks: list[TaskSpec] = Field(min_length=1)
+    team: list[TeamAgent] = []
+    quality_gates: list[QualityGate] = []
+    quality_threshold: float | None = Field(None, ge=1, le=5)
+    deadline: Deadline | None = None
+    workspace: str | None = None
+    settings: MissionSettings = MissionSettings()
+    notifications: dict[str, Any] | None = None
+
+    def task_by_title(self, title: str) -> TaskSpec | None:
+        return next((t for t in self.tasks if t.title == title), None)
+
+
+TOLERANT_MODELS: tuple[type[Model], ...] = (MissionSpec, MissionSettings, TaskSpec, TeamAgent, QualityGate)
+
+
+def mission_json_schema() -> dict[str, Any]:
+    """JSON Schema for editors; tolerated Polpo keys are allowed properties so Polpo documents are not flagged."""
+    schema = MissionSpec.model_json_schema(by_alias=True, mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "urn:polpo:schema:mission:1"
+    schema["title"] = "polpo mission"
+    defs = schema.get("$defs", {})
+    note = {"description": "Polpo field, accepted but not implemented by polpo (a warning)"}
+    for model in TOLERANT_MODELS:
+        target = schema if model is MissionSpec else defs.get(model.__name__)
+        if target is None:
+            continue
+        props = target.setdefault("properties", {})
+        for key in sorted(model.TOLERATED):
+            props.setdefault(key, dict(note))
+        for prefix in model.TOLERATED_PREFIXES:
+            target.setdefault("patternProperties", {})[f"^{prefix}[A-Z]"] = dict(note)
+    return schema
+
+
+__all__ = [
+    "EXPECTATION_TYPES", "TOLERANT_MODELS", "Deadline", "Dimension", "Duration", "Expectation",
+    "ExpectedOutcome", "FileExistsExpectation", "LlmReviewExpectation", "MissionSettings", "MissionSpec",
+    "Model", "QualityGate", "RetryPolicy", "ScriptExpectation", "TaskSpec", "TeamAgent", "TestExpectation",
+    "format_duration", "mission_json_schema", "parse_iso_duration",
+]

@@ -1,0 +1,98 @@
+"""Synchronous, read-mostly access for the CLI (status, show, commands) while a daemon runs.
+
+WAL lets these readers work beside the daemon's single writer. The only write is queueing a command in
+the ``commands`` inbox, which the daemon applies.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+class NoState(Exception):
+    pass
+
+
+def connect(db_path: Path) -> sqlite3.Connection:
+    if not db_path.exists():
+        raise NoState(f"no state at {db_path} yet: start the daemon first (polpo daemon)")
+    con = sqlite3.connect(db_path, timeout=5.0)
+    con.row_factory = sqlite3.Row
+    con.execute("PRAGMA busy_timeout=5000")
+    return con
+
+
+def _dict(row: sqlite3.Row | None, json_cols: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    d = dict(row)
+    for c in json_cols:
+        if d.get(c):
+            d[c] = orjson.loads(d[c])
+    return d
+
+
+def missions(con: sqlite3.Connection, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
+    sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, "
+           "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
+           "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
+           "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'failed') AS failed "
+           "FROM missions m ")
+    if not include_finished:
+        sql += "WHERE m.status IN ('running', 'cancelling') "
+    sql += "ORDER BY m.seq DESC LIMIT ?"
+    return [dict(r) for r in con.execute(sql, (limit,))][::-1]
+
+
+def mission(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
+    row = con.execute("SELECT * FROM missions WHERE id = ?", (mid,)).fetchone()
+    if row is None:
+        row = con.execute("SELECT * FROM missions WHERE name = ? ORDER BY seq DESC LIMIT 1", (mid,)).fetchone()
+    return _dict(row, ("report", "warnings"))
+
+
+def tasks(con: sqlite3.Connection, mid: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in con.execute("SELECT * FROM tasks WHERE mission_id = ? ORDER BY idx", (mid,))]
+
+
+def task(con: sqlite3.Connection, tid: str) -> dict[str, Any] | None:
+    return _dict(con.execute("SELECT * FROM tasks WHERE id = ?", (tid,)).fetchone())
+
+
+def attempts(con: sqlite3.Connection, tid: str) -> list[dict[str, Any]]:
+    out = []
+    for r in con.execute("SELECT * FROM attempts WHERE task_id = ? ORDER BY number", (tid,)):
+        a = _dict(r, ("files",))
+        assert a is not None
+        a["assessments"] = assessments(con, a["id"])
+        out.append(a)
+    return out
+
+
+def assessments(con: sqlite3.Connection, attempt_id: str) -> list[dict[str, Any]]:
+    out = []
+    for r in con.execute("SELECT * FROM assessments WHERE attempt_id = ? ORDER BY id", (attempt_id,)):
+        a = dict(r)
+        a["checks"] = [dict(c) for c in con.execute(
+            "SELECT idx, type, label, passed, message, details, duration FROM checks "
+            "WHERE assessment_id = ? ORDER BY idx", (a["id"],))]
+        out.append(a)
+    return out
+
+
+def gates(con: sqlite3.Connection, mid: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in con.execute("SELECT * FROM gates WHERE mission_id = ? ORDER BY name", (mid,))]
+
+
+def queue_command(con: sqlite3.Connection, kind: str, target: str, now: str) -> int:
+    with con:
+        cur = con.execute("INSERT INTO commands (kind, target, created_at) VALUES (?, ?, ?)", (kind, target, now))
+    return int(cur.lastrowid or 0)
+
+
+def command(con: sqlite3.Connection, cid: int) -> dict[str, Any] | None:
+    return _dict(con.execute("SELECT * FROM commands WHERE id = ?", (cid,)).fetchone())

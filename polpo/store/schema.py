@@ -1,0 +1,144 @@
+"""The SQLite schema, versioned with ``PRAGMA user_version``.
+
+Each entry of ``MIGRATIONS`` moves the database one version forward; they run in order inside one
+transaction at open time, so a daemon never sees a half-migrated file.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # v1: the foundation.
+    """
+    CREATE TABLE sources (
+        path        TEXT PRIMARY KEY,   -- absolute path of a mission file
+        hash        TEXT NOT NULL,      -- sha256 of the bytes last handled
+        outcome     TEXT NOT NULL,      -- accepted | rejected | busy
+        mission_id  TEXT,
+        seen_at     TEXT NOT NULL
+    );
+    CREATE TABLE missions (
+        id          TEXT PRIMARY KEY,
+        seq         INTEGER NOT NULL UNIQUE,  -- acceptance order
+        name        TEXT NOT NULL,
+        source      TEXT NOT NULL,
+        hash        TEXT NOT NULL,
+        run         INTEGER NOT NULL,
+        spec        TEXT NOT NULL,            -- the validated mission document (JSON)
+        workspace   TEXT NOT NULL,
+        status      TEXT NOT NULL,            -- running | completed | failed | cancelled
+        reason      TEXT,
+        report      TEXT,                     -- JSON, set when it finishes
+        warnings    TEXT NOT NULL DEFAULT '[]',
+        created_at  TEXT NOT NULL,
+        finished_at TEXT
+    );
+    CREATE INDEX missions_source ON missions(source);
+    CREATE TABLE tasks (
+        id            TEXT PRIMARY KEY,
+        mission_id    TEXT NOT NULL,
+        idx           INTEGER NOT NULL,
+        title         TEXT NOT NULL,
+        agent         TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        reason        TEXT,
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        retries       INTEGER NOT NULL DEFAULT 0,
+        fix_attempts  INTEGER NOT NULL DEFAULT 0,
+        total_fixes   INTEGER NOT NULL DEFAULT 0,
+        interruptions INTEGER NOT NULL DEFAULT 0,
+        next_kind     TEXT NOT NULL DEFAULT 'initial',
+        feedback      TEXT,
+        updated_at    TEXT NOT NULL,
+        started_at    TEXT,
+        finished_at   TEXT
+    );
+    CREATE INDEX tasks_mission ON tasks(mission_id, idx);
+    CREATE TABLE attempts (
+        id            TEXT PRIMARY KEY,
+        task_id       TEXT NOT NULL,
+        mission_id    TEXT NOT NULL,
+        number        INTEGER NOT NULL,
+        kind          TEXT NOT NULL,          -- initial | fix | retry
+        agent         TEXT NOT NULL,
+        status        TEXT NOT NULL,          -- starting | running | finished | interrupted
+        pid           INTEGER,
+        pid_ticks     INTEGER,
+        exit_code     INTEGER,
+        signal        INTEGER,
+        timed_out     INTEGER NOT NULL DEFAULT 0,
+        error         TEXT,
+        stdout_tail   TEXT,
+        stderr_tail   TEXT,
+        stdout_bytes  INTEGER,
+        stderr_bytes  INTEGER,
+        duration      REAL,
+        files         TEXT,                   -- JSON {created, modified, deleted}
+        prompt        TEXT,
+        verdict       TEXT,                   -- passed | failed, once assessed
+        started_at    TEXT NOT NULL,
+        finished_at   TEXT
+    );
+    CREATE INDEX attempts_task ON attempts(task_id, number);
+    CREATE TABLE assessments (
+        id          TEXT PRIMARY KEY,
+        attempt_id  TEXT NOT NULL,
+        task_id     TEXT NOT NULL,
+        trigger     TEXT NOT NULL,            -- initial | fix | retry | reassess | judge
+        status      TEXT NOT NULL,            -- running | complete
+        passed      INTEGER,
+        message     TEXT,
+        created_at  TEXT NOT NULL,
+        finished_at TEXT
+    );
+    CREATE INDEX assessments_task ON assessments(task_id);
+    CREATE TABLE checks (
+        assessment_id TEXT NOT NULL,
+        idx           INTEGER NOT NULL,
+        task_id       TEXT NOT NULL,
+        type          TEXT NOT NULL,
+        label         TEXT NOT NULL,
+        passed        INTEGER NOT NULL,
+        message       TEXT NOT NULL,
+        details       TEXT,
+        duration      REAL NOT NULL,
+        created_at    TEXT NOT NULL,
+        PRIMARY KEY (assessment_id, idx)
+    );
+    CREATE TABLE gates (
+        mission_id  TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,            -- passed | failed (a passed gate is never re-evaluated)
+        reason      TEXT,
+        avg_score   REAL,
+        evaluated_at TEXT NOT NULL,
+        PRIMARY KEY (mission_id, name)
+    );
+    CREATE TABLE events (
+        seq         INTEGER PRIMARY KEY,
+        ts          TEXT NOT NULL,
+        event       TEXT NOT NULL,
+        mission_id  TEXT,
+        task_id     TEXT,
+        data        TEXT NOT NULL
+    );
+    CREATE INDEX events_mission ON events(mission_id, seq);
+    CREATE TABLE commands (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind        TEXT NOT NULL,            -- retry | cancel | approve
+        target      TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        status      TEXT NOT NULL DEFAULT 'queued',   -- queued | done | refused
+        result      TEXT,
+        handled_at  TEXT
+    );
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA busy_timeout=5000",
+    "PRAGMA foreign_keys=ON",
+)

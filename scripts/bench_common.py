@@ -1,0 +1,91 @@
+"""Shared helpers for the benchmarks: a throw-away daemon on a temp folder, timed through its event log."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+CONFIG = """
+[daemon]
+missions_dir = "missions"
+state_dir = "state"
+max_concurrency = {concurrency}
+
+[agents.noop]
+type = "command"
+command = ["true"]
+timeout = 60
+"""
+
+
+@contextmanager
+def bench_daemon(concurrency: int = 8) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    root = Path(tempfile.mkdtemp(prefix="polpo-bench-"))
+    (root / "missions").mkdir()
+    (root / "polpo.toml").write_text(CONFIG.format(concurrency=concurrency))
+    proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(root / "polpo.toml")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(root, lambda e: e["event"] == "orchestrator:started", timeout=60)
+        time.sleep(0.3)  # let the watcher settle in
+        yield root, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def events(root: Path) -> list[dict[str, Any]]:
+    p = root / "state" / "events.jsonl"
+    if not p.exists():
+        return []
+    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+
+
+def wait_for(root: Path, pred: Any, timeout: float = 600) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    seen = 0
+    path = root / "state" / "events.jsonl"
+    while time.monotonic() < deadline:
+        if path.exists():
+            with open(path) as f:
+                lines = f.readlines()
+            for line in lines[seen:]:
+                ev = json.loads(line)
+                if pred(ev):
+                    return ev
+            seen = len(lines)
+        time.sleep(0.01)
+    raise TimeoutError("event not seen")
+
+
+def drop(root: Path, name: str, doc: dict[str, Any]) -> float:
+    """Write a mission atomically; return the wall time of the rename."""
+    tmp = root / "missions" / f".{name}.tmp"
+    tmp.write_text(json.dumps(doc))
+    t = time.time()
+    os.replace(tmp, root / "missions" / name)
+    return t
+
+
+def ts(ev: dict[str, Any]) -> float:
+    return datetime.fromisoformat(ev["ts"].replace("Z", "+00:00")).timestamp()
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)

@@ -1,0 +1,101 @@
+"""The `polpo` command line, run as a user would (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import (
+    REPO,
+    daemon_process,
+    mission_json,
+    run_cli,
+    shell_task,
+    wait_events,
+    write_config,
+)
+from tests.integration.test_intake import INVALID
+
+pytestmark = pytest.mark.slow
+
+
+def test_validate_reports_every_invalid_file_with_path_and_reason(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    files = []
+    for name, text in INVALID.items():
+        p = tmp_path / name
+        p.write_text(text)
+        files.append(str(p))
+    for f in files:
+        r = run_cli("validate", "--config", str(config), f)
+        assert r.returncode == 1, f
+        lines = r.stdout.strip().splitlines()
+        assert lines and all(ln.startswith(f + ": $") for ln in lines), r.stdout
+    r = run_cli("validate", "--config", str(config), str(tmp_path / "cycle.json"))
+    assert "dependency cycle" in r.stdout
+    r = run_cli("validate", "--config", str(config), str(tmp_path / "unknown-agent.json"))
+    assert "$.tasks[0].assignTo" in r.stdout and "shell" in r.stdout
+
+
+def test_validate_accepts_the_bundled_missions() -> None:
+    missions = sorted(str(p) for p in (REPO / "missions").glob("*.json"))
+    r = run_cli("validate", "--config", str(REPO / "config" / "polpo.toml"), *missions)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(": ok") == len(missions)
+
+
+def test_schema_is_json_schema() -> None:
+    r = run_cli("schema")
+    assert r.returncode == 0
+    schema = json.loads(r.stdout)
+    assert "tasks" in schema["properties"]
+
+
+def test_submit_status_show_tail_retry(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    state = tmp_path / "state"
+    src = tmp_path / "job.json"
+    src.write_text(mission_json(
+        shell_task("make", "echo hi > out.txt", expectations=[{"type": "file_exists", "path": "out.txt"}]),
+        shell_task("flaky", "test -f go || exit 4", maxRetries=0),
+    ))
+    with daemon_process(config):
+        r = run_cli("submit", "--config", str(config), str(src))
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "missions" / "job.json").read_bytes() == src.read_bytes()
+        wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
+
+        st = json.loads(run_cli("status", "--json", "--config", str(config)).stdout)
+        assert st["daemon"]["running"] is True
+        m = next(x for x in st["missions"] if x["id"] == "job")
+        assert m["status"] == "failed" and [t["status"] for t in m["tasks"]] == ["done", "failed"]
+
+        shown = json.loads(run_cli("show", "job:1", "--json", "--config", str(config)).stdout)
+        assert shown["attempts"][0]["assessments"][0]["checks"][0]["passed"] == 1
+        text = run_cli("show", "job:2", "--config", str(config)).stdout
+        assert "exit 4" in text
+
+        tail = run_cli("tail", "--json", "-n", "1000", "--event", "mission:*", "--config", str(config)).stdout
+        names = [json.loads(x)["event"] for x in tail.splitlines()]
+        assert names == ["mission:accepted", "mission:completed"]
+        readable = run_cli("tail", "-n", "5", "--config", str(config)).stdout
+        assert "mission:completed" in readable
+
+        (state / "workspaces" / "job" / "go").write_text("")
+        r = run_cli("retry", "job:2", "--config", str(config))
+        assert r.returncode == 0 and "retrying job:2" in r.stdout, r.stdout + r.stderr
+        wait_events(state, lambda evs: sum(e["event"] == "mission:completed" for e in evs) == 2)
+        st = json.loads(run_cli("status", "--json", "--config", str(config)).stdout)
+        assert next(x for x in st["missions"] if x["id"] == "job")["status"] == "completed"
+        r = run_cli("retry", "job:1", "--config", str(config))
+        assert r.returncode == 1 and "only failed tasks" in r.stderr
+
+
+def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:
+    r = run_cli("status", "--config", str(tmp_path / "nope.toml"))
+    assert r.returncode == 1 and "config file not found" in r.stderr
+    config = write_config(tmp_path)
+    r = run_cli("status", "--config", str(config))
+    assert r.returncode == 1 and "start the daemon" in r.stderr

@@ -1,0 +1,72 @@
+"""The task state machine: every allowed transition, and every other (state, trigger) pair refused."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from polpo.engine.lifecycle import STATES, TRANSITIONS, TRIGGERS, InvalidTransition, is_terminal, next_state
+
+EXPECTED = {
+    ("pending", "dispatch"): "assigned",
+    ("assigned", "spawned"): "in_progress",
+    ("assigned", "interrupted"): "pending",
+    ("in_progress", "finished"): "review",
+    ("in_progress", "interrupted"): "pending",
+    ("review", "pass"): "done",
+    ("review", "fix"): "pending",
+    ("review", "retry"): "pending",
+    ("review", "exhausted"): "failed",
+    ("review", "block"): "awaiting_approval",
+    ("awaiting_approval", "approve"): "pending",
+    ("pending", "dependency_failed"): "failed",
+    ("pending", "gate_failed"): "failed",
+    ("failed", "manual_retry"): "pending",
+    ("failed", "reopen"): "pending",
+    ("pending", "cancel"): "failed",
+    ("assigned", "cancel"): "failed",
+    ("in_progress", "cancel"): "failed",
+    ("review", "cancel"): "failed",
+    ("awaiting_approval", "cancel"): "failed",
+    ("pending", "sla_fail"): "failed",
+    ("assigned", "sla_fail"): "failed",
+    ("in_progress", "sla_fail"): "failed",
+    ("review", "sla_fail"): "failed",
+    ("awaiting_approval", "sla_fail"): "failed",
+}
+
+
+@pytest.mark.parametrize(("state", "trigger"), sorted(EXPECTED))
+def test_allowed_transition(state: str, trigger: str) -> None:
+    assert next_state(state, trigger) == EXPECTED[(state, trigger)]
+
+
+def test_table_is_exactly_the_expected_one() -> None:
+    assert dict(TRANSITIONS) == EXPECTED
+
+
+@pytest.mark.parametrize(
+    ("state", "trigger"), [p for p in itertools.product(STATES, TRIGGERS) if p not in EXPECTED]
+)
+def test_every_other_pair_is_refused(state: str, trigger: str) -> None:
+    with pytest.raises(InvalidTransition) as err:
+        next_state(state, trigger)
+    assert state in str(err.value) and trigger in str(err.value)
+
+
+def test_done_is_final() -> None:
+    for trigger in TRIGGERS:
+        with pytest.raises(InvalidTransition, match="allowed: none"):
+            next_state("done", trigger)
+
+
+def test_terminal_states() -> None:
+    assert [s for s in STATES if is_terminal(s)] == ["done", "failed"]
+
+
+def test_happy_path_reaches_done() -> None:
+    s = "pending"
+    for trigger in ("dispatch", "spawned", "finished", "pass"):
+        s = next_state(s, trigger)
+    assert s == "done"

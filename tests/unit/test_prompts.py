@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from polpo.engine.prompts import build_prompt, feedback_text
+
+
+def test_feedback_names_failed_checks_and_agent_failure() -> None:
+    text = feedback_text(
+        checks=[
+            {
+                "type": "file_exists",
+                "passed": False,
+                "message": "Missing 1/1 file(s): a.txt",
+                "details": "a.txt",
+            },
+            {"type": "test", "passed": True, "message": "Test passed: true"},
+        ],
+        exit_code=2,
+        timed_out=False,
+        error=None,
+        stderr_tail="boom",
+    )
+    assert "exited with code 2" in text
+    assert "boom" in text
+    assert "file_exists: Missing 1/1 file(s): a.txt" in text
+    assert "Test passed" not in text
+
+
+def test_fix_prompt_carries_feedback_and_original_task() -> None:
+    p = build_prompt(
+        title="T",
+        description="do it",
+        mission_name="M",
+        mission_description=None,
+        expectations=[{"type": "test", "command": "pytest"}],
+        kind="fix",
+        feedback="- test: Test failed: pytest (exit 1)",
+        attempt_label=" 1/2",
+    )
+    assert p.startswith("TARGETED FIX 1/2")
+    assert "Test failed: pytest" in p
+    assert "# T\n\ndo it" in p
+    assert "test: `pytest`" in p
+
+
+def test_initial_prompt_has_no_feedback_section() -> None:
+    p = build_prompt(
+        title="T",
+        description="do it",
+        mission_name="M",
+        mission_description="goal",
+        expectations=[],
+        kind="initial",
+        feedback=None,
+    )
+    assert "FIX" not in p and "RETRY" not in p
+    assert "Mission: M — goal" in p
