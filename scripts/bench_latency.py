@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import bench_daemon, drop, median, ts, wait_for  # noqa: E402
+from bench_common import bench_daemon, drop, median, ts, wait_for
 
 
 def task(i: int, deps: list[str]) -> dict:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import bench_daemon, drop, peak_rss_mb, ts, wait_for  # noqa: E402
+from bench_common import bench_daemon, drop, peak_rss_mb, ts, wait_for
 
 
 def main() -> None:

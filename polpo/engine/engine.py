@@ -76,7 +76,8 @@ class Engine:
         self.stopping = False
         self._slots: dict[str, AgentSlot] = {}
         self.idle = anyio.Event()
-        self.resuming: set[str] = set()  # tasks in review whose checks resume after a restart
+        self.resuming: set[str] = set()
+        self._all_released = anyio.Event()  # tasks in review whose checks resume after a restart
 
     # -- wiring -----------------------------------------------------------------------------------------
     def wake(self) -> None:
@@ -113,6 +114,8 @@ class Engine:
     def release(self, handle: RunHandle) -> None:
         self.running.pop(handle.task_id, None)
         self.queue.finished(handle.keys)
+        if not self.running:
+            self._all_released.set()
         self.wake()
 
     def slot(self, task: Task) -> AgentSlot:
@@ -458,15 +461,17 @@ class Engine:
         """Stop dispatching; give running agents ``grace`` seconds, then kill what is left."""
         self.stopping = True
         self.wake()
+        if not self.running:
+            return
+        self._all_released = anyio.Event()
         with anyio.move_on_after(grace):
-            while self.running:
-                await anyio.sleep(0.05)
+            await self._all_released.wait()
         for handle in list(self.running.values()):
             handle.stop_reason = handle.stop_reason or "shutdown"
             if handle.scope is not None:
                 handle.scope.cancel()
-        while self.running:
-            await anyio.sleep(0.02)
+        if self.running:
+            await self._all_released.wait()
 
 
 class CommandRefused(Exception):

@@ -10,14 +10,15 @@ resume from the stored result.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
-from pathlib import Path
 
 from polpo.clock import parse_iso
 from polpo.engine.engine import Engine
@@ -194,18 +195,14 @@ async def _kill(groups: list[int], grace: float = 2.0) -> None:
     if not groups:
         return
     for g in groups:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(g, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
     with anyio.move_on_after(grace):
-        while any(_alive(g) for g in groups):
+        while any(_alive(g) for g in groups):  # noqa: ASYNC110 - polling processes we do not own
             await anyio.sleep(0.05)
     for g in groups:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(g, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     log.warning("killed %d orphaned process group(s) of a previous daemon", len(groups))
 
 

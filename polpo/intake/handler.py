@@ -11,6 +11,7 @@ Rules (README "Editing a mission file"):
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from polpo.mission.loader import Problem, format_problems, load_mission
 
 async def handle_bytes(engine: Engine, path: Path, raw: bytes) -> str:
     """Returns what happened: accepted | rejected | busy | duplicate."""
-    source = str(path.resolve())
+    source = os.path.abspath(path)  # noqa: ASYNC240 - string work; watcher paths are absolute
     digest = hashlib.sha256(raw).hexdigest()
     info = engine.sources.get(source)
     active = engine.active_for_source(source)

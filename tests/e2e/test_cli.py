@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_intake import INVALID
 from tests.support.daemon import (
     REPO,
     daemon_process,
@@ -16,7 +17,6 @@ from tests.support.daemon import (
     wait_events,
     write_config,
 )
-from tests.integration.test_intake import INVALID
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import daemon_process, mission_json, read_events, shell_task, wait_events, write_config
+from tests.support.daemon import (
+    daemon_process,
+    mission_json,
+    read_events,
+    shell_task,
+    wait_events,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
