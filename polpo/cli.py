@@ -202,13 +202,14 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         raise click.ClickException(str(e)) from None
     t = read.task(con, ident)
     if t is not None:
+        t["attemptCount"] = t["attempts"]
         t["attempts"] = read.attempts(con, ident)
         if as_json:
             _json(t)
             return
         click.echo(f"task {t['id']}: {t['title']}")
         click.echo(f"  status {t['status']}" + (f" — {t['reason']}" if t["reason"] else ""))
-        click.echo(f"  agent {t['agent']}; attempts {t['attempts']}, retries {t['retries']}, "
+        click.echo(f"  agent {t['agent']}; attempts {t['attemptCount']}, retries {t['retries']}, "
                    f"fixes {t['total_fixes']}")
         for a in t["attempts"]:
             click.echo(f"  attempt {a['number']} ({a['kind']}): {a['status']}, exit {a['exit_code']}"

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 
 from polpo.config import load_config
@@ -167,8 +168,13 @@ async def test_agent_timeout_kills_and_retries(cfg) -> None:  # type: ignore[no-
 async def test_cancel_mission_kills_running_agent(cfg) -> None:  # type: ignore[no-untyped-def]
     async with running_daemon(cfg) as (d, w):
         submit(cfg, "long.json", mission_json(
-            shell_task("sleeper", "echo $$ > pid; sleep 60"), shell_task("after", "true", dependsOn=["sleeper"])))
+            shell_task("sleeper", "echo $$ > pid.tmp && mv pid.tmp pid; sleep 60"),
+            shell_task("after", "true", dependsOn=["sleeper"])))
         await w.wait_event("agent:spawned")
+        pid_file = cfg.state_dir / "workspaces" / "long" / "pid"
+        with anyio.fail_after(10):
+            while not pid_file.exists():  # the agent has written its pid: it is surely running
+                await anyio.sleep(0.01)
         assert d.engine is not None
         d.engine.cancel_mission("long")
         done = await w.wait_event("mission:completed")
@@ -177,7 +183,7 @@ async def test_cancel_mission_kills_running_agent(cfg) -> None:  # type: ignore[
     con = _db(cfg)
     states = [r[0] for r in con.execute("SELECT status FROM tasks WHERE mission_id='long' ORDER BY idx")]
     assert states == ["failed", "failed"]
-    pid = int((cfg.state_dir / "workspaces" / "long" / "pid").read_text())
+    pid = int(pid_file.read_text())
     import os
 
     with pytest.raises(ProcessLookupError):
