@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -36,6 +36,12 @@ class AgentRequest:
     """camelCase JSON of the task's expectations, for the agent's information."""
     env_marker: tuple[str, str]
     """(key, value) put in the child's environment so its orphans can be found after a daemon crash."""
+    mission_goal: str = ""
+    """The mission's description: the goal this task serves."""
+    siblings: tuple[tuple[str, str], ...] = ()
+    """(title, status) of the mission's other tasks, in file order."""
+    model: str | None = None
+    """Model override for LLM agents (escalation to a stronger model); None uses the agent's own."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,13 @@ class AgentResult:
     stderr_bytes: int
     duration: float
     error: str | None
+    transcript: list[dict[str, Any]] | None = None
+    """LLM agents: every turn (assistant text, tool calls, results, errors, tokens, cost, timestamps)."""
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    """Deliverables the agent declared (``register_outcome``): {type: file|text|url|json, label, value}."""
+    model: str | None = None
+    tokens: int = 0
+    cost: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -42,6 +42,10 @@ class Attempt:
     files: dict[str, list[str]] | None = None
     verdict: str | None = None
     finished_at: datetime | None = None
+    model: str | None = None
+    outcomes: list[dict[str, Any]] | None = None
+    tokens: int | None = None
+    cost: float | None = None
 
     @property
     def agent_ok(self) -> bool:
@@ -61,6 +65,8 @@ class Assessment:
     message: str | None = None
     finished_at: datetime | None = None
     checks: list[dict[str, Any]] = field(default_factory=list)
+    global_score: float | None = None
+    scores: list[dict[str, Any]] | None = None
 
 
 @dataclass(eq=False)
@@ -83,6 +89,12 @@ class Task:
     feedback: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    score: float | None = None  # global score of the assessment that passed it (LLM review), else None
+    escalation_level: int = 0
+    model: str | None = None  # model override after escalation
+    judge_used: bool = False
+    expectations: list[dict[str, Any]] | None = None  # judge-corrected expectations (JSON), else the spec's
+    approval: str | None = None  # None | waiting | granted (sideEffects tasks before a fix or retry)
     # derived, not stored
     deps: list[str] = field(default_factory=list)
     dependents: list[str] = field(default_factory=list)

@@ -74,7 +74,10 @@ async def load_mission(engine: Engine, mid: str) -> Mission | None:
                     reason=t["reason"], attempts=t["attempts"], retries=t["retries"],
                     fix_attempts=t["fix_attempts"], total_fixes=t["total_fixes"],
                     interruptions=t["interruptions"], next_kind=t["next_kind"], feedback=t["feedback"],
-                    started_at=_dt(t["started_at"]), finished_at=_dt(t["finished_at"]))
+                    started_at=_dt(t["started_at"]), finished_at=_dt(t["finished_at"]), score=t["score"],
+                    escalation_level=t["escalation_level"], model=t["model"], judge_used=bool(t["judge_used"]),
+                    expectations=orjson.loads(t["expectations"]) if t["expectations"] else None,
+                    approval=t["approval"])
         m.tasks[task.id] = task
     for a in await store.fetchall(
             "SELECT * FROM attempts WHERE mission_id = ? ORDER BY task_id, number", (mid,)):
@@ -91,7 +94,9 @@ def _attempt(a: Any) -> Attempt:
                    stdout_tail=a["stdout_tail"] or "", stderr_tail=a["stderr_tail"] or "",
                    stdout_bytes=a["stdout_bytes"] or 0, stderr_bytes=a["stderr_bytes"] or 0,
                    duration=a["duration"], files=orjson.loads(a["files"]) if a["files"] else None,
-                   verdict=a["verdict"], finished_at=_dt(a["finished_at"]))
+                   verdict=a["verdict"], finished_at=_dt(a["finished_at"]), model=a["model"],
+                   outcomes=orjson.loads(a["outcomes"]) if a["outcomes"] else None, tokens=a["tokens"],
+                   cost=a["cost"])
 
 
 async def load_open_assessment(engine: Engine, attempt: Attempt) -> Assessment | None:

@@ -46,19 +46,26 @@ def mission_row(m: Mission, spec_json: str | None = None) -> Row:
 
 TASK_COLS = ("id", "mission_id", "idx", "title", "agent", "status", "reason", "attempts", "retries",
              "fix_attempts", "total_fixes", "interruptions", "next_kind", "feedback", "updated_at",
-             "started_at", "finished_at")
+             "started_at", "finished_at", "score", "escalation_level", "model", "judge_used", "expectations",
+             "approval")
 TASK_SQL = _upsert("tasks", TASK_COLS, ("id",))
 
 
 def task_row(t: Task) -> Row:
     return (t.id, t.mission_id, t.idx, t.title, t.agent, t.status, t.reason, t.attempts, t.retries,
             t.fix_attempts, t.total_fixes, t.interruptions, t.next_kind, t.feedback, iso(t.updated_at),
-            _ts(t.started_at), _ts(t.finished_at))
+            _ts(t.started_at), _ts(t.finished_at), t.score, t.escalation_level, t.model, int(t.judge_used),
+            _json(t.expectations), t.approval)
+
+
+def _json(v: Any) -> str | None:
+    return orjson.dumps(v).decode() if v is not None else None
 
 
 ATTEMPT_COLS = ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
                 "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail", "stdout_bytes",
-                "stderr_bytes", "duration", "files", "prompt", "verdict", "started_at", "finished_at")
+                "stderr_bytes", "duration", "files", "prompt", "verdict", "started_at", "finished_at", "model",
+                "outcomes", "tokens", "cost")
 ATTEMPT_SQL = _upsert("attempts", ATTEMPT_COLS, ("id",), insert_only=("prompt",))
 
 
@@ -66,17 +73,19 @@ def attempt_row(a: Attempt) -> Row:
     return (a.id, a.task_id, a.mission_id, a.number, a.kind, a.agent, a.status, a.pid, a.pid_ticks,
             a.exit_code, a.signal, int(a.timed_out), a.error, a.stdout_tail, a.stderr_tail, a.stdout_bytes,
             a.stderr_bytes, a.duration, orjson.dumps(a.files).decode() if a.files is not None else None,
-            a.prompt, a.verdict, iso(a.started_at), _ts(a.finished_at))
+            a.prompt, a.verdict, iso(a.started_at), _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens,
+            a.cost)
 
 
 ASSESSMENT_COLS = ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message", "created_at",
-                   "finished_at")
+                   "finished_at", "global_score", "scores")
 ASSESSMENT_SQL = _upsert("assessments", ASSESSMENT_COLS, ("id",))
 
 
 def assessment_row(a: Assessment) -> Row:
     return (a.id, a.attempt_id, a.task_id, a.trigger, a.status,
-            None if a.passed is None else int(a.passed), a.message, iso(a.created_at), _ts(a.finished_at))
+            None if a.passed is None else int(a.passed), a.message, iso(a.created_at), _ts(a.finished_at),
+            a.global_score, _json(a.scores))
 
 
 CHECK_COLS = ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
@@ -88,6 +97,14 @@ GATE_SQL = _upsert("gates", GATE_COLS, ("mission_id", "name"))
 
 SOURCE_COLS = ("path", "hash", "outcome", "mission_id", "seen_at")
 SOURCE_SQL = _upsert("sources", SOURCE_COLS, ("path",))
+
+TRANSCRIPT_SQL = _upsert("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
+REVIEW_COLS = ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at")
+REVIEW_SQL = _upsert("reviews", REVIEW_COLS, ("assessment_id", "check_idx", "reviewer"))
+DIMENSION_COLS = ("task_id", "check_idx", "source", "data", "created_at")
+DIMENSION_SQL = _upsert("dimensions", DIMENSION_COLS, ("task_id", "check_idx"), insert_only=("data", "source"))
+SLA_MARK_COLS = ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at")
+SLA_MARK_SQL = _upsert("sla_marks", SLA_MARK_COLS, ("entity_id", "kind"), insert_only=("data", "created_at"))
 
 EVENT_SQL = "INSERT INTO events (seq, ts, event, mission_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?)"
 

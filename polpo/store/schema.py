@@ -132,6 +132,55 @@ MIGRATIONS: list[str] = [
         handled_at  TEXT
     );
     """,
+    # v2: assessment panel traces, LLM transcripts, escalation, SLA marks.
+    """
+    ALTER TABLE tasks ADD COLUMN score REAL;                 -- global score of the passing assessment
+    ALTER TABLE tasks ADD COLUMN escalation_level INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN model TEXT;                 -- model override after escalateModel
+    ALTER TABLE tasks ADD COLUMN judge_used INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN expectations TEXT;          -- JSON, corrected expectations (judge)
+    ALTER TABLE tasks ADD COLUMN approval TEXT;              -- NULL | waiting | granted (sideEffects)
+    ALTER TABLE attempts ADD COLUMN model TEXT;
+    ALTER TABLE attempts ADD COLUMN outcomes TEXT;           -- JSON list of declared deliverables
+    ALTER TABLE attempts ADD COLUMN tokens INTEGER;
+    ALTER TABLE attempts ADD COLUMN cost REAL;
+    ALTER TABLE assessments ADD COLUMN global_score REAL;
+    ALTER TABLE assessments ADD COLUMN scores TEXT;          -- JSON [{dimension, score, weight, reasoning}]
+    CREATE TABLE transcripts (
+        attempt_id  TEXT PRIMARY KEY,
+        task_id     TEXT NOT NULL,
+        data        TEXT NOT NULL                            -- JSON list of turns (secrets redacted)
+    );
+    CREATE TABLE reviews (
+        assessment_id TEXT NOT NULL,
+        check_idx     INTEGER NOT NULL,
+        reviewer      INTEGER NOT NULL,                      -- 0, 1, 2 (run 2 of a re-run panel: 3, 4, 5)
+        task_id       TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        ok            INTEGER NOT NULL,
+        data          TEXT NOT NULL,                         -- JSON trace: analysis, filesRead, messages, …
+        created_at    TEXT NOT NULL,
+        PRIMARY KEY (assessment_id, check_idx, reviewer)
+    );
+    CREATE INDEX reviews_task ON reviews(task_id);
+    CREATE TABLE dimensions (
+        task_id     TEXT NOT NULL,
+        check_idx   INTEGER NOT NULL,
+        source      TEXT NOT NULL,                           -- given | generated | default
+        data        TEXT NOT NULL,                           -- JSON list of dimensions
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (task_id, check_idx)
+    );
+    CREATE TABLE sla_marks (
+        entity_id   TEXT NOT NULL,                           -- mission id or task id
+        kind        TEXT NOT NULL,                           -- warning | violated | met
+        entity_type TEXT NOT NULL,                           -- mission | task
+        mission_id  TEXT NOT NULL,
+        data        TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (entity_id, kind)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -73,6 +73,22 @@ class Tx:
         self.ops.append((R.SOURCE_SQL, row))
         return self
 
+    def transcript(self, attempt_id: str, task_id: str, data_json: str) -> Tx:
+        self.ops.append((R.TRANSCRIPT_SQL, (attempt_id, task_id, data_json)))
+        return self
+
+    def review(self, row: R.Row) -> Tx:
+        self.ops.append((R.REVIEW_SQL, row))
+        return self
+
+    def dimensions(self, row: R.Row) -> Tx:
+        self.ops.append((R.DIMENSION_SQL, row))
+        return self
+
+    def sla_mark(self, row: R.Row) -> Tx:
+        self.ops.append((R.SLA_MARK_SQL, row))
+        return self
+
     def command_done(self, command_id: int, status: str, result: str, handled_at: str) -> Tx:
         self.ops.append((R.COMMAND_DONE_SQL, (status, result, handled_at, command_id)))
         return self

@@ -1,0 +1,264 @@
+"""One door to the model providers: litellm, imported lazily once, with bounded retries and per-model limits.
+
+Both the LLM agent and the reviewers call :meth:`LLMClient.chat`. It hides three things the callers should
+not each get right on their own:
+
+* ``import litellm`` costs ~4 s; it happens once, in a worker thread, so the event loop keeps serving events
+  and quick CLI commands never pay it.
+* Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff a
+  bounded number of times; other errors (bad request, auth) fail at once.
+* At most ``per_model`` calls run at once against one model, whoever makes them.
+
+API keys come only from the environment (see :mod:`polpo.llm.secrets`); every error message that leaves
+this module is passed through :func:`polpo.llm.secrets.redact`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from polpo.llm.secrets import redact
+
+__all__ = ["ChatReply", "LLMClient", "LLMError", "ModelSettings", "ToolCallOut", "load_litellm"]
+
+_litellm: Any = None
+_import_lock: anyio.Lock | None = None
+
+
+async def load_litellm() -> Any:
+    """Import litellm once, off the event loop; later calls return the module at once."""
+    global _litellm, _import_lock
+    if _litellm is not None:
+        return _litellm
+    if _import_lock is None:
+        _import_lock = anyio.Lock()
+    async with _import_lock:
+        if _litellm is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
+            _litellm = await anyio.to_thread.run_sync(_import)
+    return _litellm
+
+
+def _import() -> Any:
+    import litellm
+
+    litellm.suppress_debug_info = True  # its "give feedback" banners would land in the daemon's stderr
+    litellm.drop_params = True  # a provider that lacks e.g. tool_choice gets the call without it
+    litellm.telemetry = False
+    return litellm
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Where and how to call one model."""
+
+    model: str
+    """A litellm model string, e.g. ``openai/gpt-4o-mini`` or ``anthropic/claude-sonnet-4-5``."""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key; None lets litellm pick its provider default."""
+    temperature: float | None = None
+    timeout: float = 120.0
+    """Seconds per request."""
+
+
+@dataclass(frozen=True)
+class ToolCallOut:
+    id: str
+    name: str
+    arguments: str
+    """Raw JSON text as the model produced it (it may be malformed: the caller decides)."""
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    content: str | None
+    tool_calls: list[ToolCallOut]
+    finish_reason: str | None
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    duration: float = 0.0
+    retries: int = 0
+    retry_errors: list[str] = field(default_factory=list)
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return msg
+
+
+class LLMError(Exception):
+    """A call that failed for good. ``kind`` is one of rate_limit, timeout, connection, server, auth,
+    bad_request, other; ``message`` is already redacted."""
+
+    def __init__(self, kind: str, message: str, *, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.attempts = attempts
+
+
+_RETRYABLE = {"rate_limit", "timeout", "connection", "server"}
+
+
+def classify(exc: BaseException) -> str:
+    """Map a litellm (or httpx/openai) exception to a coarse kind, by class name so no import is needed."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if "RateLimitError" in names:
+        return "rate_limit"
+    if "Timeout" in names or "APITimeoutError" in names or isinstance(exc, TimeoutError):
+        return "timeout"
+    if "AuthenticationError" in names or "PermissionDeniedError" in names:
+        return "auth"
+    if names & {"BadRequestError", "ContextWindowExceededError", "NotFoundError",
+                "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"}:
+        return "bad_request"
+    if names & {"InternalServerError", "ServiceUnavailableError", "BadGatewayError"}:
+        return "server"
+    if "APIConnectionError" in names or isinstance(exc, ConnectionError):
+        return "connection"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        if status == 429:
+            return "rate_limit"
+        if status >= 500:
+            return "server"
+        if status in (401, 403):
+            return "auth"
+        if 400 <= status < 500:
+            return "bad_request"
+    return "other"
+
+
+class LLMClient:
+    """Shared by every LLM caller of one daemon (agents and reviewers)."""
+
+    def __init__(
+        self,
+        *,
+        per_model: int = 4,
+        max_retries: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self.per_model = per_model
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._sleep = sleep
+        self._limits: dict[str, anyio.Semaphore] = {}
+        self.calls = 0  # requests sent, retries included (for metrics and tests)
+
+    def _limit(self, model: str) -> anyio.Semaphore:
+        sem = self._limits.get(model)
+        if sem is None:
+            sem = self._limits[model] = anyio.Semaphore(self.per_model)
+        return sem
+
+    async def chat(
+        self,
+        settings: ModelSettings,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        response_format: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatReply:
+        """One completion, retried on transient errors; raises :class:`LLMError` when it fails for good."""
+        litellm = await load_litellm()
+        kwargs: dict[str, Any] = {"model": settings.model, "messages": list(messages),
+                                  "timeout": settings.timeout, "num_retries": 0}
+        if settings.api_base:
+            kwargs["api_base"] = settings.api_base
+        if settings.api_key_env:
+            key = os.environ.get(settings.api_key_env)
+            if not key:
+                raise LLMError("auth", f"environment variable {settings.api_key_env} is not set "
+                                       f"(model {settings.model} needs its API key there)")
+            kwargs["api_key"] = key
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if tools:
+            kwargs["tools"] = tools
+            if tool_choice is not None:
+                kwargs["tool_choice"] = tool_choice
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        errors: list[str] = []
+        attempt = 0
+        while True:
+            attempt += 1
+            start = time.monotonic()
+            try:
+                async with self._limit(settings.model):
+                    self.calls += 1
+                    resp = await litellm.acompletion(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - every provider error is classified below
+                kind = classify(exc)
+                message = redact(f"{type(exc).__name__}: {exc}")[:2000]
+                if kind not in _RETRYABLE or attempt > self.max_retries:
+                    suffix = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    raise LLMError(kind, message + suffix, attempts=attempt) from None
+                errors.append(message)
+                await self._sleep(self._delay(attempt, exc))
+                continue
+            return _reply(litellm, resp, settings.model, time.monotonic() - start, attempt - 1, errors)
+
+    def _delay(self, attempt: int, exc: BaseException) -> float:
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            return min(retry_after, self.max_backoff)
+        return float(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    try:
+        value = headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _reply(litellm: Any, resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
+    choice = resp.choices[0]
+    msg = choice.message
+    calls: list[ToolCallOut] = []
+    for i, tc in enumerate(getattr(msg, "tool_calls", None) or []):
+        fn = tc.function
+        args = fn.arguments
+        if not isinstance(args, str):
+            args = json.dumps(args)
+        calls.append(ToolCallOut(id=tc.id or f"call_{i}", name=fn.name or "", arguments=args or ""))
+    usage = getattr(resp, "usage", None)
+    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    cost: float | None
+    try:
+        cost = float(litellm.completion_cost(completion_response=resp))
+    except Exception:  # noqa: BLE001 - unknown models have no price; cost is informative only
+        cost = None
+    return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
+                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
+                     duration=duration, retries=retries, retry_errors=errors)
