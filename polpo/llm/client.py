@@ -211,7 +211,7 @@ class LLMClient:
                 async with self._limit(settings.model):
                     self.calls += 1
                     resp = await litellm.acompletion(**kwargs)
-            except Exception as exc:  # noqa: BLE001 - every provider error is classified below
+            except Exception as exc:
                 kind = classify(exc)
                 message = redact(f"{type(exc).__name__}: {exc}")[:2000]
                 if kind not in _RETRYABLE or attempt > self.max_retries:
@@ -257,7 +257,7 @@ def _reply(litellm: Any, resp: Any, model: str, duration: float, retries: int, e
     cost: float | None
     try:
         cost = float(litellm.completion_cost(completion_response=resp))
-    except Exception:  # noqa: BLE001 - unknown models have no price; cost is informative only
+    except Exception:
         cost = None
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,

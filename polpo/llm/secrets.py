@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["load_env_file", "redact", "redact_url", "secret_values", "scrubbed_env"]
+__all__ = ["load_env_file", "redact", "redact_url", "scrubbed_env", "secret_values"]
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)", re.IGNORECASE)
 _MIN_LEN = 6  # shorter values would redact ordinary words
