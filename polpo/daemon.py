@@ -18,6 +18,7 @@ import anyio
 
 from polpo import __version__
 from polpo.agents.registry import AgentFactory
+from polpo.console import ConsolePrinter
 from polpo.clock import Clock, SystemClock, iso
 from polpo.config import Config
 from polpo.engine.engine import CommandRefused, Engine
@@ -56,6 +57,7 @@ class Daemon:
         self.store: Store | None = None
         self._stop = anyio.Event()
         self._lock_file: Any = None
+        self._printer: ConsolePrinter | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -70,6 +72,7 @@ class Daemon:
         store.event_log = EventLog(cfg.events_path)
         await store.catch_up_log()
         if self.console is not None:
+            self._printer = ConsolePrinter(self.console)
             store.subscribe(self._print)
         engine = Engine(cfg, store, self.clock, AgentFactory(cfg, self.clock))
         self.engine = engine
@@ -100,6 +103,8 @@ class Daemon:
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
+            if self._printer is not None:
+                self._printer.close()
             self._release_lock()
 
     async def _signals(self) -> None:
@@ -131,8 +136,8 @@ class Daemon:
 
     def _print(self, ev: Event) -> None:
         if ev.event in CONSOLE_EVENTS or (ev.event == E.TASK_TRANSITION and ev.data.get("to") in ("done", "failed")):
-            assert self.console is not None
-            print(render(ev.to_json_dict()), file=self.console, flush=True)
+            assert self._printer is not None
+            self._printer.print(render(ev.to_json_dict()))
 
     def _take_lock(self) -> None:
         path = self.cfg.state_dir / "daemon.lock"

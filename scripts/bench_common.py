@@ -34,7 +34,7 @@ def bench_daemon(concurrency: int = 8) -> Iterator[tuple[Path, subprocess.Popen[
     (root / "missions").mkdir()
     (root / "polpo.toml").write_text(CONFIG.format(concurrency=concurrency))
     proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(root / "polpo.toml")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=(root / "daemon.log").open("w"), text=True)
     try:
         wait_for(root, lambda e: e["event"] == "orchestrator:started", timeout=60)
         time.sleep(0.3)  # let the watcher settle in
@@ -52,19 +52,25 @@ def events(root: Path) -> list[dict[str, Any]]:
 
 
 def wait_for(root: Path, pred: Any, timeout: float = 600) -> dict[str, Any]:
+    """Follow events.jsonl incrementally (never re-reading it: the bench must not compete for the CPU)."""
     deadline = time.monotonic() + timeout
-    seen = 0
     path = root / "state" / "events.jsonl"
-    while time.monotonic() < deadline:
-        if path.exists():
-            with open(path) as f:
-                lines = f.readlines()
-            for line in lines[seen:]:
-                ev = json.loads(line)
-                if pred(ev):
-                    return ev
-            seen = len(lines)
+    while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
+    with open(path) as f:
+        buf = ""
+        while time.monotonic() < deadline:
+            chunk = f.read()
+            if not chunk:
+                time.sleep(0.01)
+                continue
+            buf += chunk
+            *lines, buf = buf.split("\n")
+            for line in lines:
+                if line.strip():
+                    ev = json.loads(line)
+                    if pred(ev):
+                        return ev
     raise TimeoutError("event not seen")
 
 

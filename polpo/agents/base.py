@@ -72,7 +72,7 @@ class AgentResult:
 class Agent(Protocol):
     name: str
 
-    async def run(self, request: AgentRequest, *, on_start: Callable[[int], None]) -> AgentResult:
+    async def run(self, request: AgentRequest, *, on_start: Callable[[int | None], None]) -> AgentResult:
         """Do the work of ``request`` in ``request.workspace``.
 
         ``on_start(pid)`` is called as soon as a child process (its own process group) is running, so the caller

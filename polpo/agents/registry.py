@@ -21,6 +21,7 @@ class AgentSlot:
     max_concurrency: int | None
     timeout: float | None
     kind: str
+    model: str | None = None  # LLM agents: the model they run on
 
 
 class UnavailableAgent:

@@ -20,7 +20,7 @@ from anyio.abc import TaskGroup
 from polpo.agents.registry import AgentFactory, AgentSlot
 from polpo.clock import Clock, iso
 from polpo.config import Config
-from polpo.engine import lifecycle
+from polpo.engine import lifecycle, policy
 from polpo.engine.gates import evaluate_gate
 from polpo.engine.model import Attempt, Mission, Task
 from polpo.engine.ready import ReadyQueue
@@ -450,6 +450,18 @@ class Engine:
             s = m.spec.settings.max_fix_attempts
             max_fix = s if s is not None else d.max_fix_attempts
         return max_retries, max_fix
+
+    def escalation_for(self, task: Task) -> policy.Escalation:
+        """The task's escalation ladder (``retryPolicy``); a model step only for an LLM agent."""
+        rp = task.spec.retry_policy
+        if rp is None:
+            return policy.NO_ESCALATION
+        spec = self.missions[task.mission_id].spec
+        first = task.spec.assign_to or self._only_agent(spec) or task.agent
+        original = self.agents.resolve(task.mission_id, spec, first)
+        targets = policy.escalation_targets(escalate_model=rp.escalate_model, fallback_agent=rp.fallback_agent,
+                                            agent_is_llm=original.kind == "llm")
+        return policy.Escalation(targets, rp.escalate_after)
 
     def timeout_for(self, task: Task) -> float | None:
         if task.spec.max_duration is not None:

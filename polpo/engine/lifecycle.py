@@ -19,6 +19,7 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("review", "pass"): "done",
     ("review", "fix"): "pending",                   # targeted fix with feedback
     ("review", "retry"): "pending",                 # full retry from scratch
+    ("review", "escalate"): "pending",              # retries used up: a stronger model or a fallback agent
     ("review", "exhausted"): "failed",              # retries used up
     ("review", "block"): "awaiting_approval",       # sideEffects: a person must approve a re-run
     ("awaiting_approval", "approve"): "pending",

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 import anyio
+import orjson
 
 from polpo.agents.base import AgentRequest
 from polpo.assessment.pipeline import assess
@@ -63,7 +64,8 @@ async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
                           mission_description=m.spec.description, expectations=expectations, kind=kind,
                           feedback=task.feedback, attempt_label=label)
     attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
-                      agent=task.agent, status="starting", started_at=engine.clock.now(), prompt=prompt)
+                      agent=task.agent, status="starting", started_at=engine.clock.now(), prompt=prompt,
+                      model=task.model or slot.model)
     task.attempts = n
     handle.attempt = attempt
     engine.attempts[task.id] = attempt
@@ -73,22 +75,26 @@ async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
 
     before = await anyio.to_thread.run_sync(snapshot, m.workspace)
 
-    def on_start(pid: int) -> None:
+    def on_start(pid: int | None) -> None:
         attempt.pid = pid
-        attempt.pid_ticks = process_start_ticks(pid)
+        attempt.pid_ticks = process_start_ticks(pid) if pid is not None else None
         attempt.status = "running"
         stx = store.tx().attempt(attempt)
         engine.transition(stx, task, "spawned", attempt=n)
         stx.event(E.AGENT_SPAWNED, mission_id=m.id, task_id=task.id, agentName=task.agent, attempt=n,
-                  pid=pid, kind=kind)
+                  pid=pid, kind=kind, model=attempt.model)
         store.submit(stx)
 
+    siblings = tuple((t.title, t.status) for t in m.tasks.values() if t.id != task.id)
     request = AgentRequest(
         task_id=task.id, mission_id=m.id, mission_name=m.name, attempt_id=attempt.id, attempt_number=n,
         kind=kind,  # type: ignore[arg-type]
         title=task.title, description=task.spec.description, prompt=prompt, feedback=task.feedback,
         workspace=m.workspace, timeout=engine.timeout_for(task), expectations=expectations,
-        env_marker=(ATTEMPT_MARK, attempt_mark(engine, attempt.id)))
+        env_marker=(ATTEMPT_MARK, attempt_mark(engine, attempt.id)), mission_goal=m.spec.description or "",
+        siblings=siblings, model=task.model)
+    if slot.kind == "llm":
+        on_start(None)  # no process of its own: the conversation starts now
     result = await slot.agent.run(request, on_start=on_start)
 
     after = await anyio.to_thread.run_sync(snapshot, m.workspace)
@@ -106,7 +112,13 @@ async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
     attempt.duration = round(result.duration, 4)
     attempt.files = changes.as_dict()
     attempt.finished_at = now
+    attempt.model = result.model or attempt.model
+    attempt.outcomes = result.outcomes or None
+    attempt.tokens = result.tokens or None
+    attempt.cost = result.cost
     tx = store.tx().attempt(attempt)
+    if result.transcript is not None:
+        tx.transcript(attempt.id, task.id, orjson.dumps(result.transcript).decode())
     if task.status == "assigned":  # the process never started (spawn error)
         engine.transition(tx, task, "spawned", attempt=n, error=result.error)
     tx.event(E.AGENT_FINISHED, mission_id=m.id, task_id=task.id, agentName=task.agent, attempt=n,
@@ -144,13 +156,14 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
     verdict = await assess(engine, task, attempt, existing)
 
     max_retries, max_fix = engine.budget(task)
-    counters = policy.Counters(task.retries, task.fix_attempts)
+    counters = policy.Counters(task.retries, task.fix_attempts, task.escalation_level)
     budget = policy.Budget(max_retries, max_fix)
+    escalation = engine.escalation_for(task)
     decision = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
-                             budget=budget, side_effects=task.spec.side_effects)
+                             budget=budget, side_effects=task.spec.side_effects, escalation=escalation)
     if decision.action == "block":
         underlying = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
-                                   budget=budget)
+                                   budget=budget, escalation=escalation)
         decision = underlying if underlying.action == "fail" else policy.Decision(
             "block", underlying.counters, f"{decision.reason}; then {underlying.action}")
         next_kind = underlying.action
@@ -164,9 +177,12 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
     if decision.action == "done":
         task.feedback = None
         engine.transition(tx, task, "pass", attempt=attempt.number)
-    elif decision.action in ("fix", "retry", "block"):
+    elif decision.action in ("fix", "retry", "escalate", "block"):
         task.retries, task.fix_attempts = decision.counters.retries, decision.counters.fix_attempts
-        task.next_kind = next_kind
+        task.escalation_level = decision.counters.level
+        task.next_kind = "retry" if next_kind == "escalate" else next_kind
+        if decision.target is not None:
+            _escalate(engine, tx, task, decision.target)
         task.feedback = feedback
         if next_kind == "fix":
             task.total_fixes += 1
@@ -176,6 +192,9 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
         elif next_kind == "fix":
             tx.event(E.TASK_FIX, **ids, attempt=task.fix_attempts, maxFix=max_fix)
             engine.transition(tx, task, "fix", _first_line(feedback))
+        elif next_kind == "escalate":
+            tx.event(E.TASK_MAX_RETRIES, **ids, retries=task.retries, maxRetries=max_retries, escalating=True)
+            engine.transition(tx, task, "escalate", decision.reason)
         else:
             tx.event(E.TASK_RETRY, **ids, attempt=task.retries, maxRetries=max_retries)
             engine.transition(tx, task, "retry", _first_line(feedback))
@@ -185,6 +204,17 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
         engine.transition(tx, task, "exhausted", f"{decision.reason}: {_first_line(feedback)}")
     store.submit(tx)
     engine.after_change(task)
+
+
+def _escalate(engine: Engine, tx: Any, task: Task, target: policy.Target) -> None:
+    """Switch the task to a stronger model or its fallback agent; the next attempt records which ran it."""
+    if target.kind == "model":
+        task.model = target.value
+    else:
+        task.agent = target.value
+        task.model = None
+    tx.event(E.ESCALATION_TRIGGERED, mission_id=task.mission_id, task_id=task.id, level=task.escalation_level,
+             handler=target.kind, target=target.value, agent=task.agent, model=task.model)
 
 
 def _first_line(text: str) -> str:

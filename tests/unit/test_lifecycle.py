@@ -17,6 +17,7 @@ EXPECTED = {
     ("review", "pass"): "done",
     ("review", "fix"): "pending",
     ("review", "retry"): "pending",
+    ("review", "escalate"): "pending",
     ("review", "exhausted"): "failed",
     ("review", "block"): "awaiting_approval",
     ("awaiting_approval", "approve"): "pending",
