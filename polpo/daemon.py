@@ -18,9 +18,9 @@ import anyio
 
 from polpo import __version__
 from polpo.agents.registry import AgentFactory
-from polpo.console import ConsolePrinter
 from polpo.clock import Clock, SystemClock, iso
 from polpo.config import Config
+from polpo.console import ConsolePrinter
 from polpo.engine.engine import CommandRefused, Engine
 from polpo.engine.recovery import load_state, recover
 from polpo.events import catalog as E
