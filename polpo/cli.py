@@ -30,6 +30,44 @@ def _load(config_path: str | None) -> Any:
         raise click.ClickException(str(e)) from None
 
 
+def _show_task(t: dict[str, Any]) -> None:
+    click.echo(f"task {t['id']}: {t['title']}")
+    click.echo(f"  status {t['status']}" + (f" — {t['reason']}" if t["reason"] else ""))
+    score = f"; score {t['score']:.2f}" if t.get("score") is not None else ""
+    click.echo(f"  agent {t['agent']}" + (f" (model {t['model']})" if t.get("model") else "")
+               + f"; attempts {t['attemptCount']}, retries {t['retries']}, fixes {t['total_fixes']}{score}")
+    if t.get("escalation_level"):
+        click.echo(f"  escalated to level {t['escalation_level']}")
+    if t.get("expectations"):
+        click.echo("  expectations corrected by the judge (the mission file's are kept; see --json)")
+    for d in t.get("dimensions") or []:
+        names = ", ".join(f"{x['name']} {x['weight']:g}" for x in d["dimensions"])
+        click.echo(f"  review #{d['check'] + 1} dimensions ({d['source']}): {names}")
+    for a in t["attempts"]:
+        who = a["agent"] + (f"/{a['model']}" if a.get("model") else "")
+        click.echo(f"  attempt {a['number']} ({a['kind']}, {who}): {a['status']}, exit {a['exit_code']}"
+                   + (", timed out" if a["timed_out"] else "") + (f", {a['error']}" if a["error"] else "")
+                   + (f", {a['duration']} s" if a["duration"] is not None else "")
+                   + (f", {a['tokens']} tokens" if a.get("tokens") else ""))
+        files = a.get("files") or {}
+        changed = [f"+{p}" for p in files.get("created", [])] + [f"~{p}" for p in files.get("modified", [])]
+        if changed:
+            click.echo(f"    files: {' '.join(changed[:12])}" + (" …" if len(changed) > 12 else ""))
+        for asm in a["assessments"]:
+            if asm["trigger"] == "judge":
+                click.echo("    re-assessed after the expectation judge's correction:")
+            for c in asm["checks"]:
+                mark = "pass" if c["passed"] else "FAIL"
+                click.echo(f"    [{mark}] {c['type']} {c['label']}: {c['message']}")
+            for r in asm.get("reviews") or []:
+                score_txt = f"{r['globalScore']:.2f}" if r.get("globalScore") is not None else "-"
+                status = f"score {score_txt} via {r['strategy']}" if r["ok"] else f"failed: {r['error']}"
+                click.echo(f"      reviewer {r['reviewer']} ({r['model']}): {status}; "
+                           f"read {len(r.get('filesRead') or [])} file(s)")
+        if a["stderr_tail"] and a["verdict"] != "passed":
+            click.echo("    stderr: " + a["stderr_tail"].strip()[-300:].replace("\n", "\n            "))
+
+
 def _json(obj: Any) -> None:
     import orjson
 
@@ -203,28 +241,12 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
     t = read.task(con, ident)
     if t is not None:
         t["attemptCount"] = t["attempts"]
-        t["attempts"] = read.attempts(con, ident)
+        t["attempts"] = read.attempts(con, ident, full=as_json)
+        t["dimensions"] = read.dimensions(con, ident)
         if as_json:
             _json(t)
             return
-        click.echo(f"task {t['id']}: {t['title']}")
-        click.echo(f"  status {t['status']}" + (f" — {t['reason']}" if t["reason"] else ""))
-        click.echo(f"  agent {t['agent']}; attempts {t['attemptCount']}, retries {t['retries']}, "
-                   f"fixes {t['total_fixes']}")
-        for a in t["attempts"]:
-            click.echo(f"  attempt {a['number']} ({a['kind']}): {a['status']}, exit {a['exit_code']}"
-                       + (", timed out" if a["timed_out"] else "") + (f", {a['error']}" if a["error"] else "")
-                       + (f", {a['duration']} s" if a["duration"] is not None else ""))
-            files = a.get("files") or {}
-            changed = [f"+{p}" for p in files.get("created", [])] + [f"~{p}" for p in files.get("modified", [])]
-            if changed:
-                click.echo(f"    files: {' '.join(changed[:12])}" + (" …" if len(changed) > 12 else ""))
-            for asm in a["assessments"]:
-                for c in asm["checks"]:
-                    mark = "pass" if c["passed"] else "FAIL"
-                    click.echo(f"    [{mark}] {c['type']} {c['label']}: {c['message']}")
-            if a["stderr_tail"] and a["verdict"] != "passed":
-                click.echo("    stderr: " + a["stderr_tail"].strip()[-300:].replace("\n", "\n            "))
+        _show_task(t)
         return
     m = read.mission(con, ident)
     if m is None:

@@ -52,6 +52,8 @@ class AgentConfig(_Base):
     max_turns: int = Field(50, ge=1)
     temperature: float | None = None
     system_prompt: str | None = None
+    api_key_env: str | None = None  # the variable holding the key; default: litellm's for the provider
+    role: str | None = None  # a team agent's role, told to the model
     # both
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)
@@ -68,8 +70,25 @@ class Defaults(_Base):
 
 class JudgeSettings(_Base):
     model: str | None = None
-    models: list[str] = []
+    models: list[str] = Field(default_factory=list, max_length=3)
     api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None
+    correct_expectations: bool = True  # the expectation judge, on a task's first failure
+    threshold_floor: float = Field(2.5, ge=1, le=5)  # it never lowers an llm_review threshold below this
+    reviewer_timeout: Duration = Field(default_factory=lambda: _secs(900))  # one reviewer's whole run
+
+    def panel_models(self) -> list[str]:
+        """Three reviewers' models: one ``model`` means all three use it; fewer ``models`` are cycled."""
+        names = list(self.models) or ([self.model] if self.model else [])
+        return [names[i % len(names)] for i in range(3)] if names else []
+
+
+class LlmSettings(_Base):
+    env_file: Path | None = None  # KEY=VALUE lines loaded into the environment at start (existing vars win)
+    max_concurrency_per_model: int = Field(4, ge=1)
+    max_retries: int = Field(3, ge=0)  # 429s, timeouts, 5xx, connection errors
+    request_timeout: Duration = Field(default_factory=lambda: _secs(120))
 
 
 class SlaSettings(_Base):
@@ -85,6 +104,7 @@ class Config(_Base):
     agents: dict[str, AgentConfig] = {}
     defaults: Defaults = Defaults()
     judge: JudgeSettings = JudgeSettings()
+    llm: LlmSettings = LlmSettings()
     sla: SlaSettings = SlaSettings()
     channels: dict[str, dict[str, Any]] = {}
     notify: dict[str, Any] = {}
@@ -138,6 +158,9 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         if key in daemon and isinstance(daemon[key], str):
             daemon[key] = str((base / daemon[key]).resolve())
     raw = {**raw, "daemon": daemon, "source": str(path.resolve())}
+    llm = raw.get("llm")
+    if isinstance(llm, dict) and isinstance(llm.get("env_file"), str):
+        raw["llm"] = {**llm, "env_file": str((base / llm["env_file"]).resolve())}
     if os.environ.get("POLPO_JUDGE_MODEL"):
         raw["judge"] = {**raw.get("judge", {}), "model": os.environ["POLPO_JUDGE_MODEL"], "models": []}
     try:
@@ -153,7 +176,13 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     problems = [
         f"{path}: agents.{name}.command: a command agent needs command = [program, args…]"
         for name, a in cfg.agents.items() if a.type == "command" and not a.command
+    ] + [
+        f"{path}: agents.{name}.model: an LLM agent needs model = \"provider/model\" "
+        f"(or set [defaults] model)"
+        for name, a in cfg.agents.items() if a.type == "llm" and not (a.model or cfg.defaults.model)
     ]
+    if cfg.llm.env_file is not None and not cfg.llm.env_file.is_file():
+        problems.append(f"{path}: llm.env_file: {cfg.llm.env_file} does not exist")
     if problems:
         raise ConfigError("\n".join(problems))
     return cfg

@@ -29,6 +29,7 @@ from polpo.events.log import EventLog, ensure_newline
 from polpo.events.render import render
 from polpo.intake.handler import handle_bytes
 from polpo.intake.watcher import Intake
+from polpo.llm.secrets import load_env_file
 from polpo.store.sqlite import Store
 
 log = logging.getLogger("polpo.daemon")
@@ -66,6 +67,8 @@ class Daemon:
         cfg = self.cfg
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
+        if cfg.llm.env_file is not None:
+            load_env_file(cfg.llm.env_file)  # names only are ever logged, never values
         store = await Store.open(cfg.db_path, clock=self.clock)
         self.store = store
         ensure_newline(cfg.events_path)

@@ -9,6 +9,7 @@ from polpo.agents.base import Agent, AgentRequest, AgentResult
 from polpo.agents.command import CommandAgent
 from polpo.clock import Clock
 from polpo.config import AgentConfig, Config
+from polpo.llm.client import LLMClient, ModelSettings
 from polpo.mission.schema import MissionSpec, TeamAgent
 
 
@@ -41,9 +42,11 @@ def _secs(d: timedelta | None) -> float | None:
 
 
 class AgentFactory:
-    def __init__(self, cfg: Config, clock: Clock) -> None:
+    def __init__(self, cfg: Config, clock: Clock, llm: LLMClient | None = None) -> None:
         self.cfg = cfg
         self.clock = clock
+        self.llm = llm or LLMClient(per_model=cfg.llm.max_concurrency_per_model,
+                                    max_retries=cfg.llm.max_retries)
         self._config_agents: dict[str, AgentSlot] = {
             name: self._build(name, a, limit_key=name) for name, a in cfg.agents.items()
         }
@@ -68,8 +71,23 @@ class AgentFactory:
             agent = CommandAgent(name, a.command, clock=self.clock, default_timeout=timeout, env=a.env,
                                  inherit_env=a.inherit_env)
         else:
-            agent = UnavailableAgent(name, "LLM agents are not available in this build yet "
-                                           "(use a command agent, e.g. a coding-agent CLI)")
+            try:
+                from polpo.agents.llm import LLMAgent  # type: ignore[import-not-found]  # (lands next)
+            except ImportError:
+                return AgentSlot(UnavailableAgent(name, "LLM agents are not available in this build"),
+                                 limit_key, a.max_concurrency, timeout, a.type)
+
+            model = a.model or self.cfg.defaults.model
+            if not model:
+                return AgentSlot(UnavailableAgent(name, f"LLM agent {name!r} has no model; set its model or "
+                                                        f"[defaults] model in the config"),
+                                 limit_key, a.max_concurrency, timeout, a.type)
+            settings = ModelSettings(model=model, api_base=a.api_base, api_key_env=a.api_key_env,
+                                     temperature=a.temperature,
+                                     timeout=self.cfg.llm.request_timeout.total_seconds())
+            agent = LLMAgent(name, settings, client=self.llm, clock=self.clock, max_turns=a.max_turns,
+                             system_prompt=a.system_prompt, default_timeout=timeout, role=a.role)
+            return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, model)
         return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type)
 
     def _build_team(self, mission_id: str, t: TeamAgent) -> AgentSlot:
@@ -77,5 +95,5 @@ class AgentFactory:
         cfg = AgentConfig(type=kind, command=t.command, env=t.env, model=t.model or self.cfg.defaults.model,
                           api_base=t.api_base, timeout=t.timeout, max_concurrency=t.max_concurrency,
                           system_prompt=t.system_prompt, temperature=t.temperature,
-                          max_turns=t.max_turns or 50)
+                          max_turns=t.max_turns or 50, role=t.role)
         return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}")

@@ -210,7 +210,8 @@ class Engine:
             return []
         gate = next(g for g in m.spec.quality_gates if g.name == gate_name)
         states = {t.title: t.status for t in m.tasks.values()}
-        verdict = evaluate_gate(after_tasks=gate.after_tasks, states=states, scores={},
+        scores = {t.title: t.score for t in m.tasks.values()}
+        verdict = evaluate_gate(after_tasks=gate.after_tasks, states=states, scores=scores,
                                 min_score=gate.min_score, require_all_passed=gate.require_all_passed)
         if verdict.status == "waiting":
             return []

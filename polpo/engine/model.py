@@ -46,6 +46,7 @@ class Attempt:
     outcomes: list[dict[str, Any]] | None = None
     tokens: int | None = None
     cost: float | None = None
+    transcript: list[dict[str, Any]] | None = None  # stored in its own table; kept here for the reviewers
 
     @property
     def agent_ok(self) -> bool:

@@ -109,8 +109,11 @@ async def load_open_assessment(engine: Engine, attempt: Attempt) -> Assessment |
     a = Assessment(id=r["id"], attempt_id=r["attempt_id"], task_id=r["task_id"], trigger=r["trigger"],
                    status=r["status"], created_at=parse_iso(r["created_at"]))
     for c in await engine.store.fetchall("SELECT * FROM checks WHERE assessment_id = ? ORDER BY idx", (a.id,)):
-        a.checks.append({"index": c["idx"], "type": c["type"], "label": c["label"], "passed": bool(c["passed"]),
-                         "message": c["message"], "details": c["details"], "duration": c["duration"]})
+        row = {"index": c["idx"], "type": c["type"], "label": c["label"], "passed": bool(c["passed"]),
+               "message": c["message"], "details": c["details"], "duration": c["duration"]}
+        if c["scores"]:
+            row.update(orjson.loads(c["scores"]))
+        a.checks.append(row)
     return a
 
 

@@ -14,7 +14,7 @@ import anyio
 import orjson
 
 from polpo.agents.base import AgentRequest
-from polpo.assessment.pipeline import assess
+from polpo.assessment.pipeline import Verdict, assess
 from polpo.clock import iso
 from polpo.engine import policy
 from polpo.engine.engine import Engine, RunHandle
@@ -116,6 +116,7 @@ async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
     attempt.outcomes = result.outcomes or None
     attempt.tokens = result.tokens or None
     attempt.cost = result.cost
+    attempt.transcript = result.transcript
     tx = store.tx().attempt(attempt)
     if result.transcript is not None:
         tx.transcript(attempt.id, task.id, orjson.dumps(result.transcript).decode())
@@ -154,6 +155,8 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
                  trigger=existing.trigger, total=len(task.spec.expectations))
         store.submit(tx)
     verdict = await assess(engine, task, attempt, existing)
+    if not verdict.passed and attempt.agent_ok and not task.judge_used and _judge_enabled(engine, task):
+        verdict = await _judge_and_reassess(engine, task, attempt, verdict)
 
     max_retries, max_fix = engine.budget(task)
     counters = policy.Counters(task.retries, task.fix_attempts, task.escalation_level)
@@ -176,6 +179,7 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
     ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
     if decision.action == "done":
         task.feedback = None
+        task.score = _latest_score(verdict)
         engine.transition(tx, task, "pass", attempt=attempt.number)
     elif decision.action in ("fix", "retry", "escalate", "block"):
         task.retries, task.fix_attempts = decision.counters.retries, decision.counters.fix_attempts
@@ -204,6 +208,65 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
         engine.transition(tx, task, "exhausted", f"{decision.reason}: {_first_line(feedback)}")
     store.submit(tx)
     engine.after_change(task)
+
+
+def _latest_score(verdict: Verdict) -> float | None:
+    from polpo.assessment.pipeline import combine_scores
+
+    return combine_scores(verdict.checks)[0]
+
+
+def _judge_enabled(engine: Engine, task: Task) -> bool:
+    from polpo.assessment.llm_review import judge_settings
+
+    setting = engine.missions[task.mission_id].spec.settings.auto_correct_expectations
+    return engine.cfg.judge.correct_expectations and setting is not False and bool(judge_settings(engine.cfg))
+
+
+async def _judge_and_reassess(engine: Engine, task: Task, attempt: Attempt, verdict: Verdict) -> Verdict:
+    """Once per task, on its first failure after a clean exit: are the expectations wrong, or the work?
+
+    The judge may correct a command, a path or (within limits) a review threshold; the mission file's
+    expectations are kept, the corrected set is stored on the task, and the attempt is assessed again.
+    """
+    from polpo.assessment.llm_review import judge_settings
+    from polpo.assessment.review.judge import judge_expectations
+
+    store = engine.store
+    ids: dict[str, Any] = {"mission_id": task.mission_id, "task_id": task.id}
+    task.judge_used = True
+    await store.commit(store.tx().task(task))  # at most once, even across a crash
+    current = task.expectations or [
+        e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
+    failed = [{k: c.get(k) for k in ("index", "type", "label", "message", "details", "globalScore")}
+              for c in verdict.checks if not c["passed"]]
+    output = "\n".join(x for x in (attempt.stdout_tail[-3000:], attempt.stderr_tail[-1500:]) if x.strip())
+    judge = judge_settings(engine.cfg)[0]
+    result = await judge_expectations(engine.agents.llm, judge, title=task.title,
+                                      description=task.spec.description, agent_output=output, failed=failed,
+                                      expectations=current, floor=engine.cfg.judge.threshold_floor,
+                                      files_changed=_changed_files(attempt))
+    tx = store.tx().review((f"{attempt.id}/judge", -1, 0, task.id, judge.model, int(result.error is None),
+                            orjson.dumps(result.to_json()).decode(), iso(engine.clock.now())))
+    if not result.changed:
+        tx.event(E.ASSESSMENT_JUDGED, **ids, changed=False, verdicts=result.verdicts, error=result.error)
+        store.submit(tx)
+        return verdict
+    task.expectations = result.expectations
+    tx.task(task)
+    tx.event(E.ASSESSMENT_CORRECTED, **ids, taskId=task.id, corrections=[c.to_json() for c in result.applied],
+             rejected=[r.to_json() for r in result.rejected])
+    again = Assessment(id=f"{attempt.id}/2", attempt_id=attempt.id, task_id=task.id, trigger="judge",
+                       status="running", created_at=engine.clock.now())
+    tx.assessment(again)
+    tx.event(E.ASSESSMENT_STARTED, **ids, attempt=attempt.number, trigger="judge", total=len(current))
+    store.submit(tx)
+    return await assess(engine, task, attempt, again)
+
+
+def _changed_files(attempt: Attempt) -> list[str]:
+    files = attempt.files or {}
+    return sorted({*files.get("created", []), *files.get("modified", [])})
 
 
 def _escalate(engine: Engine, tx: Any, task: Task, target: policy.Target) -> None:
@@ -246,8 +309,10 @@ async def _stopped(engine: Engine, task: Task, handle: RunHandle) -> None:
 
 
 def check_row(assessment_id: str, idx: int, task_id: str, c: dict[str, Any], ts: str) -> tuple[Any, ...]:
+    scores = ({"globalScore": c["globalScore"], "scores": c.get("scores") or []}
+              if c.get("globalScore") is not None else None)
     return (assessment_id, idx, task_id, c["type"], c["label"], int(c["passed"]), c["message"],
-            c.get("details"), c["duration"], ts)
+            c.get("details"), c["duration"], ts, orjson.dumps(scores).decode() if scores else None)
 
 
 __all__ = ["ATTEMPT_MARK", "check_row", "iso", "run_task"]

@@ -328,7 +328,27 @@ class _Checker:
         self._depends_on()
         self._gates()
         self._cycle()
+        self._dimensions()
         return self.found
+
+    def _dimensions(self) -> None:
+        """Dimension names of an llm_review must be unique (scores are matched to dimensions by name)."""
+        for i, task in enumerate(self.tasks):
+            exp_key, exps = _get(task, "expectations")
+            for j, exp in enumerate(_list(exps)):
+                dims_key, dims = _get(exp, "dimensions")
+                seen: dict[str, int] = {}
+                for k, dim in enumerate(_list(dims)):
+                    name_key, name = _get(dim, "name")
+                    n = _name(name)
+                    if n is None:
+                        continue
+                    norm = "".join(c for c in n.lower() if c.isalnum())
+                    if norm in seen:
+                        self.found.append(((("tasks", i, exp_key, j, dims_key, k, name_key)),
+                                           f'duplicate dimension "{n}" (first at dimensions[{seen[norm]}])'))
+                    else:
+                        seen[norm] = k
 
     def _titles(self) -> None:
         for i, task in enumerate(self.tasks):

@@ -60,28 +60,54 @@ def tasks(con: sqlite3.Connection, mid: str) -> list[dict[str, Any]]:
 
 
 def task(con: sqlite3.Connection, tid: str) -> dict[str, Any] | None:
-    return _dict(con.execute("SELECT * FROM tasks WHERE id = ?", (tid,)).fetchone())
+    return _dict(con.execute("SELECT * FROM tasks WHERE id = ?", (tid,)).fetchone(), ("expectations",))
 
 
-def attempts(con: sqlite3.Connection, tid: str) -> list[dict[str, Any]]:
+def attempts(con: sqlite3.Connection, tid: str, *, full: bool = False) -> list[dict[str, Any]]:
+    """A task's attempts with their assessments; ``full`` adds transcripts and every reviewer's whole trace."""
     out = []
     for r in con.execute("SELECT * FROM attempts WHERE task_id = ? ORDER BY number", (tid,)):
-        a = _dict(r, ("files",))
+        a = _dict(r, ("files", "outcomes"))
         assert a is not None
-        a["assessments"] = assessments(con, a["id"])
+        a["assessments"] = assessments(con, a["id"], full=full)
+        if full:
+            row = con.execute("SELECT data FROM transcripts WHERE attempt_id = ?", (a["id"],)).fetchone()
+            a["transcript"] = orjson.loads(row[0]) if row else None
+            judge = con.execute("SELECT data FROM reviews WHERE assessment_id = ?",
+                                (f"{a['id']}/judge",)).fetchone()
+            a["expectationJudge"] = orjson.loads(judge[0]) if judge else None
         out.append(a)
     return out
 
 
-def assessments(con: sqlite3.Connection, attempt_id: str) -> list[dict[str, Any]]:
+def assessments(con: sqlite3.Connection, attempt_id: str, *, full: bool = False) -> list[dict[str, Any]]:
     out = []
     for r in con.execute("SELECT * FROM assessments WHERE attempt_id = ? ORDER BY id", (attempt_id,)):
-        a = dict(r)
-        a["checks"] = [dict(c) for c in con.execute(
-            "SELECT idx, type, label, passed, message, details, duration FROM checks "
+        a = _dict(r, ("scores",))
+        assert a is not None
+        a["checks"] = [_dict(c, ("scores",)) for c in con.execute(
+            "SELECT idx, type, label, passed, message, details, duration, scores FROM checks "
             "WHERE assessment_id = ? ORDER BY idx", (a["id"],))]
+        a["reviews"] = [_review(row, full) for row in con.execute(
+            "SELECT check_idx, reviewer, model, ok, data FROM reviews WHERE assessment_id = ? "
+            "ORDER BY check_idx, reviewer", (a["id"],))]
         out.append(a)
     return out
+
+
+def _review(row: sqlite3.Row, full: bool) -> dict[str, Any]:
+    data = orjson.loads(row["data"])
+    if full:
+        return {"check": row["check_idx"], **data}
+    return {"check": row["check_idx"], "reviewer": row["reviewer"], "model": row["model"], "ok": bool(row["ok"]),
+            "globalScore": data.get("globalScore"), "strategy": data.get("strategy"),
+            "filesRead": data.get("filesRead"), "error": data.get("error"),
+            "strategyErrors": data.get("strategyErrors"), "tokens": data.get("tokens"), "cost": data.get("cost")}
+
+
+def dimensions(con: sqlite3.Connection, tid: str) -> list[dict[str, Any]]:
+    return [{"check": r["check_idx"], "source": r["source"], "dimensions": orjson.loads(r["data"])}
+            for r in con.execute("SELECT * FROM dimensions WHERE task_id = ? ORDER BY check_idx", (tid,))]
 
 
 def gates(con: sqlite3.Connection, mid: str) -> list[dict[str, Any]]:

@@ -89,7 +89,7 @@ def assessment_row(a: Assessment) -> Row:
 
 
 CHECK_COLS = ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
-              "duration", "created_at")
+              "duration", "created_at", "scores")
 CHECK_SQL = _upsert("checks", CHECK_COLS, ("assessment_id", "idx"))
 
 GATE_COLS = ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at")

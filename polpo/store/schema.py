@@ -144,6 +144,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN outcomes TEXT;           -- JSON list of declared deliverables
     ALTER TABLE attempts ADD COLUMN tokens INTEGER;
     ALTER TABLE attempts ADD COLUMN cost REAL;
+    ALTER TABLE checks ADD COLUMN scores TEXT;               -- llm_review: JSON {globalScore, scores}
     ALTER TABLE assessments ADD COLUMN global_score REAL;
     ALTER TABLE assessments ADD COLUMN scores TEXT;          -- JSON [{dimension, score, weight, reasoning}]
     CREATE TABLE transcripts (

@@ -317,6 +317,14 @@ CASES: list[tuple[str, Any, list[str] | None, str, str]] = [
         'duplicate title "B" (first used at $.tasks[1])',
     ),
     (
+        "duplicate review dimensions",
+        {"tasks": [task("a", expectations=[{"type": "llm_review", "dimensions": [
+            {"name": "Code quality", "weight": 1}, {"name": "code_quality", "weight": 2}]}])]},
+        None,
+        "$.tasks[0].expectations[0].dimensions[1].name",
+        'duplicate dimension "code_quality" (first at dimensions[0])',
+    ),
+    (
         "titles compared stripped",
         {"tasks": [A, task(" A ")]},
         None,

@@ -1,0 +1,369 @@
+"""The expectation judge: when a task fails, is the *expectation* wrong rather than the work?
+
+One LLM call (:func:`judge_expectations`) gives a verdict per failed expectation and may propose a correction;
+:func:`plan_corrections` (pure) decides which proposals are applied. It is deliberately conservative, since a
+wrong correction turns a failing task into a false pass:
+
+* a proposal targets an expectation by its **index** (Polpo corrected the first expectation of the same type,
+  spec §14 G6); a proposal with only a ``type`` is accepted when exactly one candidate expectation has that type;
+* only verdict ``expectation_wrong`` with a ``fix`` changes anything; ``work_wrong``, ``unsure`` or anything else
+  leaves the expectation as it is;
+* one field per type: ``command`` for test/script, ``path`` or ``paths`` for file_exists (relative, no ``..``),
+  ``threshold`` for llm_review; any other field, several fields, or a type without corrections → rejected;
+* with ``known_files`` (the files the attempt created or changed), a corrected file_exists path must be one of
+  them: a file_exists expectation is about something the agent was to produce, and pointing it at any file that
+  happens to exist (a README) would be a false pass;
+* a threshold can only go down, by at most :data:`MAX_THRESHOLD_DROP` (1.0) and never below ``floor``
+  (default 2.5); a larger drop is clamped to that bound (recorded in ``note``), and an expectation already at
+  the bound cannot be relaxed;
+* an expectation marked ``"confidence": "firm"`` is never corrected; expectations that did not fail are not
+  touched; two proposals for the same expectation are ambiguous and both rejected;
+* the corrected expectation must still validate against the mission schema.
+
+The input list is never mutated. Whether the judge runs at all (first failure only, not on clearly bad work) is
+the engine's decision.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from polpo.assessment.review import prompts
+from polpo.assessment.review.parsing import JSONNotFound, extract_json
+from polpo.llm.client import LLMClient, LLMError, ModelSettings
+from polpo.llm.secrets import redact
+from polpo.mission.schema import Expectation
+
+__all__ = [
+    "DEFAULT_FLOOR",
+    "MAX_THRESHOLD_DROP",
+    "Correction",
+    "CorrectionPlan",
+    "JudgeResult",
+    "Rejected",
+    "apply_corrections",
+    "judge_expectations",
+    "plan_corrections",
+]
+
+DEFAULT_FLOOR = 2.5
+MAX_THRESHOLD_DROP = 1.0
+MAX_COMMAND_CHARS = 4_000
+MAX_PATHS = 50
+_FIELDS: dict[str, tuple[str, ...]] = {"test": ("command",), "script": ("command",),
+                                       "file_exists": ("path", "paths"), "llm_review": ("threshold",)}
+_EXPECTATION: TypeAdapter[Any] = TypeAdapter(Expectation)
+
+
+@dataclass(frozen=True)
+class Correction:
+    index: int
+    type: str
+    field: str
+    old: Any
+    new: Any
+    reason: str
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "type": self.type, "field": self.field, "old": self.old, "new": self.new,
+                "reason": self.reason, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Rejected:
+    proposal: Any
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"proposal": self.proposal, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class CorrectionPlan:
+    expectations: list[dict[str, Any]]
+    """A corrected deep copy of the input (equal to it when nothing was applied)."""
+    applied: list[Correction]
+    rejected: list[Rejected]
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _safe_path(p: object) -> bool:
+    if not isinstance(p, str) or not p.strip() or "\x00" in p:
+        return False
+    pp = PurePosixPath(p.strip())
+    return not pp.is_absolute() and ".." not in pp.parts and not p.strip().startswith("~")
+
+
+def _resolve_index(p: Mapping[str, Any], expectations: Sequence[Mapping[str, Any]],
+                   failed: Collection[int] | None) -> int | str:
+    """The targeted expectation's index, or the reason it cannot be determined."""
+    idx = p.get("index")
+    if idx is not None:
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            if isinstance(idx, str) and idx.strip().isdigit():
+                idx = int(idx.strip())
+            else:
+                return f"index {idx!r} is not an integer"
+        if not 0 <= idx < len(expectations):
+            return f"index {idx} is out of range (0..{len(expectations) - 1})"
+        return idx
+    kind = p.get("type")
+    pool = [i for i, e in enumerate(expectations) if e.get("type") == kind and (failed is None or i in failed)]
+    if not isinstance(kind, str) or not pool:
+        return "no index, and no failed expectation of that type"
+    if len(pool) > 1:
+        return f"no index, and {len(pool)} failed {kind} expectations: ambiguous"
+    return pool[0]
+
+
+def _correct(exp: Mapping[str, Any], fix: Mapping[str, Any], floor: float,
+             known_files: Collection[str] | None) -> tuple[dict[str, Any], str, Any, Any, str] | str:
+    """``(new_expectation, field, old, new, note)`` or the reason the fix is refused."""
+    kind = str(exp.get("type"))
+    allowed = _FIELDS.get(kind)
+    if allowed is None:
+        return f"{kind} expectations cannot be corrected"
+    given = {k: v for k, v in fix.items() if v is not None}
+    if len(given) != 1:
+        return f"a fix must change exactly one of {', '.join(allowed)}; got {', '.join(sorted(given)) or 'nothing'}"
+    (name, value), = given.items()
+    if name not in allowed:
+        return f"{name!r} cannot be changed on a {kind} expectation (only {', '.join(allowed)})"
+    new = dict(exp)
+    note = ""
+    if name == "command":
+        if not isinstance(value, str) or not value.strip():
+            return "the new command is empty or not a string"
+        if len(value) > MAX_COMMAND_CHARS:
+            return "the new command is too long"
+        value = value.strip()
+        old: Any = exp.get("command")
+        if value == old:
+            return "the new command is the same as the old one"
+        new["command"] = value
+    elif name in ("path", "paths"):
+        values = [value] if name == "path" else value
+        if not isinstance(values, list) or not values or len(values) > MAX_PATHS:
+            return f"{name} must be a non-empty path or list of at most {MAX_PATHS} paths"
+        if not all(_safe_path(v) for v in values):
+            return "paths must be relative to the workspace, without '..'"
+        paths: list[str] = [v.strip() for v in values]
+        value = paths[0] if name == "path" else paths
+        if known_files is not None:
+            known = {str(PurePosixPath(f)) for f in known_files}
+            unknown = [p for p in paths if str(PurePosixPath(p)) not in known]
+            if unknown:
+                return f"{', '.join(unknown)} is not among the files the attempt created or changed"
+        old = exp.get("path") if exp.get("path") is not None else exp.get("paths")
+        old_list = [old] if isinstance(old, str) else list(old or [])
+        if paths == old_list:
+            return "the new paths are the same as the old ones"
+        new.pop("path", None)
+        new.pop("paths", None)
+        new[name] = value
+    else:  # threshold
+        if not _is_number(value):
+            return f"threshold {value!r} is not a number"
+        old = exp.get("threshold", 3.0)
+        if not _is_number(old):
+            return "the current threshold is not a number"
+        bound = max(floor, float(old) - MAX_THRESHOLD_DROP)
+        if float(value) >= float(old):
+            return f"threshold {value:g} does not relax {old:g} (only lowering is a correction)"
+        if bound >= float(old):
+            return f"threshold {old:g} is already at the lowest allowed ({floor:g} floor, at most {MAX_THRESHOLD_DROP:g} lower)"
+        clamped = round(max(float(value), bound), 4)
+        if clamped != float(value):
+            note = f"proposed {value:g}, clamped to {clamped:g} (never below {floor:g}, at most {MAX_THRESHOLD_DROP:g} lower)"
+        value = clamped
+        new["threshold"] = value
+    try:
+        _EXPECTATION.validate_python(new)
+    except ValidationError as exc:
+        return f"the corrected expectation is invalid: {exc.errors()[0]['msg']}"
+    return new, name, old, value, note
+
+
+def plan_corrections(expectations_json: Sequence[Mapping[str, Any]], proposals: object, *,
+                     floor: float = DEFAULT_FLOOR, failed: Collection[int] | None = None,
+                     known_files: Collection[str] | None = None) -> CorrectionPlan:
+    """Which proposed corrections to apply, and the corrected list. Pure; see the module docstring for the rules.
+
+    ``proposals`` is the judge's ``corrections`` list (or the whole ``{"corrections": [...]}`` object);
+    ``failed`` (indices of failed expectations), when given, restricts corrections to those; ``known_files``,
+    when given, restricts corrected file_exists paths to those files.
+    """
+    out = [copy.deepcopy(dict(e)) for e in expectations_json]
+    if isinstance(proposals, Mapping):
+        proposals = proposals.get("corrections")
+    if proposals is None:
+        return CorrectionPlan(out, [], [])
+    if not isinstance(proposals, list):
+        return CorrectionPlan(out, [], [Rejected(copy.deepcopy(proposals), "corrections is not a list")])
+    rejected: list[Rejected] = []
+    wanted: dict[int, list[Mapping[str, Any]]] = {}
+    for p in proposals:
+        if not isinstance(p, Mapping):
+            rejected.append(Rejected(copy.deepcopy(p), "not an object"))
+            continue
+        verdict = p.get("verdict")
+        if verdict != "expectation_wrong":
+            rejected.append(Rejected(dict(p), f"verdict {verdict!r}: the expectation stays as it is"))
+            continue
+        idx = _resolve_index(p, out, failed)
+        if isinstance(idx, str):
+            rejected.append(Rejected(dict(p), idx))
+            continue
+        if failed is not None and idx not in failed:
+            rejected.append(Rejected(dict(p), f"expectation {idx} did not fail"))
+            continue
+        wanted.setdefault(idx, []).append(p)
+    applied: list[Correction] = []
+    for idx, ps in sorted(wanted.items()):
+        if len(ps) > 1:
+            rejected.extend(Rejected(dict(p), f"{len(ps)} proposals for expectation {idx}: ambiguous") for p in ps)
+            continue
+        p = ps[0]
+        exp = out[idx]
+        if exp.get("confidence") == "firm":
+            rejected.append(Rejected(dict(p), f"expectation {idx} is marked firm"))
+            continue
+        fix = p.get("fix")
+        if not isinstance(fix, Mapping):
+            rejected.append(Rejected(dict(p), "no fix given"))
+            continue
+        result = _correct(exp, fix, floor, known_files)
+        if isinstance(result, str):
+            rejected.append(Rejected(dict(p), result))
+            continue
+        new, name, old, value, note = result
+        out[idx] = new
+        applied.append(Correction(idx, str(exp.get("type")), name, old, value,
+                                  str(p.get("reason") or ""), note))
+    return CorrectionPlan(out, applied, rejected)
+
+
+def apply_corrections(expectations_json: Sequence[Mapping[str, Any]], proposals: object,
+                      floor: float = DEFAULT_FLOOR, *,
+                      failed: Collection[int] | None = None,
+                      known_files: Collection[str] | None = None) -> tuple[list[dict[str, Any]], list[Correction]]:
+    """``(new_expectations, applied)``; the rejected proposals and their reasons are in :func:`plan_corrections`."""
+    plan = plan_corrections(expectations_json, proposals, floor=floor, failed=failed, known_files=known_files)
+    return plan.expectations, plan.applied
+
+
+@dataclass
+class JudgeResult:
+    expectations: list[dict[str, Any]]
+    """The expectations to use from now on (a copy of the input when nothing was applied)."""
+    applied: list[Correction] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    """``[{index, verdict, reason}]`` as the judge gave them."""
+    error: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    reply: str | None = None
+    tokens: int = 0
+    cost: float | None = None
+    duration: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expectations": self.expectations, "applied": [c.to_json() for c in self.applied],
+                "rejected": [r.to_json() for r in self.rejected], "verdicts": self.verdicts, "error": self.error,
+                "messages": self.messages, "reply": self.reply, "tokens": self.tokens, "cost": self.cost,
+                "duration": round(self.duration, 3)}
+
+
+def _verdicts(corrections: object) -> list[dict[str, Any]]:
+    if not isinstance(corrections, list):
+        return []
+    return [{"index": c.get("index"), "type": c.get("type"), "verdict": c.get("verdict"),
+             "reason": c.get("reason")} for c in corrections if isinstance(c, Mapping)]
+
+
+def _corrections(content: str | None) -> object:
+    """The ``corrections`` of ``{"corrections": [...]}``, or a bare array of them, or the JSONNotFound error.
+
+    An object without ``corrections`` (``{}``) means no corrections. A bare array is looked for only when the
+    first object found has no ``corrections`` key, since that object may be the array's first element.
+    """
+    try:
+        data = extract_json(content, kind="object")
+    except JSONNotFound as exc:
+        try:
+            return extract_json(content, kind="array")
+        except JSONNotFound:
+            return exc
+    if "corrections" in data:
+        return data["corrections"]
+    try:
+        return extract_json(content, kind="array")
+    except JSONNotFound:
+        return None
+
+
+async def judge_expectations(client: LLMClient, settings: ModelSettings, *, title: str, description: str,
+                             agent_output: str, failed: list[dict[str, Any]], expectations: list[dict[str, Any]],
+                             floor: float = DEFAULT_FLOOR, files_changed: Sequence[str] | None = None) -> JudgeResult:
+    """Ask the judge about the failed expectations and apply the safe corrections. Never raises.
+
+    ``failed``: the failed check rows, each with ``index`` (the expectation's position in ``expectations``),
+    ``type``, ``message`` and optionally ``details`` / ``globalScore``. ``expectations``: the task's
+    expectations as JSON (camelCase, as in the mission file). ``files_changed``: the files the attempt created
+    or edited; shown to the judge, and when given (non-empty) a corrected file_exists path must be one of them.
+    """
+    base = [copy.deepcopy(dict(e)) for e in expectations]
+    if not failed:
+        return JudgeResult(expectations=base, error="no failed expectation to judge")
+    messages = [{"role": "system", "content": prompts.JUDGE_SYSTEM},
+                {"role": "user", "content": redact(prompts.judge_user(
+                    title=title, description=description, agent_output=agent_output, failed=failed,
+                    expectations=expectations, floor=floor, files_changed=files_changed or ()))}]
+    result = JudgeResult(expectations=base, messages=messages)
+    start = time.monotonic()
+    try:
+        reply = await client.chat(settings, messages, max_tokens=2000)
+    except LLMError as exc:
+        result.error = f"{exc.kind}: {exc.message}"
+        result.duration = time.monotonic() - start
+        return result
+    except Exception as exc:
+        result.error = redact(f"internal error: {type(exc).__name__}: {exc}")[:2000]
+        result.duration = time.monotonic() - start
+        return result
+    result.duration = time.monotonic() - start
+    result.tokens = reply.prompt_tokens + reply.completion_tokens
+    result.cost = reply.cost
+    result.reply = redact(reply.content or "")[:20_000]
+    corrections = _corrections(reply.content)
+    if isinstance(corrections, JSONNotFound):
+        result.error = f"the judge's reply has no JSON: {corrections}"
+        return result
+    result.verdicts = _verdicts(corrections)
+    failed_idx = {f["index"] for f in failed if isinstance(f.get("index"), int)}
+    try:
+        plan = plan_corrections(expectations, corrections, floor=floor, failed=failed_idx,
+                                known_files=list(files_changed) if files_changed else None)
+    except Exception as exc:  # plan_corrections is total over JSON input; this guards against a bug in it
+        result.error = redact(f"internal error: {type(exc).__name__}: {exc}")[:2000]
+        return result
+    result.expectations = plan.expectations
+    result.applied = plan.applied
+    result.rejected = plan.rejected
+    return result

@@ -1,0 +1,59 @@
+"""Lenient extraction of a JSON value from model text (code fences, prose around it, trailing commas).
+
+Models asked for "JSON only" still wrap it in ```json fences or a sentence. We look for the first position where
+a complete JSON object (or array) decodes, using :meth:`json.JSONDecoder.raw_decode`, so braces inside strings
+and text after the value do not confuse it. Nothing is evaluated; the result is plain JSON data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+__all__ = ["JSONNotFound", "extract_json"]
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_DECODER = json.JSONDecoder()
+
+
+class JSONNotFound(ValueError):
+    """No JSON value of the wanted kind could be decoded from the text."""
+
+
+def _candidates(text: str) -> list[str]:
+    """Fenced blocks first (the model's own framing of its answer), then the whole text."""
+    return [m.group(1) for m in _FENCE.finditer(text)] + [text]
+
+
+def _first_value(text: str, opener: str) -> Any:
+    start = text.find(opener)
+    while start != -1:
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+            return value
+        except ValueError:
+            start = text.find(opener, start + 1)
+    raise JSONNotFound
+
+
+def extract_json(text: str | None, *, kind: Literal["object", "array"] = "object") -> Any:
+    """The first JSON object (``kind="object"``, a dict) or array (``kind="array"``, a list) found in ``text``.
+
+    Raises :class:`JSONNotFound` with a short reason. A second pass drops trailing commas (``[1, 2,]``), a
+    common model slip; it only runs when the strict pass found nothing, so valid JSON is never rewritten.
+    """
+    if not text or not text.strip():
+        raise JSONNotFound("the reply is empty")
+    opener, wanted = ("{", dict) if kind == "object" else ("[", list)
+    for cleanup in (False, True):
+        for candidate in _candidates(text):
+            body = _TRAILING_COMMA.sub(r"\1", candidate) if cleanup else candidate
+            try:
+                value = _first_value(body, opener)
+            except JSONNotFound:
+                continue
+            if isinstance(value, wanted):
+                return value
+    raise JSONNotFound(f"no JSON {kind} found in the reply ({len(text)} characters)")

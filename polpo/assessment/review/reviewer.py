@@ -1,0 +1,540 @@
+"""One G-Eval reviewer: Phase 1 gathers evidence, Phase 2 turns it into validated scores. Never raises.
+
+Phase 1 — evidence. If the attempt changed files, the reviewer explores the workspace through the sandboxed
+read-only tools (``read_file``, ``glob``, ``grep``, ``list_dir``) for up to ``max_turns`` model calls; five turns
+before the end it is told to wrap up, and the last turn is sent with ``tool_choice="none"`` so it has to write its
+analysis. If the attempt changed no files there is nothing to explore: the timeline and output are in the prompt
+and one tool-less call writes the analysis.
+
+Phase 2 — scoring. A separate conversation that only sees the analysis and the rubric, and must produce
+``submit_review {scores: [{dimension, score, reasoning, evidence}], summary, suggestions?}``. Strategies, in order,
+the first valid payload wins:
+
+1. ``forced_tool``: the tool offered with a forced ``tool_choice``;
+2. ``auto_tool``: same conversation, the rejected answer and the reason appended, ``tool_choice="auto"``;
+3. ``json_text``: a fresh tool-less request for JSON only (for providers without tool calling), parsed leniently.
+
+In 1 and 2 a reply without a tool call but with a JSON object in its text is accepted too. Each payload is
+validated by pydantic: a score must be a number in 1..5 (``"4"`` is read as 4; 7 or 0 is an *error of that
+strategy*, recorded, never clamped: a model that answers outside the scale did not follow the rubric), every
+dimension must be scored exactly once, and scores for dimensions not in the list are ignored (listed in
+``ignoredDimensions``) rather than failing the payload, since they do not change the verdict. Scores keep their
+value (3.5 stays 3.5). Every failed strategy's error is kept in ``strategyErrors``.
+
+Everything sent to the model and stored in the trace goes through :func:`~polpo.llm.secrets.redact`; tool results
+are cut at :data:`MODEL_TOOL_RESULT_MAX` characters for the model and :data:`TRACE_TOOL_RESULT_MAX` in the trace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from polpo.assessment.review import prompts
+from polpo.assessment.review.consensus import DimScore, weighted_score
+from polpo.assessment.review.dimensions import Dim, dim_key, render_rubric
+from polpo.assessment.review.parsing import JSONNotFound, extract_json
+from polpo.llm.client import ChatReply, LLMClient, LLMError, ModelSettings
+from polpo.llm.secrets import redact
+from polpo.tools.files import READ_ONLY_TOOLS, dispatch, tool_schemas
+from polpo.tools.sandbox import Sandbox
+
+__all__ = [
+    "DEFAULT_MAX_TURNS",
+    "MODEL_TOOL_RESULT_MAX",
+    "STRATEGIES",
+    "TRACE_TOOL_RESULT_MAX",
+    "ReviewContext",
+    "ReviewerTrace",
+    "Submission",
+    "run_reviewer",
+    "validate_submission",
+]
+
+DEFAULT_MAX_TURNS = 20
+WRAP_UP_BEFORE = 5
+MODEL_TOOL_RESULT_MAX = 60_000
+TRACE_TOOL_RESULT_MAX = 4_000
+TRACE_TEXT_MAX = 40_000
+STRATEGIES: tuple[str, ...] = ("forced_tool", "auto_tool", "json_text")
+Mode = Literal["files", "output"]
+
+
+@dataclass(frozen=True)
+class ReviewContext:
+    """What the reviewers know about the attempt under review."""
+
+    title: str
+    description: str
+    criteria: str
+    workspace: Path
+    files_changed: list[str]
+    """Files the attempt created or edited, relative to the workspace. Empty → output-based review (no tools)."""
+    timeline: str
+    """The execution timeline, output, stderr and registered outcomes, as text."""
+    attempt: int = 1
+
+
+# ------------------------------------------------------------------------------------------------- trace
+
+
+@dataclass
+class ReviewerTrace:
+    """Everything one reviewer did, JSON-able via :meth:`to_json` (camelCase keys)."""
+
+    index: int
+    model: str
+    ok: bool = False
+    mode: Mode = "files"
+    analysis: str = ""
+    files_read: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[DimScore] = field(default_factory=list)
+    summary: str = ""
+    suggestions: list[str] = field(default_factory=list)
+    strategy: str | None = None
+    strategy_errors: list[str] = field(default_factory=list)
+    ignored_dimensions: list[str] = field(default_factory=list)
+    error: str | None = None
+    tokens: int = 0
+    cost: float | None = None
+    duration: float = 0.0
+    turns: int = 0
+    """Phase 1 model calls."""
+    global_score: float | None = None
+    """This reviewer's own weighted score (for display; the verdict uses the consensus)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "model": self.model, "ok": self.ok, "mode": self.mode,
+            "analysis": self.analysis, "filesRead": list(self.files_read), "messages": list(self.messages),
+            "scores": [s.to_json() for s in self.scores], "summary": self.summary,
+            "suggestions": list(self.suggestions), "strategy": self.strategy,
+            "strategyErrors": list(self.strategy_errors), "ignoredDimensions": list(self.ignored_dimensions),
+            "error": self.error, "tokens": self.tokens, "cost": self.cost, "duration": round(self.duration, 3),
+            "turns": self.turns, "globalScore": self.global_score,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReviewerTrace:
+        return cls(
+            index=int(data["index"]), model=str(data["model"]), ok=bool(data.get("ok")),
+            mode="output" if data.get("mode") == "output" else "files", analysis=str(data.get("analysis") or ""),
+            files_read=list(data.get("filesRead") or []), messages=list(data.get("messages") or []),
+            scores=[DimScore(s["dimension"], float(s["score"]), str(s.get("reasoning") or ""),
+                             list(s.get("evidence") or [])) for s in data.get("scores") or []],
+            summary=str(data.get("summary") or ""), suggestions=list(data.get("suggestions") or []),
+            strategy=data.get("strategy"), strategy_errors=list(data.get("strategyErrors") or []),
+            ignored_dimensions=list(data.get("ignoredDimensions") or []), error=data.get("error"),
+            tokens=int(data.get("tokens") or 0), cost=data.get("cost"),
+            duration=float(data.get("duration") or 0.0), turns=int(data.get("turns") or 0),
+            global_score=data.get("globalScore"),
+        )
+
+
+# ------------------------------------------------------------------------------------------------- validation
+
+
+def _number(v: object) -> object:
+    if isinstance(v, bool):
+        raise ValueError("must be a number, not a boolean")
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, got {v!r}") from None
+    return v
+
+
+class _EvidenceIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    file: str = ""
+    line: int | None = None
+    note: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lenient(cls, v: object) -> object:
+        """Evidence is supporting detail: a malformed item becomes a note instead of voiding the scores."""
+        if isinstance(v, str):
+            return {"note": v}
+        if not isinstance(v, Mapping):
+            return {"note": json.dumps(v, default=str)}
+        out = dict(v)
+        for key in ("file", "note"):
+            if key in out and not isinstance(out[key], str):
+                out[key] = "" if out[key] is None else str(out[key])
+        line = out.get("line")
+        if isinstance(line, bool) or not (isinstance(line, int) or (isinstance(line, str) and line.strip().isdigit())):
+            out["line"] = None
+        return out
+
+
+class _ScoreIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    dimension: str = Field(min_length=1)
+    score: float
+    reasoning: str = ""
+    evidence: list[_EvidenceIn] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, v: object) -> object:
+        if isinstance(v, Mapping) and not v.get("reasoning"):
+            v = {**v, "reasoning": v.get("reason") or v.get("explanation") or v.get("rationale") or ""}
+        return v
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _is_number(cls, v: object) -> object:
+        return _number(v)
+
+    @field_validator("score")
+    @classmethod
+    def _in_scale(cls, v: float) -> float:
+        if not math.isfinite(v) or not 1 <= v <= 5:
+            raise ValueError(f"score {v:g} is outside 1..5")
+        return v
+
+    @field_validator("evidence", mode="before")
+    @classmethod
+    def _evidence_list(cls, v: object) -> object:
+        if v is None:
+            return []
+        return v if isinstance(v, list) else [v]
+
+
+class _ReviewIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    scores: list[_ScoreIn] = Field(min_length=1)
+    summary: str = ""
+    suggestions: list[str] = []
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _mapping_form(cls, v: object) -> object:
+        """``{"correctness": 4}`` or ``{"correctness": {"score": 4, …}}`` → the list form."""
+        if isinstance(v, Mapping):
+            return [{"dimension": k, **(s if isinstance(s, Mapping) else {"score": s})} for k, s in v.items()]
+        return v
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _text(cls, v: object) -> object:
+        return "" if v is None else v
+
+    @field_validator("suggestions", mode="before")
+    @classmethod
+    def _strings(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [v]
+        return [s for s in v if isinstance(s, str) and s.strip()] if isinstance(v, list) else []
+
+
+@dataclass(frozen=True)
+class Submission:
+    scores: list[DimScore]
+    summary: str
+    suggestions: list[str]
+    ignored: list[str]
+
+
+def _describe(exc: ValidationError, data: object) -> str:
+    items = data.get("scores") if isinstance(data, Mapping) else None
+    parts: list[str] = []
+    for e in exc.errors()[:6]:
+        loc = e["loc"]
+        where = ".".join(str(p) for p in loc) or "payload"
+        if len(loc) >= 2 and loc[0] == "scores" and isinstance(loc[1], int) and isinstance(items, list):
+            item = items[loc[1]] if loc[1] < len(items) else None
+            if isinstance(item, Mapping) and item.get("dimension"):
+                where += f" ({item['dimension']})"
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}")
+    return "; ".join(parts)
+
+
+def validate_submission(data: object, dims: Sequence[Dim]) -> Submission:
+    """A ``submit_review`` payload checked against the dimensions; ValueError with a readable reason. Pure."""
+    if isinstance(data, str):  # some models double-encode the arguments
+        try:
+            data = json.loads(data)
+        except ValueError:
+            raise ValueError("the payload is a string, not a JSON object") from None
+    if not isinstance(data, Mapping):
+        raise ValueError("the payload is not a JSON object")
+    try:
+        parsed = _ReviewIn.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(_describe(exc, data)) from None
+    wanted = {d.key: d for d in dims}
+    seen: dict[str, DimScore] = {}
+    ignored: list[str] = []
+    repeated: list[str] = []
+    for s in parsed.scores:
+        key = dim_key(s.dimension)
+        dim = wanted.get(key)
+        if dim is None:
+            ignored.append(s.dimension)
+            continue
+        if key in seen:
+            repeated.append(dim.name)
+            continue
+        evidence = [e.model_dump() for e in s.evidence]
+        seen[key] = DimScore(dim.name, s.score, s.reasoning.strip(), evidence)
+    missing = [d.name for d in dims if d.key not in seen]
+    problems = []
+    if missing:
+        problems.append("missing score for " + ", ".join(missing))
+    if repeated:
+        problems.append("scored more than once: " + ", ".join(sorted(set(repeated))))
+    if problems:
+        extra = f" (unknown dimensions given: {', '.join(ignored)})" if ignored else ""
+        raise ValueError("; ".join(problems) + extra)
+    return Submission([seen[d.key] for d in dims], parsed.summary.strip(), parsed.suggestions, ignored)
+
+
+# ------------------------------------------------------------------------------------------------- the run
+
+
+class _Run:
+    """Mutable state of one reviewer run, so a timeout still returns everything gathered so far."""
+
+    def __init__(self, client: LLMClient, settings: ModelSettings, trace: ReviewerTrace) -> None:
+        self.client = client
+        self.settings = settings
+        self.trace = trace
+        self.start = time.monotonic()
+        self.costs: list[float] = []
+
+    def record(self, phase: int, msg: Mapping[str, Any], **extra: Any) -> None:
+        entry: dict[str, Any] = {"phase": phase, "role": msg["role"]}
+        content = msg.get("content")
+        if content is not None:
+            limit = TRACE_TOOL_RESULT_MAX if msg["role"] == "tool" else TRACE_TEXT_MAX
+            entry["content"] = prompts.head(redact(str(content)), limit)
+        if msg.get("tool_calls"):
+            entry["toolCalls"] = [{"id": c["id"], "name": c["function"]["name"],
+                                   "arguments": redact(c["function"]["arguments"])[:TRACE_TOOL_RESULT_MAX]}
+                                  for c in msg["tool_calls"]]
+        if msg.get("tool_call_id"):
+            entry["toolCallId"] = msg["tool_call_id"]
+        entry.update(extra)
+        entry["at"] = round(time.monotonic() - self.start, 3)
+        self.trace.messages.append(entry)
+
+    async def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatReply:
+        reply = await self.client.chat(self.settings, [dict(m) for m in messages], **kwargs)
+        self.trace.tokens += reply.prompt_tokens + reply.completion_tokens
+        if reply.cost is not None:
+            self.costs.append(reply.cost)
+            self.trace.cost = math.fsum(self.costs)
+        return reply
+
+
+async def run_reviewer(client: LLMClient, settings: ModelSettings, *, index: int, ctx: ReviewContext,
+                       dims: Sequence[Dim], max_turns: int = DEFAULT_MAX_TURNS,
+                       time_limit: float | None = None) -> ReviewerTrace:
+    """Run one reviewer to the end (or to ``time_limit`` seconds). Never raises: failures are ``ok=False``.
+
+    ``index`` is the reviewer's number in the panel (0, 1, 2; a re-run panel continues with 3, 4, 5).
+    """
+    trace = ReviewerTrace(index=index, model=settings.model, mode="files" if ctx.files_changed else "output")
+    run = _Run(client, settings, trace)
+    try:
+        with anyio.move_on_after(time_limit) as scope:
+            await _review(run, ctx, list(dims), max(1, max_turns))
+        if scope.cancelled_caught:
+            trace.ok = False
+            trace.error = f"timed out after {time_limit:g} s" + (f" ({trace.error})" if trace.error else "")
+    except LLMError as exc:
+        trace.ok = False
+        trace.error = f"{exc.kind}: {exc.message}"
+    except Exception as exc:  # a reviewer never takes the panel down
+        trace.ok = False
+        trace.error = redact(f"internal error: {type(exc).__name__}: {exc}")[:2000]
+    trace.duration = time.monotonic() - run.start
+    return trace
+
+
+async def _review(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: int) -> None:
+    trace = run.trace
+    if not dims:
+        raise ValueError("no dimensions to score")
+    if trace.mode == "files":
+        analysis = await _explore(run, ctx, dims, max_turns)
+    else:
+        analysis = await _analyse_output(run, ctx, dims)
+    trace.analysis = analysis
+    if not analysis.strip():
+        trace.error = "phase 1 produced no analysis"
+        return
+    submission = await _score(run, dims, analysis)
+    if submission is None:
+        trace.error = "no valid scores: " + " | ".join(trace.strategy_errors)
+        return
+    trace.scores = submission.scores
+    trace.summary = submission.summary
+    trace.suggestions = submission.suggestions
+    trace.ignored_dimensions = submission.ignored
+    trace.global_score = weighted_score([(s.score, d.weight) for s, d in zip(submission.scores, dims, strict=True)])
+    trace.ok = True
+
+
+async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: int) -> str:
+    names = [d.name for d in dims]
+    sb = Sandbox(ctx.workspace)
+    tools = tool_schemas(READ_ONLY_TOOLS)
+    convo: list[dict[str, Any]] = [
+        {"role": "system", "content": prompts.REVIEW_FILES_SYSTEM},
+        {"role": "user", "content": redact(prompts.review_files_user(
+            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
+            files_changed=ctx.files_changed, timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=names,
+            max_turns=max_turns))},
+    ]
+    for m in convo:
+        run.record(1, m)
+    texts: list[str] = []
+    force_final = False
+    for turn in range(1, max_turns + 1):
+        last = turn == max_turns or force_final
+        note: str | None = None
+        if last:
+            note = prompts.final_turn(names)
+        elif turn == max_turns - WRAP_UP_BEFORE + 1 and max_turns > WRAP_UP_BEFORE:
+            note = prompts.wrap_up(WRAP_UP_BEFORE)
+        if note is not None:
+            convo.append({"role": "user", "content": note})
+            run.record(1, convo[-1])
+        reply = await run.chat(convo, tools=tools, tool_choice="none" if last else "auto")
+        run.trace.turns = turn
+        msg = reply.as_message()
+        convo.append(msg)
+        run.record(1, msg)
+        text = (reply.content or "").strip()
+        if text:
+            texts.append(text)
+        if reply.tool_calls and not last:
+            for call in reply.tool_calls:
+                out = await dispatch(sb, call.name, call.arguments, allowed=READ_ONLY_TOOLS)
+                if out.ok and call.name == "read_file":
+                    path = out.data.get("path")
+                    if isinstance(path, str) and path not in run.trace.files_read:
+                        run.trace.files_read.append(path)
+                result = {"role": "tool", "tool_call_id": call.id,
+                          "content": prompts.head(redact(out.text), MODEL_TOOL_RESULT_MAX)}
+                convo.append(result)
+                run.record(1, result, toolName=call.name, isError=not out.ok)
+            continue
+        if text:
+            return text
+        if last:
+            break
+        force_final = True  # neither tools nor text: ask once more, explicitly, for the analysis
+    return "\n\n".join(texts)
+
+
+async def _analyse_output(run: _Run, ctx: ReviewContext, dims: list[Dim]) -> str:
+    convo: list[dict[str, Any]] = [
+        {"role": "system", "content": prompts.REVIEW_OUTPUT_SYSTEM},
+        {"role": "user", "content": redact(prompts.review_output_user(
+            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
+            timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=[d.name for d in dims]))},
+    ]
+    for m in convo:
+        run.record(1, m)
+    reply = await run.chat(convo)
+    run.trace.turns = 1
+    run.record(1, reply.as_message())
+    return (reply.content or "").strip()
+
+
+def _from_reply(reply: ChatReply, dims: Sequence[Dim]) -> tuple[Submission | None, str | None]:
+    """The submission in a tool-strategy reply (a submit_review call, else JSON in the text), or an error."""
+    call = next((c for c in reply.tool_calls if c.name == prompts.SUBMIT_REVIEW), None)
+    if call is not None:
+        try:
+            data = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            return None, f"submit_review arguments are not valid JSON: {exc}"
+        try:
+            return validate_submission(data, dims), None
+        except ValueError as exc:
+            return None, str(exc)
+    others = [c.name for c in reply.tool_calls]
+    try:
+        data = extract_json(reply.content, kind="object")
+    except JSONNotFound:
+        called = f" (it called {', '.join(others)})" if others else ""
+        return None, f"no submit_review call{called} and no JSON object in the reply"
+    try:
+        return validate_submission(data, dims), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None:
+    names = [d.name for d in dims]
+    rubric = render_rubric(dims)
+    trace = run.trace
+    tool = prompts.submit_review_tool(names)
+    convo: list[dict[str, Any]] = [
+        {"role": "system", "content": prompts.SCORING_SYSTEM},
+        {"role": "user", "content": redact(prompts.scoring_user(analysis=analysis, rubric=rubric, dim_names=names))},
+    ]
+    for m in convo:
+        run.record(2, m, strategy=STRATEGIES[0])
+    choices: list[str | dict[str, Any]] = [
+        {"type": "function", "function": {"name": prompts.SUBMIT_REVIEW}}, "auto"]
+    for strategy, choice in zip(STRATEGIES[:2], choices, strict=True):
+        try:
+            reply = await run.chat(convo, tools=[tool], tool_choice=choice)
+        except LLMError as exc:
+            trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
+            continue
+        msg = reply.as_message()
+        run.record(2, msg, strategy=strategy)
+        submission, error = _from_reply(reply, dims)
+        if submission is not None:
+            trace.strategy = strategy
+            return submission
+        trace.strategy_errors.append(f"{strategy}: {error}")
+        convo.append(msg)
+        feedback = prompts.retry_scoring(str(error))
+        if reply.tool_calls:  # every tool call needs its answer before the conversation can go on
+            for c in reply.tool_calls:
+                text = feedback if c.name == prompts.SUBMIT_REVIEW else f"Error: only {prompts.SUBMIT_REVIEW} is available"
+                convo.append({"role": "tool", "tool_call_id": c.id, "content": text})
+                run.record(2, convo[-1], strategy=strategy, toolName=c.name, isError=True)
+        else:
+            convo.append({"role": "user", "content": feedback})
+            run.record(2, convo[-1], strategy=strategy)
+    strategy = STRATEGIES[2]
+    plain: list[dict[str, Any]] = [
+        {"role": "system", "content": prompts.JSON_SCORER_SYSTEM},
+        {"role": "user", "content": redact(prompts.json_scorer_user(
+            analysis=analysis, rubric=rubric, dim_names=names, errors=trace.strategy_errors))},
+    ]
+    for m in plain:
+        run.record(2, m, strategy=strategy)
+    try:
+        reply = await run.chat(plain)
+    except LLMError as exc:
+        trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
+        return None
+    run.record(2, reply.as_message(), strategy=strategy)
+    try:
+        submission = validate_submission(extract_json(reply.content, kind="object"), dims)
+    except ValueError as exc:  # JSONNotFound is a ValueError
+        trace.strategy_errors.append(f"{strategy}: {exc}")
+        return None
+    trace.strategy = strategy
+    return submission

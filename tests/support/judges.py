@@ -1,0 +1,75 @@
+"""A scripted judge for daemon-level tests: a FakeLLM responder that plays every judge role by request shape.
+
+Reviewers run concurrently, so a fixed reply order would race; this responder looks at each request instead:
+
+* dimension generation (its system prompt) → ``dimensions`` as JSON (or invalid text when ``bad_dimensions``);
+* phase 1 with tools → a plain analysis (no tool call), which ends exploration at once;
+* phase 1 without tools (output review) → the same analysis;
+* phase 2 (``submit_review`` offered) → a ``submit_review`` call scoring every requested dimension with
+  ``score`` (or ``scores[dimension]``);
+* the expectation judge → ``judge_reply`` (default: no correction).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from polpo.assessment.review import prompts
+from tests.support.fake_llm import RecordedRequest, Reply, text, tool_call
+
+
+@dataclass
+class ScriptedJudge:
+    score: float = 4.0
+    scores: dict[str, float] = field(default_factory=dict)
+    score_for: Callable[[RecordedRequest], float] | None = None
+    dimensions: list[dict[str, Any]] | None = None
+    judge_reply: str = '{"corrections": []}'
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, req: RecordedRequest) -> Reply:
+        kind = phase(req)
+        self.calls[kind] = self.calls.get(kind, 0) + 1
+        if kind == "dimensions":
+            return text(json.dumps({"dimensions": self.dimensions or [
+                {"name": "works", "weight": 0.6, "description": "It does what was asked"},
+                {"name": "clear", "weight": 0.4, "description": "It is easy to read"},
+                {"name": "complete", "weight": 0.2, "description": "Nothing is missing"}]}))
+        if kind == "judge":
+            return text(self.judge_reply)
+        if kind in ("forced", "auto", "json"):
+            names = requested_dimensions(req)
+            base = self.score_for(req) if self.score_for else self.score
+            payload = {"scores": [{"dimension": n, "score": self.scores.get(n, base), "reasoning": f"{n} looks ok",
+                                   "evidence": []} for n in names], "summary": "scripted review"}
+            if kind == "json":
+                return text(json.dumps(payload))
+            return tool_call(prompts.SUBMIT_REVIEW, payload)
+        return text("analysis: the work was inspected; evidence at out.txt:1")
+
+
+def phase(req: Mapping[str, Any]) -> str:
+    tools = {t["function"]["name"] for t in req.get("tools") or []}
+    if "read_file" in tools:
+        return "explore"
+    if prompts.SUBMIT_REVIEW in tools:
+        return "forced" if isinstance(req.get("tool_choice"), dict) else "auto"
+    system = req["messages"][0]["content"]
+    return {prompts.JSON_SCORER_SYSTEM: "json", prompts.REVIEW_OUTPUT_SYSTEM: "output",
+            prompts.DIMENSIONS_SYSTEM: "dimensions", prompts.JUDGE_SYSTEM: "judge"}.get(system, "agent")
+
+
+def requested_dimensions(req: Mapping[str, Any]) -> list[str]:
+    """The dimension names the scoring request asks for (from the submit_review schema, else the prompt)."""
+    for t in req.get("tools") or []:
+        if t["function"]["name"] == prompts.SUBMIT_REVIEW:
+            props = t["function"]["parameters"]["properties"]["scores"]["items"]["properties"]
+            enum = props["dimension"].get("enum")
+            if enum:
+                return list(enum)
+    body = " ".join(str(m.get("content") or "") for m in req["messages"])
+    known = ["correctness", "completeness", "code_quality", "edge_cases", "works", "clear", "complete"]
+    return [n for n in known if n in body] or ["correctness"]
