@@ -424,10 +424,11 @@ class Engine:
         if task.status != "awaiting_approval":
             raise CommandRefused(f"task {task_id} is {task.status}, not awaiting approval")
         tx = self.store.tx()
+        tx.event(E.TASK_APPROVED, mission_id=task.mission_id, task_id=task.id, next=task.next_kind)
         self.transition(tx, task, "approve", "approved by user")
         self.store.submit(tx)
         self.make_ready(task)
-        return f"approved {task_id}"
+        return f"approved {task_id}: its {task.next_kind} runs next"
 
     async def ensure_loaded(self, mid: str) -> Mission | None:
         if mid in self.missions:
