@@ -69,12 +69,27 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
         spec = MissionSpec.model_validate(data, strict=True)  # JSON types as written: no "2" → 2
     except ValidationError as e:
         found.extend(_from_pydantic(e, data, suggest))
-    found.extend(_Checker(data, known_agents, suggest).run())
+    checker = _Checker(data, known_agents, suggest)
+    found.extend(checker.run())
     warnings = _warnings(data, known_agents)
     if not found:
-        return LoadResult(spec, [], warnings)
+        assert spec is not None
+        return LoadResult(_gates_by_title(spec, checker.id_refs), [], warnings)
     unique = dict.fromkeys((loc, msg) for loc, msg in sorted(found, key=lambda p: _sort_key(p[0])))
     return LoadResult(None, [Problem(json_path(loc), msg) for loc, msg in unique], warnings)
+
+
+_TASK_ID = re.compile(r"(?:.+:)?(\d+)")
+
+
+def _gates_by_title(spec: MissionSpec, id_refs: dict[str, str]) -> MissionSpec:
+    """Gates that named tasks by id, rewritten to name them by title (what the engine matches on)."""
+    if not id_refs:
+        return spec
+    gates = [g.model_copy(update={"after_tasks": [id_refs.get(t, t) for t in g.after_tasks],
+                                  "blocks_tasks": [id_refs.get(t, t) for t in g.blocks_tasks]})
+             for g in spec.quality_gates]
+    return spec.model_copy(update={"quality_gates": gates})
 
 
 def format_problems(file: str, problems: Sequence[Problem]) -> list[str]:
@@ -316,6 +331,7 @@ class _Checker:
         self.found: list[tuple[Loc, str]] = []
         self.tasks = _list(_get(data, "tasks")[1])
         self.titles: dict[str, int] = {}  # title → index of the first task with it
+        self.id_refs: dict[str, str] = {}  # a gate's task id reference → the title it names
         self.edges: dict[str, list[str]] = {}  # title → what it waits for (dependsOn + gates)
         self.dep_key: dict[str, tuple[int, str]] = {}  # title → (task index, its dependsOn key)
         self.declared: dict[str, set[str]] = {}  # title → its own (valid) dependsOn
@@ -397,13 +413,20 @@ class _Checker:
                                    + self.suggest(f, available)))
 
     def _task_ref(self, loc: Loc, v: Any) -> str | None:
+        """A gate's task reference: a title, or a task id (``MISSION:N`` or ``N``, N counting from 1)."""
         t = _name(v)
         if t is None:
             return None
-        if t not in self.titles:
-            self.found.append((loc, f'no task titled "{t}"' + self.suggest(t, self.titles)))
-            return None
-        return t
+        if t in self.titles:
+            return t
+        by_id = _TASK_ID.fullmatch(t)
+        if by_id is not None and 1 <= int(by_id.group(1)) <= len(self.tasks):
+            title = _name(_get(self.tasks[int(by_id.group(1)) - 1], "title")[1])
+            if title is not None:
+                self.id_refs[t] = title
+                return title
+        self.found.append((loc, f'no task titled "{t}"' + self.suggest(t, self.titles)))
+        return None
 
     def _depends_on(self) -> None:
         for i, task in enumerate(self.tasks):

@@ -809,3 +809,18 @@ def test_json_schema_is_usable_by_editors() -> None:
     assert "metrics" in schema["$defs"]["TaskSpec"]["properties"]
     assert "dependsOn" in schema["$defs"]["TaskSpec"]["properties"]
     json.dumps(schema)
+
+
+def test_gates_may_name_tasks_by_id_and_are_stored_by_title() -> None:
+    from polpo.mission.loader import load_mission
+
+    doc = {"tasks": [task("write"), task("review"), task("ship")],
+           "qualityGates": [{"name": "g", "afterTasks": ["release:1", "2"], "blocksTasks": ["release:3"]}]}
+    res = load_mission(json.dumps(doc).encode(), known_agents=None)
+    assert res.problems == []
+    assert res.spec is not None
+    gate = res.spec.quality_gates[0]
+    assert (gate.after_tasks, gate.blocks_tasks) == (["write", "review"], ["ship"])
+    bad = load_mission(json.dumps({**doc, "qualityGates": [
+        {"name": "g", "afterTasks": ["release:9"], "blocksTasks": ["ship"]}]}).encode(), known_agents=None)
+    assert [p.path for p in bad.problems] == ["$.qualityGates[0].afterTasks[0]"]
