@@ -29,7 +29,8 @@ def summary(ev: Mapping[str, Any]) -> str:
             s = f"{d.get('from')} → {d.get('to')}"
             return s + (f" ({d['reason']})" if d.get("reason") else "")
         case "agent:spawned":
-            return f"agent {d.get('agentName')} started (attempt {d.get('attempt')}, {d.get('kind')}, pid {d.get('pid')})"
+            how = f"pid {d.get('pid')}" if d.get("pid") is not None else f"model {d.get('model')}"
+            return f"agent {d.get('agentName')} started (attempt {d.get('attempt')}, {d.get('kind')}, {how})"
         case "agent:finished":
             extra = " timed out" if d.get("timedOut") else ""
             extra += f" error: {d['error']}" if d.get("error") else ""
@@ -38,7 +39,23 @@ def summary(ev: Mapping[str, Any]) -> str:
             mark = "pass" if d.get("passed") else "FAIL"
             return f"[{mark}] {d.get('type')} {d.get('label')}: {d.get('message')}"
         case "assessment:complete":
-            return ("passed" if d.get("passed") else "failed") + f": {d.get('message')}"
+            score = f" (score {d['globalScore']:.2f})" if isinstance(d.get("globalScore"), int | float) else ""
+            trigger = f" [{d['trigger']}]" if d.get("trigger") not in (None, "initial") else ""
+            return ("passed" if d.get("passed") else "failed") + f"{score}{trigger}: {d.get('message')}"
+        case "assessment:corrected":
+            fixes = "; ".join(f"#{c.get('index')} {c.get('field')}: {c.get('old')!r} → {c.get('new')!r}"
+                              for c in d.get("corrections") or [])
+            return f"expectation judge corrected {fixes}"
+        case "escalation:triggered":
+            return f"escalated (level {d.get('level')}) to {d.get('handler')} {d.get('target')}"
+        case "sla:warning":
+            return f"{d.get('entityType')} at {d.get('percentUsed')}% of its deadline {d.get('deadline')}"
+        case "sla:violated":
+            return f"{d.get('entityType')} missed its deadline {d.get('deadline')} by {d.get('overdueMs')} ms"
+        case "sla:met":
+            return f"{d.get('entityType')} met its deadline {d.get('deadline')} ({d.get('marginMs')} ms to spare)"
+        case "quality:threshold:failed":
+            return f"average score {d.get('avgScore')} below the mission threshold {d.get('threshold')}"
         case "task:fix":
             return f"fix attempt {d.get('attempt')}/{d.get('maxFix')}"
         case "task:retry":

@@ -1,0 +1,38 @@
+"""Readable lines for `polpo tail`: the events of assessment, escalation and SLA say what happened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from polpo.events.render import render, summary
+
+
+@pytest.mark.parametrize(("event", "data", "expected"), [
+    ("assessment:complete", {"passed": True, "globalScore": 4.25, "trigger": "fix", "message": "2/2 checks passed"},
+     "passed (score 4.25) [fix]: 2/2 checks passed"),
+    ("assessment:complete", {"passed": False, "message": "1/1 checks failed"}, "failed: 1/1 checks failed"),
+    ("assessment:corrected", {"corrections": [{"index": 0, "field": "command", "old": "a", "new": "b"}]},
+     "expectation judge corrected #0 command: 'a' → 'b'"),
+    ("escalation:triggered", {"level": 1, "handler": "agent", "target": "senior"},
+     "escalated (level 1) to agent senior"),
+    ("sla:warning", {"entityType": "task", "percentUsed": 80, "deadline": "2026-01-01T00:00:00Z"},
+     "task at 80% of its deadline 2026-01-01T00:00:00Z"),
+    ("sla:violated", {"entityType": "mission", "deadline": "D", "overdueMs": 1500},
+     "mission missed its deadline D by 1500 ms"),
+    ("sla:met", {"entityType": "task", "deadline": "D", "marginMs": 20}, "task met its deadline D (20 ms to spare)"),
+    ("quality:threshold:failed", {"avgScore": 2.5, "threshold": 3.0},
+     "average score 2.5 below the mission threshold 3.0"),
+    ("agent:spawned", {"agentName": "coder", "attempt": 1, "kind": "initial", "pid": None, "model": "m"},
+     "agent coder started (attempt 1, initial, model m)"),
+])
+def test_summary(event: str, data: dict[str, Any], expected: str) -> None:
+    assert summary({"event": event, "data": data}) == expected
+
+
+def test_render_has_time_event_and_subject() -> None:
+    line = render({"ts": "2026-11-22T10:11:12.345Z", "event": "task:fix", "taskId": "m:1",
+                   "data": {"attempt": 1, "maxFix": 2}})
+    assert line.startswith("10:11:12.345  task:fix")
+    assert "m:1" in line and line.endswith("fix attempt 1/2")
