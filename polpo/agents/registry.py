@@ -71,11 +71,7 @@ class AgentFactory:
             agent = CommandAgent(name, a.command, clock=self.clock, default_timeout=timeout, env=a.env,
                                  inherit_env=a.inherit_env)
         else:
-            try:
-                from polpo.agents.llm import LLMAgent  # type: ignore[import-not-found]  # (lands next)
-            except ImportError:
-                return AgentSlot(UnavailableAgent(name, "LLM agents are not available in this build"),
-                                 limit_key, a.max_concurrency, timeout, a.type)
+            from polpo.agents.llm import LLMAgent  # lazy: command-only daemons never load the tool loop
 
             model = a.model or self.cfg.defaults.model
             if not model:

@@ -70,7 +70,7 @@ def evidence(attempt: Attempt) -> tuple[list[str], str]:
     changed = sorted({*files.get("created", []), *files.get("modified", [])})
     parts: list[str] = []
     if attempt.transcript:
-        from polpo.agents.transcript import timeline_text  # type: ignore[import-not-found]
+        from polpo.agents.transcript import timeline_text
 
         parts.append(timeline_text(attempt.transcript, TIMELINE_CHARS))
     state = ("timed out" if attempt.timed_out else f"error: {attempt.error}" if attempt.error

@@ -1,0 +1,1 @@
+"""Outbound notifications: typed channels (:mod:`.config`), deliverers (:mod:`.channels`), routing (:mod:`.router`)."""

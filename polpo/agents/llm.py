@@ -1,0 +1,340 @@
+"""LLM agents: a model works on the task through tools, in a loop, until it answers without calling one.
+
+Each attempt is one conversation through :meth:`polpo.llm.client.LLMClient.chat` (the only door to a model: it
+retries transient errors and limits per-model concurrency). The model gets the workspace file tools
+(:mod:`polpo.tools.files`), ``run_command`` (:mod:`polpo.tools.commands`) and ``register_outcome``
+(:mod:`polpo.tools.outcomes`). A tool problem — malformed JSON arguments, an unknown tool, a path the sandbox
+refuses, a failing command — goes back to the model as a tool result starting with ``Error:`` so it can correct
+itself; it never ends the session. What ends it:
+
+* an answer without tool calls → exit code 0, the answer is ``stdout_tail``;
+* ``max_turns`` model calls without such an answer → exit code 1, the reason in ``stderr_tail``;
+* an :class:`~polpo.llm.client.LLMError` (after the client's own retries) → ``error``;
+* the attempt's time limit → ``timed_out`` (a running command is killed with its process group).
+
+The agent has no process of its own, so it never calls ``on_start`` (the runner marks an LLM attempt running
+itself); the commands it runs carry the attempt's marker variable for orphan recovery instead. The whole session
+is recorded in a :class:`~polpo.agents.transcript.Transcript`, with every string redacted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+
+from polpo.agents.base import AgentRequest, AgentResult
+from polpo.agents.transcript import Transcript
+from polpo.clock import Clock
+from polpo.engine.prompts import describe_expectation
+from polpo.llm.client import LLMClient, LLMError, ModelSettings, ToolCallOut
+from polpo.tools.commands import RUN_COMMAND_SCHEMA, run_command_tool
+from polpo.tools.files import ALL_TOOLS, ToolOutput, dispatch, tool_schemas
+from polpo.tools.outcomes import REGISTER_OUTCOME_SCHEMA, register_outcome
+from polpo.tools.sandbox import Sandbox
+
+__all__ = ["AGENT_TOOLS", "DEFAULT_SYSTEM_PROMPT", "TAIL_CHARS", "LLMAgent", "build_system_prompt",
+           "build_task_message", "parse_arguments"]
+
+AGENT_TOOLS: tuple[str, ...] = (*ALL_TOOLS, "run_command", "register_outcome")
+TAIL_CHARS = 4_000
+"""stdout_tail / stderr_tail bound, like a command agent's tails (the full text is in the transcript)."""
+WRAP_UP_TURNS = 2
+"""When this many model turns are left, the tool results say so, so the model can finish in time."""
+MAX_SIBLINGS = 40
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are {name}, an autonomous agent{role} working on one task of a larger mission.
+
+You work inside a workspace folder, only through your tools:
+- read_file, list_dir, glob, grep to look at what is there;
+- write_file and edit_file to create and change files;
+- run_command to run a bash command in the workspace root (tests, builds, scripts); it has no interactive input \
+and a time limit;
+- register_outcome to declare a deliverable the task asks for (a file, a text, a URL, a JSON result).
+All paths are relative to the workspace root; absolute paths and '..' are refused.
+
+Work step by step: look at what exists, make the changes, then check them (for example by running the tests). \
+A tool result starting with "Error:" means the call failed: read it, and correct the call or take another way.
+
+When the task is done, reply WITHOUT calling any tool, with a short summary of what you did and anything left \
+undone. That reply ends your session: you cannot act after it."""
+
+
+def build_system_prompt(name: str, role: str | None = None, custom: str | None = None) -> str:
+    """The default instructions, or ``custom`` (a mission's own system prompt) with the role appended."""
+    if custom:
+        return f"{custom}\n\nYour role: {role}" if role else custom
+    return DEFAULT_SYSTEM_PROMPT.format(name=name, role=f" (role: {role})" if role else "")
+
+
+def _siblings(request: AgentRequest) -> str:
+    shown = [f"- {title} — {status}" for title, status in request.siblings[:MAX_SIBLINGS]]
+    if len(request.siblings) > MAX_SIBLINGS:
+        shown.append(f"- … and {len(request.siblings) - MAX_SIBLINGS} more")
+    return "\n".join(shown)
+
+
+def _attempt_note(request: AgentRequest) -> str | None:
+    if request.kind == "fix":
+        head = (f"## Attempt {request.attempt_number}: a targeted fix\n"
+                "Your previous run finished but did not pass its checks. Its work is still in the workspace: do "
+                "not start over, fix what the feedback lists.")
+    elif request.kind == "retry":
+        head = (f"## Attempt {request.attempt_number}: a retry\n"
+                "The previous attempt failed. Do the task again (its leftovers may still be in the workspace), "
+                "avoiding what went wrong.")
+    else:
+        return None
+    return head + ("\n\nFeedback on the previous attempt:\n" + request.feedback if request.feedback else "")
+
+
+def build_task_message(request: AgentRequest) -> str:
+    """The user message, built from the request's fields (``request.prompt`` is the command agents' version)."""
+    parts = [f"# Task: {request.title}\n\n{request.description}"]
+    mission = f"## Mission: {request.mission_name}"
+    if request.mission_goal.strip():
+        mission += f"\n{request.mission_goal.strip()}"
+    parts.append(mission)
+    if request.siblings:
+        parts.append("## Other tasks of the mission (title — status)\n" + _siblings(request))
+    if request.expectations:
+        parts.append("## Your work will be checked by\n"
+                     + "\n".join(f"- {describe_expectation(e)}" for e in request.expectations))
+    note = _attempt_note(request)
+    if note:
+        parts.append(note)
+    return "\n\n".join(parts)
+
+
+def _fail(message: str, kind: str, **data: Any) -> ToolOutput:
+    return ToolOutput(ok=False, text=f"Error: {message}", data={"error": kind, **data})
+
+
+def parse_arguments(name: str, raw: str) -> Mapping[str, Any] | ToolOutput:
+    """The model's JSON arguments as a mapping, or an ``Error:`` result explaining what is wrong with them."""
+    if not raw.strip():
+        return {}
+    try:
+        args: Any = json.loads(raw)
+        if isinstance(args, str):  # some models encode the object twice
+            args = json.loads(args)
+    except (ValueError, RecursionError) as exc:
+        return _fail(f"the arguments of {name} are not valid JSON ({exc}); send one JSON object, "
+                     'for example {"path": "src/main.py"}', "invalid_json", tool=name)
+    if args is None:
+        return {}
+    if not isinstance(args, Mapping):
+        return _fail(f"the arguments of {name} must be a JSON object, got {type(args).__name__}",
+                     "invalid_arguments", tool=name)
+    return args
+
+
+def _replayable(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message to send back, with malformed tool arguments replaced by ``{}``.
+
+    Some litellm provider adapters (Anthropic, Gemini…) parse the arguments of earlier tool calls when they build
+    the next request, so one bad call would make every later request fail. The model still learns what was wrong
+    from the ``Error:`` tool result, and the transcript keeps the arguments as written.
+    """
+    for call in message.get("tool_calls") or []:
+        fn = call["function"]
+        parsed = parse_arguments(fn["name"], fn["arguments"])
+        if isinstance(parsed, ToolOutput):
+            fn["arguments"] = "{}"
+        elif not fn["arguments"].lstrip().startswith("{"):  # empty, null, or encoded twice
+            fn["arguments"] = json.dumps(dict(parsed))
+    return message
+
+
+def _redact_json(value: Any, mask: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, list):
+        return [_redact_json(v, mask) for v in value]
+    if isinstance(value, dict):
+        return {mask(str(k)): _redact_json(v, mask) for k, v in value.items()}
+    return value
+
+
+def _tail(text: str) -> str:
+    return text[-TAIL_CHARS:]
+
+
+@dataclasses.dataclass
+class _Session:
+    """Mutable state of one attempt, so a timeout or a model error still returns everything gathered."""
+
+    request: AgentRequest
+    settings: ModelSettings
+    sandbox: Sandbox
+    transcript: Transcript
+    messages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    outcomes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    turn: int = 0
+    tokens: int = 0
+    costs: list[float] = dataclasses.field(default_factory=list)
+
+    def add_outcome(self, outcome: Mapping[str, Any]) -> None:
+        """Record a deliverable; the same label again replaces the earlier declaration."""
+        safe = _redact_json(dict(outcome), self.transcript.redact)
+        self.outcomes = [o for o in self.outcomes if o.get("label") != safe.get("label")]
+        self.outcomes.append(safe)
+
+
+@dataclasses.dataclass(frozen=True)
+class _End:
+    """How the conversation ended (before any time limit)."""
+
+    exit_code: int | None
+    final_text: str = ""
+    reason: str = ""
+    error: str | None = None
+
+
+class LLMAgent:
+    """An :class:`~polpo.agents.base.Agent` backed by a model and a tool loop; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: ModelSettings,
+        *,
+        client: LLMClient,
+        clock: Clock,
+        max_turns: int = 50,
+        system_prompt: str | None = None,
+        default_timeout: float | None = None,
+        role: str | None = None,
+        command_timeout: float = 120.0,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError(f"agent {name!r}: max_turns must be at least 1, got {max_turns}")
+        self.name = name
+        self.settings = settings
+        self.client = client
+        self.clock = clock
+        self.max_turns = max_turns
+        self.system_prompt = build_system_prompt(name, role, system_prompt)
+        self.default_timeout = default_timeout
+        self.role = role
+        self.command_timeout = command_timeout
+        self.tools: list[dict[str, Any]] = [*tool_schemas(ALL_TOOLS), RUN_COMMAND_SCHEMA, REGISTER_OUTCOME_SCHEMA]
+
+    def __repr__(self) -> str:
+        return f"LLMAgent(name={self.name!r}, model={self.settings.model!r})"
+
+    async def run(self, request: AgentRequest, *, on_start: Callable[[int | None], None]) -> AgentResult:
+        """One attempt: the conversation, bounded by the request's (or the agent's default) time limit."""
+        start = time.monotonic()
+        settings = dataclasses.replace(self.settings, model=request.model) if request.model else self.settings
+        key = os.environ.get(settings.api_key_env, "") if settings.api_key_env else ""
+        transcript = Transcript(self.clock, secrets=(key,) if key else ())
+        try:
+            await anyio.Path(request.workspace).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            message = f"cannot create workspace {request.workspace}: {exc.strerror or exc}"
+            return self._result(_End(None, error=message), transcript, None, start, settings)
+        session = _Session(request, settings, Sandbox(request.workspace), transcript)
+        limit = request.timeout if request.timeout is not None else self.default_timeout
+        end: _End | None = None
+        with anyio.move_on_after(math.inf if limit is None else max(0.0, limit)):
+            end = await self._converse(session)
+        if end is None:
+            reason = f"timed out after {limit:g} s (turn {session.turn} of at most {self.max_turns})"
+            transcript.error(session.turn, reason, kind="timeout")
+            return self._result(_End(None, reason=reason), transcript, session, start, settings, timed_out=True)
+        return self._result(end, transcript, session, start, settings)
+
+    # ------------------------------------------------------------------------------------------- conversation
+
+    async def _converse(self, s: _Session) -> _End:
+        s.messages = [{"role": "system", "content": self.system_prompt},
+                      {"role": "user", "content": build_task_message(s.request)}]
+        while s.turn < self.max_turns:
+            s.turn += 1
+            try:
+                reply = await self.client.chat(s.settings, s.messages, tools=self.tools, tool_choice="auto")
+            except LLMError as exc:
+                return self._model_failed(s, exc.kind, exc.message)
+            except Exception as exc:  # a malformed answer litellm let through (no choices, …)
+                return self._model_failed(s, "other", f"{type(exc).__name__}: {exc}")
+            s.transcript.assistant(s.turn, reply)
+            s.tokens += reply.prompt_tokens + reply.completion_tokens
+            if reply.cost is not None:
+                s.costs.append(reply.cost)
+            s.messages.append(_replayable(reply.as_message()))
+            if not reply.tool_calls:
+                return _End(0, final_text=s.transcript.redact(reply.content or ""))
+            for call in reply.tool_calls:
+                await self._tool_turn(s, call)
+        reason = (f"max_turns ({self.max_turns}) reached: the model was still calling tools and never gave its "
+                  "final answer")
+        s.transcript.error(s.turn, reason, kind="max_turns")
+        return _End(1, reason=reason)
+
+    @staticmethod
+    def _model_failed(s: _Session, kind: str, message: str) -> _End:
+        text = s.transcript.redact(f"model call failed ({kind}): {message}")
+        s.transcript.error(s.turn, text, kind=kind)
+        return _End(None, reason=text, error=text)
+
+    async def _tool_turn(self, s: _Session, call: ToolCallOut) -> None:
+        output = await self._execute(s, call)
+        s.transcript.tool(s.turn, call, output)
+        content = s.transcript.redact(output.text)
+        left = self.max_turns - s.turn
+        if 0 < left <= WRAP_UP_TURNS:
+            content += (f"\n\n[Note: {left} model turn(s) left. Finish now: reply without tool calls with your "
+                        "summary.]")
+        s.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+
+    async def _execute(self, s: _Session, call: ToolCallOut) -> ToolOutput:
+        """Run one tool call; every problem becomes an ``Error:`` result, only cancellation propagates."""
+        if call.name not in AGENT_TOOLS:
+            return _fail(f"unknown tool {call.name!r}; available tools: {', '.join(AGENT_TOOLS)}",
+                         "unknown_tool", tool=call.name)
+        args = parse_arguments(call.name, call.arguments)
+        if isinstance(args, ToolOutput):
+            return args
+        try:
+            if call.name == "run_command":
+                return await run_command_tool(s.request.workspace, args, max_timeout=self.command_timeout,
+                                              clock=self.clock, env_marker=s.request.env_marker)
+            if call.name == "register_outcome":
+                output = await register_outcome(s.sandbox, args)
+                if output.ok:
+                    s.add_outcome(output.data["outcome"])
+                return output
+            return await dispatch(s.sandbox, call.name, args, allowed=ALL_TOOLS)
+        except Exception as exc:  # the tools do not raise; a bug must still not end the attempt
+            return _fail(f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}", "internal", tool=call.name)
+
+    # ------------------------------------------------------------------------------------------------ result
+
+    def _result(self, end: _End, transcript: Transcript, s: _Session | None, start: float,
+                settings: ModelSettings, *, timed_out: bool = False) -> AgentResult:
+        stderr = end.reason
+        return AgentResult(
+            exit_code=end.exit_code,
+            signal=None,
+            timed_out=timed_out,
+            stdout_tail=_tail(end.final_text),
+            stderr_tail=_tail(stderr),
+            stdout_bytes=len(end.final_text.encode("utf-8", errors="replace")),
+            stderr_bytes=len(stderr.encode("utf-8", errors="replace")),
+            duration=max(0.0, time.monotonic() - start),
+            error=end.error,
+            transcript=transcript.turns,
+            outcomes=list(s.outcomes) if s is not None else [],
+            model=settings.model,
+            tokens=s.tokens if s is not None else 0,
+            cost=sum(s.costs) if s is not None and s.costs else None,
+        )
+

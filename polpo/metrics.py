@@ -1,0 +1,243 @@
+"""Quality metrics per task, agent and mission, computed from the store (Polpo's QualityController, §9).
+
+Computed on demand from rows the daemon already keeps, so they survive restarts and cannot drift from the
+record (Polpo kept them in memory and, in production, never recorded assessments or retries: G18). The
+numbers are true aggregates of the raw rows, not running averages: ``min``/``max`` are real extremes, and
+``avgScore`` divides by the assessments that *have* a score.
+
+What counts, per level:
+
+* **assessments**: completed rows of ``assessments`` (``status = complete``; every trigger, including
+  re-assessments after the expectation judge). ``avgScore``/``minScore``/``maxScore`` use ``global_score``
+  where not null; ``dimensionScores`` averages each dimension per assessment first (an assessment with two
+  LLM reviews counts once), then across assessments.
+* **retries / fixes**: a task's ``retries`` / ``total_fixes`` columns; a mission sums its tasks'; an agent
+  counts the ``retry`` / ``fix`` attempts it ran.
+* **deadlines**: ``sla_marks`` of kind ``met`` / ``violated`` (each entity has at most one of each). A task
+  counts its own marks; a mission counts its tasks' marks and its own; an agent counts the marks of the tasks
+  assigned to it.
+* **agent**: an assessment is credited to the agent whose attempt was assessed (after an escalation to a
+  fallback agent, the earlier attempts stay with the first agent).
+
+Filters narrow the rows, then every level aggregates what is left: ``mission`` keeps one mission's rows;
+``agent`` keeps the tasks assigned to that agent or attempted by it, their missions aggregated over those
+tasks only, and that agent's own row.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+__all__ = ["AssessmentRow", "MarkRow", "MetricsReport", "QualityMetrics", "TaskRow", "aggregate", "compute",
+           "dimension_averages", "load", "quality_metrics"]
+
+EntityType = Literal["task", "agent", "mission"]
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    id: str
+    mission_id: str
+    title: str
+    agent: str
+    retries: int
+    total_fixes: int
+
+
+@dataclass(frozen=True)
+class AssessmentRow:
+    task_id: str
+    mission_id: str
+    agent: str  # the agent of the assessed attempt
+    passed: bool
+    global_score: float | None
+    scores: Sequence[dict[str, Any]] = ()
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    task_id: str
+    mission_id: str
+    agent: str
+    kind: str  # initial | fix | retry
+
+
+@dataclass(frozen=True)
+class MarkRow:
+    entity_id: str
+    entity_type: str
+    mission_id: str
+    kind: str  # met | violated (warnings are not deadline outcomes)
+
+
+@dataclass
+class QualityMetrics:
+    entity_id: str
+    entity_type: EntityType
+    total_assessments: int = 0
+    passed_assessments: int = 0
+    avg_score: float | None = None
+    min_score: float | None = None
+    max_score: float | None = None
+    dimension_scores: dict[str, float] = field(default_factory=dict)
+    total_retries: int = 0
+    total_fixes: int = 0
+    deadlines_met: int = 0
+    deadlines_missed: int = 0
+    context: dict[str, str] = field(default_factory=dict)  # task: missionId, title, agent
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entityId": self.entity_id, "entityType": self.entity_type, **self.context,
+                "totalAssessments": self.total_assessments, "passedAssessments": self.passed_assessments,
+                "avgScore": _r(self.avg_score), "minScore": _r(self.min_score), "maxScore": _r(self.max_score),
+                "dimensionScores": {k: _r(v) for k, v in self.dimension_scores.items()},
+                "totalRetries": self.total_retries, "totalFixes": self.total_fixes,
+                "deadlinesMet": self.deadlines_met, "deadlinesMissed": self.deadlines_missed}
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
+@dataclass
+class MetricsReport:
+    missions: list[QualityMetrics]
+    agents: list[QualityMetrics]
+    tasks: list[QualityMetrics]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"missions": [m.to_json() for m in self.missions], "agents": [m.to_json() for m in self.agents],
+                "tasks": [m.to_json() for m in self.tasks]}
+
+
+@dataclass
+class Snapshot:
+    tasks: list[TaskRow]
+    assessments: list[AssessmentRow]
+    attempts: list[AttemptRow]
+    marks: list[MarkRow]
+    mission_order: list[str]  # acceptance order
+
+
+# ------------------------------------------------------------------------------------------ pure math
+def dimension_averages(assessments: Iterable[AssessmentRow]) -> dict[str, float]:
+    """Mean per dimension: within an assessment first, then across the assessments that scored it."""
+    per: dict[str, list[float]] = defaultdict(list)
+    for a in assessments:
+        mine: dict[str, list[float]] = defaultdict(list)
+        for s in a.scores:
+            name, score = s.get("dimension") or s.get("name"), s.get("score")
+            if isinstance(name, str) and isinstance(score, int | float) and not isinstance(score, bool):
+                mine[name].append(float(score))
+        for name, vals in mine.items():
+            per[name].append(sum(vals) / len(vals))
+    return {name: sum(v) / len(v) for name, v in sorted(per.items())}
+
+
+def aggregate(entity_id: str, entity_type: EntityType, assessments: Sequence[AssessmentRow], *,
+              retries: int = 0, fixes: int = 0, marks: Iterable[MarkRow] = ()) -> QualityMetrics:
+    """One entity's metrics from its rows."""
+    scores = [a.global_score for a in assessments if a.global_score is not None]
+    kinds = [m.kind for m in marks]
+    return QualityMetrics(
+        entity_id=entity_id, entity_type=entity_type, total_assessments=len(assessments),
+        passed_assessments=sum(1 for a in assessments if a.passed),
+        avg_score=sum(scores) / len(scores) if scores else None,
+        min_score=min(scores) if scores else None, max_score=max(scores) if scores else None,
+        dimension_scores=dimension_averages(assessments), total_retries=retries, total_fixes=fixes,
+        deadlines_met=kinds.count("met"), deadlines_missed=kinds.count("violated"))
+
+
+def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
+    """Every level's metrics from a snapshot; ``agent`` narrows as the module docstring says."""
+    tasks = snap.tasks
+    if agent is not None:
+        attempted = {a.task_id for a in snap.attempts if a.agent == agent}
+        tasks = [t for t in tasks if t.agent == agent or t.id in attempted]
+    task_ids = {t.id for t in tasks}
+    by_task: dict[str, list[AssessmentRow]] = defaultdict(list)
+    for a in snap.assessments:
+        if a.task_id in task_ids:
+            by_task[a.task_id].append(a)
+    task_marks: dict[str, list[MarkRow]] = defaultdict(list)
+    mission_marks: dict[str, list[MarkRow]] = defaultdict(list)
+    for m in snap.marks:
+        if m.entity_type == "task" and m.entity_id in task_ids:
+            task_marks[m.entity_id].append(m)
+            mission_marks[m.mission_id].append(m)
+        elif m.entity_type == "mission" and agent is None:
+            mission_marks[m.mission_id].append(m)
+
+    task_rows = [aggregate(t.id, "task", by_task[t.id], retries=t.retries, fixes=t.total_fixes,
+                           marks=task_marks[t.id])
+                 for t in tasks]
+    for row, t in zip(task_rows, tasks, strict=True):
+        row.context = {"missionId": t.mission_id, "title": t.title, "agent": t.agent}
+
+    mission_rows = []
+    for mid in snap.mission_order:
+        mine = [t for t in tasks if t.mission_id == mid]
+        if agent is not None and not mine:
+            continue
+        mission_rows.append(aggregate(
+            mid, "mission", [a for t in mine for a in by_task[t.id]], retries=sum(t.retries for t in mine),
+            fixes=sum(t.total_fixes for t in mine), marks=mission_marks[mid]))
+
+    agent_names = sorted({t.agent for t in snap.tasks if t.agent} | {a.agent for a in snap.assessments if a.agent}
+                         | {a.agent for a in snap.attempts if a.agent})
+    if agent is not None:
+        agent_names = [agent] if agent in agent_names else []
+    assigned: dict[str, set[str]] = defaultdict(set)
+    for t in snap.tasks:
+        assigned[t.agent].add(t.id)
+    agent_rows = [aggregate(
+        name, "agent", [a for a in snap.assessments if a.agent == name],
+        retries=sum(1 for a in snap.attempts if a.agent == name and a.kind == "retry"),
+        fixes=sum(1 for a in snap.attempts if a.agent == name and a.kind == "fix"),
+        marks=[m for m in snap.marks if m.entity_type == "task" and m.entity_id in assigned[name]])
+        for name in agent_names]
+    return MetricsReport(missions=mission_rows, agents=agent_rows, tasks=task_rows)
+
+
+# ----------------------------------------------------------------------------------------------- store
+def load(con: sqlite3.Connection, *, mission: str | None = None) -> Snapshot:
+    """The rows metrics need, optionally of one mission (by id); read-only."""
+    where, args = ("WHERE t.mission_id = ?", (mission,)) if mission is not None else ("", ())
+    tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0) for r in con.execute(
+        f"SELECT t.id, t.mission_id, t.title, t.agent, t.retries, t.total_fixes FROM tasks t {where} "
+        "ORDER BY t.mission_id, t.idx", args)]
+    assessments = [AssessmentRow(r[0], r[1], r[2], bool(r[3]), r[4], _scores(r[5])) for r in con.execute(
+        "SELECT a.task_id, t.mission_id, COALESCE(at.agent, t.agent), a.passed, a.global_score, a.scores "
+        "FROM assessments a JOIN tasks t ON t.id = a.task_id LEFT JOIN attempts at ON at.id = a.attempt_id "
+        f"{where} {'AND' if where else 'WHERE'} a.status = 'complete' ORDER BY a.created_at, a.id", args)]
+    attempts = [AttemptRow(*r) for r in con.execute(
+        "SELECT at.task_id, at.mission_id, at.agent, at.kind FROM attempts at "
+        + ("WHERE at.mission_id = ?" if mission is not None else ""), args)]
+    marks = [MarkRow(*r) for r in con.execute(
+        "SELECT entity_id, entity_type, mission_id, kind FROM sla_marks WHERE kind IN ('met', 'violated') "
+        + ("AND mission_id = ?" if mission is not None else ""), args)]
+    order = [r[0] for r in con.execute(
+        "SELECT id FROM missions " + ("WHERE id = ? " if mission is not None else "") + "ORDER BY seq", args)]
+    return Snapshot(tasks, assessments, attempts, marks, order)
+
+
+def _scores(text: str | None) -> list[dict[str, Any]]:
+    if not text:
+        return []
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    return [s for s in data if isinstance(s, dict)] if isinstance(data, list) else []
+
+
+def quality_metrics(con: sqlite3.Connection, *, mission: str | None = None,
+                    agent: str | None = None) -> MetricsReport:
+    """Metrics from an open connection (``polpo.store.read.connect``), filtered by mission id and/or agent."""
+    return compute(load(con, mission=mission), agent=agent)

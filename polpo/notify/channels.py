@@ -1,0 +1,234 @@
+"""The four deliverers: webhook and Slack over HTTP, a JSON-lines file, a command with the event on stdin.
+
+A deliverer either returns (delivered) or raises :class:`DeliveryError` with a message that is safe to log
+and to put in a ``notification:failed`` event: URLs go through ``redact_url``, header values never appear,
+response bodies are cut short and scrubbed of secret values.
+
+HTTP retries: connection errors, timeouts, 429 and 5xx are retried ``retries`` times with exponential
+backoff (``backoff``, doubled each time, capped at ``backoff_max``); any other 4xx is final at once, since
+sending the same request again cannot fix it. 429 is a 4xx that means "later", so it is retried too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import httpx
+import orjson
+
+from polpo.clock import Clock, SystemClock
+from polpo.events.catalog import Event
+from polpo.llm.secrets import redact, redact_url
+from polpo.notify.config import ChannelConfig, CommandChannel, FileChannel, SlackChannel, WebhookChannel
+from polpo.tools.procs import minimal_env, run_process
+
+__all__ = ["Deliverer", "DeliveryError", "event_json", "make_deliverer", "slack_text", "summarize"]
+
+USER_AGENT = "polpo-notify/1"
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class DeliveryError(Exception):
+    """A delivery that failed for good; ``str()`` is already redacted."""
+
+
+class Deliverer(Protocol):
+    async def deliver(self, event: Event) -> None: ...
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """The event as sent to webhooks, files and commands: the event-log shape plus a readable summary."""
+    return {**event.to_json_dict(), "summary": summarize(event)}
+
+
+# -------------------------------------------------------------------------------------------- summaries
+def _dur(ms: Any) -> str:
+    if not isinstance(ms, int | float):
+        return "?"
+    s = abs(ms) / 1000
+    if s < 1:
+        return f"{abs(ms):.0f} ms"
+    if s < 60:
+        return f"{s:.0f}s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m {s}s" if s else f"{m}m"
+    h, m = divmod(m, 60)
+    return f"{h}h {m}m" if m else f"{h}h"
+
+
+def _entity(d: dict[str, Any]) -> str:
+    return f"{d.get('entityType', 'entity')} {d.get('entityId', '?')}"
+
+
+def _score(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, int | float) else "n/a"
+
+
+def summarize(event: Event) -> str:
+    """One readable line for a person (Slack text, file and webhook ``summary``)."""
+    d, name = event.data, event.event
+    where = f"mission {event.mission_id}" if event.mission_id else ""
+    if name == "sla:warning":
+        pct = d.get("percentUsed")
+        used = f"{pct * 100:.0f}%" if isinstance(pct, int | float) else "most"
+        return (f"SLA warning: {_entity(d)} has used {used} of its time; {_dur(d.get('remaining'))} left "
+                f"(deadline {d.get('deadline')})")
+    if name == "sla:violated":
+        return f"SLA violated: {_entity(d)} is {_dur(d.get('overdueMs'))} past its deadline {d.get('deadline')}"
+    if name == "sla:met":
+        return f"SLA met: {_entity(d)} finished {_dur(d.get('marginMs'))} before its deadline {d.get('deadline')}"
+    if name == "quality:gate:failed":
+        return f"Quality gate {d.get('gateName')!r} failed in {where}: {d.get('reason')}"
+    if name == "quality:gate:passed":
+        extra = f" (average score {_score(d['avgScore'])})" if d.get("avgScore") is not None else ""
+        return f"Quality gate {d.get('gateName')!r} passed in {where}{extra}"
+    if name == "quality:threshold:failed":
+        return (f"Quality threshold not met in {where}: average score {_score(d.get('avgScore'))} "
+                f"< {d.get('threshold')}")
+    if name == "task:transition":
+        why = f" ({d['reason']})" if d.get("reason") else ""
+        return f"Task {event.task_id}: {d.get('from')} → {d.get('to')}{why}"
+    if name == "mission:completed":
+        outcome = d.get("outcome") or d.get("status") or "finished"
+        return f"Mission {event.mission_id} {outcome}" + (f": {d['reason']}" if d.get("reason") else "")
+    subject = f"task {event.task_id}" if event.task_id else where
+    details = ", ".join(f"{k}={v}" for k, v in d.items() if isinstance(v, str | int | float | bool))
+    line = f"{name}" + (f" — {subject}" if subject else "") + (f": {details}" if details else "")
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def slack_text(event: Event) -> str:
+    """The summary, escaped for Slack's mrkdwn (``&``, ``<``, ``>``), prefixed so it is found in a channel."""
+    text = summarize(event).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return f"[polpo] {text}"
+
+
+# ------------------------------------------------------------------------------------------------- HTTP
+class _HttpDeliverer:
+    def __init__(self, name: str, ch: WebhookChannel | SlackChannel, client: httpx.AsyncClient,
+                 sleep: Sleep) -> None:
+        self.name, self.ch, self.client, self.sleep = name, ch, client, sleep
+        self.safe_url = redact_url(ch.url)
+
+    def payload(self, event: Event) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    async def deliver(self, event: Event) -> None:
+        body = orjson.dumps(self.payload(event))
+        headers = {"content-type": "application/json", "user-agent": USER_AGENT,
+                   "x-polpo-event": event.event, **self.headers()}
+        attempts = self.ch.retries + 1
+        delay = self.ch.backoff.total_seconds()
+        last = ""
+        for n in range(1, attempts + 1):
+            retry, last = await self._attempt(body, headers)
+            if not retry:
+                if last:
+                    raise DeliveryError(f"{self.safe_url}: {last}")
+                return
+            if n < attempts:
+                await self.sleep(min(delay, self.ch.backoff_max.total_seconds()))
+                delay *= 2
+        raise DeliveryError(f"{self.safe_url}: {last} (gave up after {attempts} attempt(s))")
+
+    async def _attempt(self, body: bytes, headers: dict[str, str]) -> tuple[bool, str]:
+        """``(retry?, error)``: ``(False, "")`` is success."""
+        limit = self.ch.timeout.total_seconds()
+        try:
+            with anyio.fail_after(limit):  # a hard bound: httpx's timeouts are per phase (connect, each read)
+                r = await self.client.post(self.ch.url, content=body, headers=headers, timeout=limit)
+        except (httpx.TimeoutException, TimeoutError):
+            return True, f"timed out after {limit:g} s"
+        except httpx.TransportError as e:
+            return True, f"connection failed ({type(e).__name__}{_detail(e)})"
+        if r.is_success:
+            return False, ""
+        text = redact(r.text[:200].strip(), extra=[self.ch.url, *self.headers().values()])
+        error = f"HTTP {r.status_code}" + (f": {text}" if text else "")
+        return (r.status_code >= 500 or r.status_code == 429), error
+
+
+def _detail(e: Exception) -> str:
+    """The transport error's own words, unless they might quote the URL (tokens)."""
+    msg = str(e)
+    return f": {redact(msg)}" if msg and "://" not in msg else ""
+
+
+class WebhookDeliverer(_HttpDeliverer):
+    ch: WebhookChannel
+
+    def payload(self, event: Event) -> dict[str, Any]:
+        return event_json(event)
+
+    def headers(self) -> dict[str, str]:
+        return dict(self.ch.headers)
+
+
+class SlackDeliverer(_HttpDeliverer):
+    def payload(self, event: Event) -> dict[str, Any]:
+        return {"text": slack_text(event)}
+
+
+# ---------------------------------------------------------------------------------------- file, command
+class FileDeliverer:
+    def __init__(self, name: str, ch: FileChannel) -> None:
+        self.name, self.path = name, ch.path
+
+    async def deliver(self, event: Event) -> None:
+        line = orjson.dumps(event_json(event)) + b"\n"
+        try:
+            await anyio.to_thread.run_sync(_append, self.path, line)
+        except OSError as e:
+            raise DeliveryError(f"{self.path}: cannot append ({e.strerror or e})") from None
+
+
+def _append(path: Path, line: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)  # one write on an O_APPEND fd: lines never interleave
+    finally:
+        os.close(fd)
+
+
+class CommandDeliverer:
+    def __init__(self, name: str, ch: CommandChannel, clock: Clock) -> None:
+        self.name, self.ch, self.clock = name, ch, clock
+
+    async def deliver(self, event: Event) -> None:
+        timeout = self.ch.timeout.total_seconds()
+        res = await run_process(self.ch.argv, cwd=self.ch.cwd or Path.cwd(), clock=self.clock,
+                                env=minimal_env({**self.ch.env, "POLPO_EVENT": event.event}),
+                                stdin=orjson.dumps(event_json(event)), timeout=timeout, grace=2.0,
+                                output_limit=4096)
+        if res.ok:
+            return
+        prog = self.ch.argv[0]
+        if res.error:
+            raise DeliveryError(f"{prog}: {res.error}")
+        if res.timed_out:
+            raise DeliveryError(f"{prog}: timed out after {timeout:g} s (killed)")
+        why = f"exit {res.exit_code}" if res.exit_code is not None else f"killed by signal {res.signal}"
+        err = redact(res.stderr_tail.strip()[-200:])
+        raise DeliveryError(f"{prog}: {why}" + (f": {err}" if err else ""))
+
+
+def make_deliverer(name: str, ch: ChannelConfig, *, client: httpx.AsyncClient, clock: Clock | None = None,
+                   sleep: Sleep = anyio.sleep) -> Deliverer:
+    """The deliverer for a typed channel; HTTP ones share ``client`` (its lifetime is the caller's)."""
+    if isinstance(ch, WebhookChannel):
+        return WebhookDeliverer(name, ch, client, sleep)
+    if isinstance(ch, SlackChannel):
+        return SlackDeliverer(name, ch, client, sleep)
+    if isinstance(ch, FileChannel):
+        return FileDeliverer(name, ch)
+    return CommandDeliverer(name, ch, clock or SystemClock())
