@@ -24,6 +24,7 @@ from polpo.assessment.review.reviewer import ReviewContext
 from polpo.clock import iso
 from polpo.config import Config
 from polpo.llm.client import ModelSettings
+from polpo.llm.secrets import redact
 from polpo.mission.schema import LlmReviewExpectation
 
 if TYPE_CHECKING:
@@ -107,15 +108,14 @@ async def review(engine: Engine, task: Task, attempt: Attempt, assessment: Asses
     tx = engine.store.tx()
     for trace in result.reviewers:
         tx.review((assessment.id, idx, trace.index, task.id, trace.model, int(trace.ok),
-                   orjson.dumps(trace.to_json()).decode(), now))
+                   redact(orjson.dumps(trace.to_json()).decode()), now))
     engine.store.submit(tx)
     details = result.details
     if not result.passed and result.feedback:
         details = f"{details}\n\n{result.feedback}" if details else result.feedback
     if note:
         details = f"{note}\n{details}"
-    scores = [{"dimension": s.dimension, "score": s.score, "weight": s.weight, "reasoning": s.reasoning}
-              for s in result.scores]
+    scores = [s.to_json() for s in result.scores]  # votes, which were kept, whose reasoning
     return {"passed": result.passed, "message": result.message, "details": details,
             "globalScore": result.global_score, "scores": scores, "dimensionSource": source,
             "tokens": result.tokens, "cost": result.cost}, result

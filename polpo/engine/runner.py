@@ -21,6 +21,7 @@ from polpo.engine.engine import Engine, RunHandle
 from polpo.engine.model import Assessment, Attempt, Task
 from polpo.engine.prompts import build_prompt, feedback_text
 from polpo.events import catalog as E
+from polpo.llm.secrets import redact
 from polpo.tools.procs import process_start_ticks
 from polpo.workspace import diff, snapshot
 
@@ -104,9 +105,9 @@ async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
     attempt.exit_code = result.exit_code
     attempt.signal = result.signal
     attempt.timed_out = result.timed_out
-    attempt.error = result.error
-    attempt.stdout_tail = result.stdout_tail
-    attempt.stderr_tail = result.stderr_tail
+    attempt.error = redact(result.error) if result.error else None
+    attempt.stdout_tail = redact(result.stdout_tail)  # a command agent inherits the daemon's environment
+    attempt.stderr_tail = redact(result.stderr_tail)
     attempt.stdout_bytes = result.stdout_bytes
     attempt.stderr_bytes = result.stderr_bytes
     attempt.duration = round(result.duration, 4)
@@ -119,7 +120,7 @@ async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
     attempt.transcript = result.transcript
     tx = store.tx().attempt(attempt)
     if result.transcript is not None:
-        tx.transcript(attempt.id, task.id, orjson.dumps(result.transcript).decode())
+        tx.transcript(attempt.id, task.id, redact(orjson.dumps(result.transcript).decode()))
     if task.status == "assigned":  # the process never started (spawn error)
         engine.transition(tx, task, "spawned", attempt=n, error=result.error)
     tx.event(E.AGENT_FINISHED, mission_id=m.id, task_id=task.id, agentName=task.agent, attempt=n,

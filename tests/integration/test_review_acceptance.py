@@ -194,10 +194,6 @@ def test_the_reasoning_shown_comes_from_a_kept_reviewer_never_the_dropped_2(acce
     assert "fake-a gives 2" not in json.dumps(complete.data)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "polpo/assessment/llm_review.py review(): the check row's scores keep only dimension/score/weight/reasoning; "
-    "the consensus' reviewerScores (with kept), median and fromReviewer are dropped, so `polpo show --json` "
-    "cannot say which votes were outliers except in the human details text"))
 def test_the_checks_scores_mark_the_2_as_not_kept(accepted: Run) -> None:
     stored = the_review_check(accepted)["scores"]  # the checks.scores column: {globalScore, scores}
     assert stored["globalScore"] == 4.5
@@ -240,11 +236,6 @@ def test_the_api_key_is_sent_but_stored_nowhere(accepted: Run) -> None:
     assert KEY not in json.dumps(accepted.show) and KEY not in accepted.show_text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "polpo/assessment/review/reviewer.py: text the model wrote is stored without redact(): trace.analysis "
-    "(_review, `trace.analysis = analysis`), each score's reasoning/evidence, summary and suggestions "
-    "(validate_submission/_review); only trace.messages are redacted. A key the model quotes reaches the "
-    "reviews table, and via the reasoning the checks table and assessment events"))
 def test_a_key_quoted_by_a_reviewer_is_masked_everywhere_it_is_stored(provoked: Run) -> None:
     assert provoked.of("assessment:complete")[0].data["passed"] is True
     for (data,) in query(provoked, "SELECT data FROM reviews"):
@@ -257,10 +248,6 @@ def test_a_key_quoted_by_a_reviewer_is_masked_everywhere_it_is_stored(provoked: 
     assert "Bearer ***" in fake_c["analysis"]  # masked, not dropped
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a command agent inherits the daemon's environment (the judge key included, documented) and its stdout "
-    "tail is stored as is: polpo/engine/runner.py `attempt.stdout_tail = result.stdout_tail` (also stderr_tail) "
-    "→ attempts.stdout_tail in the database; README: API keys are never logged, put in events or stored"))
 def test_a_key_printed_by_the_agent_is_masked_in_the_stored_output(provoked: Run) -> None:
     ((tail,),) = query(provoked, "SELECT stdout_tail FROM attempts")
     assert tail.startswith("judge key: [")  # the agent did see it and print it

@@ -270,11 +270,6 @@ async def test_all_three_failing_reruns_once_then_fails_with_every_error(srv: Fa
     assert result.details == err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "polpo/assessment/review/reviewer.py: only trace.messages go through redact(); trace.analysis "
-    "(_review: `trace.analysis = analysis`), scores' reasoning/evidence, summary and suggestions "
-    "(validate_submission → _review) are stored as the model wrote them, so they carry a secret it quotes "
-    "into ReviewerTrace.to_json(), PanelResult.feedback/details and the stored reviews/checks"))
 async def test_a_secret_the_model_quotes_is_masked_in_the_trace_and_feedback(srv: FakeLLM, ws: Path) -> None:
     quote = f"I saw Authorization: Bearer {KEY} and the key {KEY}."
 

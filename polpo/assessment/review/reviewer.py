@@ -365,6 +365,11 @@ async def run_reviewer(client: LLMClient, settings: ModelSettings, *, index: int
     return trace
 
 
+def _redacted(score: DimScore) -> DimScore:
+    evidence = json.loads(redact(json.dumps(score.evidence))) if score.evidence else []
+    return DimScore(score.dimension, score.score, redact(score.reasoning), evidence)
+
+
 async def _review(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: int) -> None:
     trace = run.trace
     if not dims:
@@ -373,7 +378,7 @@ async def _review(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: int
         analysis = await _explore(run, ctx, dims, max_turns)
     else:
         analysis = await _analyse_output(run, ctx, dims)
-    trace.analysis = analysis
+    trace.analysis = analysis = redact(analysis)  # the model may quote a secret it read; nothing stores it raw
     if not analysis.strip():
         trace.error = "phase 1 produced no analysis"
         return
@@ -381,9 +386,9 @@ async def _review(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: int
     if submission is None:
         trace.error = "no valid scores: " + " | ".join(trace.strategy_errors)
         return
-    trace.scores = submission.scores
-    trace.summary = submission.summary
-    trace.suggestions = submission.suggestions
+    trace.scores = [_redacted(sc) for sc in submission.scores]
+    trace.summary = redact(submission.summary)
+    trace.suggestions = [redact(x) for x in submission.suggestions]
     trace.ignored_dimensions = submission.ignored
     trace.global_score = weighted_score([(s.score, d.weight) for s, d in zip(submission.scores, dims, strict=True)])
     trace.ok = True
