@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from polpo.cli_metrics import metrics as metrics_command
+
 CONFIG_HELP = "Config file (default: $POLPO_CONFIG or config/polpo.toml)."
 
 
@@ -405,6 +407,8 @@ def schema() -> None:
 
     _json(mission_json_schema())
 
+
+main.add_command(metrics_command)
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ consistent and the next start resumes.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -19,10 +20,11 @@ import anyio
 from polpo import __version__
 from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock, SystemClock, iso
-from polpo.config import Config
+from polpo.config import Config, ConfigError
 from polpo.console import ConsolePrinter
 from polpo.engine.engine import CommandRefused, Engine
 from polpo.engine.recovery import load_state, recover
+from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog, ensure_newline
@@ -30,7 +32,10 @@ from polpo.events.render import render
 from polpo.intake.handler import handle_bytes
 from polpo.intake.watcher import Intake
 from polpo.llm.secrets import load_env_file
-from polpo.store.sqlite import Store
+from polpo.notify.config import notify_config
+from polpo.notify.router import Notifier
+from polpo.sla.monitor import SlaMonitor
+from polpo.store.sqlite import Store, StoreError
 
 log = logging.getLogger("polpo.daemon")
 
@@ -59,6 +64,7 @@ class Daemon:
         self._stop = anyio.Event()
         self._lock_file: Any = None
         self._printer: ConsolePrinter | None = None
+        self.notify = notify_config(cfg)  # a bad channel config stops the start, with the reason
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -78,7 +84,17 @@ class Daemon:
             self._printer = ConsolePrinter(self.console)
             store.subscribe(self._print)
         engine = Engine(cfg, store, self.clock, AgentFactory(cfg, self.clock))
+        engine.channel_names = set(self.notify.channels)
         self.engine = engine
+        notifier = Notifier(self.notify, clock=self.clock,
+                            on_failed=lambda ch, ev, err: self._notification(E.NOTIFICATION_FAILED, ch, ev, err),
+                            on_sent=lambda ch, ev: self._notification(E.NOTIFICATION_SENT, ch, ev, None))
+        def route(ev: Event) -> None:
+            notifier.route(ev, _extra_channels(cfg, ev))
+
+        store.subscribe(route)
+        monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
+        self.sla_monitor = monitor
         intake = Intake(cfg.missions_dir, lambda p, raw: handle_bytes(engine, p, raw),
                         force_polling=cfg.daemon.force_polling)
         try:
@@ -90,6 +106,8 @@ class Daemon:
                     missionsDir=str(cfg.missions_dir), stateDir=str(cfg.state_dir),
                     agents=engine.agents.known_names(), resumedMissions=len(engine.missions)))
                 await recover(engine)
+                tg.start_soon(notifier.run)
+                monitor.start()
                 tg.start_soon(engine.run, tg)
                 tg.start_soon(intake.run)
                 tg.start_soon(self._command_inbox, engine)
@@ -99,9 +117,11 @@ class Daemon:
                 self.started.set()
                 await self._stop.wait()
                 intake.stop()
+                await monitor.shutdown()
                 await engine.stop(cfg.daemon.shutdown_grace.total_seconds())
                 await store.commit(store.tx().event(E.ORCHESTRATOR_SHUTDOWN, pid=os.getpid(),
                                                     unfinishedMissions=len(engine.missions)))
+                await notifier.drain(5.0)
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -109,6 +129,16 @@ class Daemon:
             if self._printer is not None:
                 self._printer.close()
             self._release_lock()
+
+    def _notification(self, name: str, channel: str, event: str, error: str | None) -> None:
+        """Delivery outcomes are events too (never routed to channels, so they cannot loop)."""
+        if self.store is None:
+            return
+        data: dict[str, Any] = {"channel": channel, "event": event}
+        if error is not None:
+            data["error"] = error
+        with contextlib.suppress(StoreError):  # the store may be closing at shutdown
+            self.store.submit(self.store.tx().event(name, **data))
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -167,13 +197,20 @@ class Daemon:
             self._lock_file = None
 
 
+def _extra_channels(cfg: Config, ev: Event) -> list[str]:
+    """Channels an event goes to on top of the notify rules: a gate's own, the SLA's own."""
+    gate = list(ev.data.get("notifyChannels") or []) if ev.event.startswith("quality:gate:") else []
+    return gate + extra_channels(cfg.sla, ev.event)
+
+
 def run_daemon(cfg: Config) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
-    daemon = Daemon(cfg)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
     try:
+        daemon = Daemon(cfg)
         anyio.run(daemon.run, backend="asyncio")
-    except DaemonError as e:
+    except (DaemonError, ConfigError) as e:
         print(f"polpo: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

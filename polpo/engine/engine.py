@@ -25,6 +25,8 @@ from polpo.engine.gates import evaluate_gate
 from polpo.engine.model import Attempt, Mission, Task
 from polpo.engine.ready import ReadyQueue
 from polpo.engine.report import mission_report
+from polpo.engine.sla import SLA_REASON, SlaKeeper
+from polpo.engine.threshold import ScoredTask, mission_threshold
 from polpo.events import catalog as E
 from polpo.mission.schema import MissionSpec
 from polpo.store.sqlite import Store, Tx
@@ -78,6 +80,8 @@ class Engine:
         self.idle = anyio.Event()
         self.resuming: set[str] = set()
         self._all_released = anyio.Event()  # tasks in review whose checks resume after a restart
+        self.sla = SlaKeeper(self)
+        self.channel_names: set[str] | None = None  # notification channels, for checking gates' notifyChannels
 
     # -- wiring -----------------------------------------------------------------------------------------
     def wake(self) -> None:
@@ -186,6 +190,7 @@ class Engine:
         while work:
             task = work.pop()
             m.open_tasks -= 1
+            self.sla.on_task_terminal(tx, task)
             for dep_id in task.dependents:
                 dep = self.tasks[dep_id]
                 if task.status == "done":
@@ -218,6 +223,8 @@ class Engine:
         m.gate_state[gate_name] = verdict.status
         tx.gate((m.id, gate_name, verdict.status, verdict.reason, verdict.avg_score, iso(self.clock.now())))
         data: dict[str, Any] = {"missionId": m.id, "gateName": gate_name}
+        if gate.notify_channels:
+            data["notifyChannels"] = list(gate.notify_channels)
         if verdict.avg_score is not None:
             data["avgScore"] = round(verdict.avg_score, 3)
         failed: list[Task] = []
@@ -330,13 +337,28 @@ class Engine:
         now = self.clock.now()
         tasks = list(m.tasks.values())
         all_done = all(t.status == "done" for t in tasks)
-        outcome = "cancelled" if m.status == "cancelling" else ("completed" if all_done else "failed")
+        limit = m.spec.quality_threshold if m.spec.quality_threshold is not None else \
+            self.cfg.defaults.quality_threshold
+        quality = mission_threshold([ScoredTask(t.title, t.status, t.score, t.spec.priority) for t in tasks], limit)
+        below = quality.passed is False
+        outcome = "cancelled" if m.status == "cancelling" else (
+            "completed" if all_done and not below else "failed")
         m.status = outcome
         m.finished_at = now
         m.report = mission_report(m, tasks, self._attempt_counts(tasks), now)
-        m.reason = None if all_done else m.report.get("summary")
+        m.report["quality"] = {"average": None if quality.avg_score is None else round(quality.avg_score, 4),
+                               "kind": "priority-weighted average of the scores of done tasks with an llm_review",
+                               "threshold": limit, "passed": quality.passed, "explanation": quality.explanation}
+        if below and all_done:
+            m.report["summary"] += f"; quality threshold not met ({quality.avg_score:.2f} < {limit:g})"
+        m.reason = None if outcome == "completed" else m.report.get("summary")
         tx = self.store.tx().mission(m)
-        tx.event(E.MISSION_COMPLETED, mission_id=m.id, outcome=outcome, allPassed=all_done, report=m.report)
+        if below:
+            tx.event(E.QUALITY_THRESHOLD_FAILED, mission_id=m.id, avgScore=round(quality.avg_score or 0, 4),
+                     threshold=limit)
+        self.sla.on_mission_complete(tx, m)
+        tx.event(E.MISSION_COMPLETED, mission_id=m.id, outcome=outcome, allPassed=all_done and not below,
+                 report=m.report)
         self.store.submit(tx)
         self.forget(m)
 
@@ -355,6 +377,21 @@ class Engine:
         self.wake()
 
     # -- commands -------------------------------------------------------------------------------------
+    def fail_for_sla(self, t: Task) -> None:
+        """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry."""
+        if t.terminal:
+            return
+        handle = self.running.get(t.id)
+        if handle is not None:
+            handle.stop_reason = "sla"
+            if handle.scope is not None:
+                handle.scope.cancel()  # the runner kills the process group and records the failure
+            return
+        tx = self.store.tx()
+        self.transition(tx, t, "sla_fail", SLA_REASON)
+        self.store.submit(tx)
+        self.after_change(t)
+
     def cancel_mission(self, mid: str, by: str = "user") -> str:
         m = self.missions.get(mid)
         if m is None:

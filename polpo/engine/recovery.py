@@ -52,6 +52,7 @@ async def load_state(engine: Engine) -> None:
         m = await load_mission(engine, r["id"])
         if m is not None:
             engine.add_mission(m)
+    await engine.sla.load(list(engine.missions))
 
 
 async def load_mission(engine: Engine, mid: str) -> Mission | None:

@@ -298,6 +298,13 @@ async def _stopped(engine: Engine, task: Task, handle: RunHandle) -> None:
         attempt.finished_at = engine.clock.now()
         attempt.error = f"interrupted ({handle.stop_reason})"
         tx.attempt(attempt)
+    if handle.stop_reason == "sla" and not task.terminal:
+        from polpo.engine.sla import SLA_REASON
+
+        engine.transition(tx, task, "sla_fail", SLA_REASON)
+        store.submit(tx)
+        engine.after_change(task)
+        return
     if handle.stop_reason == "cancel":
         if not task.terminal:
             engine.transition(tx, task, "cancel", "mission cancelled")

@@ -19,6 +19,7 @@ from polpo.clock import iso
 from polpo.engine.engine import Engine, SourceInfo, slugify
 from polpo.events import catalog as E
 from polpo.mission.loader import Problem, format_problems, load_mission
+from polpo.mission.schema import MissionSpec
 
 
 async def handle_bytes(engine: Engine, path: Path, raw: bytes) -> str:
@@ -39,12 +40,23 @@ async def handle_bytes(engine: Engine, path: Path, raw: bytes) -> str:
         _reject(engine, source, digest, [Problem("$", reason)], busy=True, mission_id=active.id)
         return "busy"
     result = load_mission(raw, known_agents=engine.agents.known_names())
-    if result.spec is None:
-        _reject(engine, source, digest, result.problems)
+    problems = result.problems if result.spec is None else _unknown_channels(result.spec, engine.channel_names)
+    if result.spec is None or problems:
+        _reject(engine, source, digest, problems)
         return "rejected"
     await engine.accept(spec=result.spec, source=source, digest=digest, warnings=list(result.warnings),
                         spec_json=raw.decode("utf-8"))
     return "accepted"
+
+
+def _unknown_channels(spec: MissionSpec, known: set[str] | None) -> list[Problem]:
+    """A gate's notifyChannels must name channels of the config, or its notifications would vanish."""
+    if known is None:
+        return []
+    listing = ", ".join(sorted(known)) or "none are configured"
+    return [Problem(f"$.qualityGates[{i}].notifyChannels[{j}]", f'no channel named "{name}"; available: {listing}')
+            for i, g in enumerate(spec.quality_gates) for j, name in enumerate(g.notify_channels)
+            if name not in known]
 
 
 def _record(engine: Engine, source: str, digest: str, outcome: str, mission_id: str | None) -> None:

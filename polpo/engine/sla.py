@@ -1,0 +1,120 @@
+"""The engine's side of deadlines: which entities have one, what was already emitted, what a violation does.
+
+The arithmetic is pure (:mod:`polpo.sla.deadlines`); the timer is :class:`polpo.sla.monitor.SlaMonitor`. This
+module reads the running missions, writes each mark to ``sla_marks`` in the same transaction as its event (so a
+restart never repeats one), and applies ``violation_action = "fail"`` through the state machine.
+
+Deadlines: a task's or mission's ``deadline`` is an ISO-8601 instant, or an ISO-8601 duration counted from the
+mission's start (its acceptance). ``sla:met`` is recorded when a task finishes *done* or a mission *completed*
+on time; finishing late records ``sla:violated`` then, if the monitor had not already.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from polpo.clock import iso
+from polpo.events import catalog as E
+from polpo.sla.deadlines import Mark, completion_mark, resolve_deadline, sla_status
+
+if TYPE_CHECKING:
+    from polpo.engine.engine import Engine
+    from polpo.engine.model import Mission, Task
+    from polpo.store.sqlite import Tx
+
+log = logging.getLogger("polpo.sla")
+
+SLA_REASON = "SLA violated: deadline passed"
+
+
+class SlaKeeper:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.marks: dict[str, set[str]] = {}  # entity id → kinds already emitted
+
+    async def load(self, mission_ids: list[str]) -> None:
+        for mid in mission_ids:
+            for r in await self.engine.store.fetchall(
+                    "SELECT entity_id, kind FROM sla_marks WHERE mission_id = ?", (mid,)):
+                self.marks.setdefault(r["entity_id"], set()).add(r["kind"])
+
+    def _deadline(self, m: Mission, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            return resolve_deadline(value, m.created_at)
+        except ValueError:
+            return None
+
+    async def check(self, now: datetime) -> None:
+        """One monitor tick: warnings and violations for every open entity with a deadline."""
+        engine = self.engine
+        sla = engine.cfg.sla
+        tx = engine.store.tx()
+        violated: list[Task] = []
+        for m in list(engine.missions.values()):
+            if m.status != "running":
+                continue
+            deadline = self._deadline(m, m.spec.deadline)
+            if deadline is not None:
+                for mark in sla_status(now, m.created_at, deadline, sla.warning_threshold,
+                                       self.marks.get(m.id, set()), entity_id=m.id, entity_type="mission"):
+                    self._record(tx, m, None, mark, now)
+                    if mark.kind == "violated":
+                        violated.extend(t for t in m.tasks.values() if not t.terminal)
+            for t in m.tasks.values():
+                if t.terminal:
+                    continue
+                deadline = self._deadline(m, t.spec.deadline)
+                if deadline is None:
+                    continue
+                for mark in sla_status(now, m.created_at, deadline, sla.warning_threshold,
+                                       self.marks.get(t.id, set()), entity_id=t.id, entity_type="task"):
+                    self._record(tx, m, t, mark, now)
+                    if mark.kind == "violated":
+                        violated.append(t)
+        engine.store.submit(tx)
+        if sla.violation_action == "fail":
+            for t in dict.fromkeys(violated):
+                self.engine.fail_for_sla(t)
+
+    def _record(self, tx: Tx, m: Mission, t: Task | None, mark: Mark, now: datetime) -> None:
+        entity = t.id if t is not None else m.id
+        self.marks.setdefault(entity, set()).add(mark.kind)
+        kind = "task" if t is not None else "mission"
+        tx.sla_mark((entity, mark.kind, kind, m.id, orjson.dumps(mark.data).decode(), iso(now)))
+        tx.event(mark.event, mission_id=m.id, task_id=t.id if t is not None else None, **mark.data)
+
+    def on_task_terminal(self, tx: Tx, t: Task) -> None:
+        m = self.engine.missions.get(t.mission_id)
+        if m is None or t.status != "done" or t.finished_at is None:
+            return
+        deadline = self._deadline(m, t.spec.deadline)
+        if deadline is None:
+            return
+        mark = completion_mark(t.finished_at, deadline, entity_id=t.id, entity_type="task",
+                               already=self.marks.get(t.id, set()))
+        if mark is not None:
+            self._record(tx, m, t, mark, t.finished_at)
+
+    def on_mission_complete(self, tx: Tx, m: Mission) -> None:
+        deadline = self._deadline(m, m.spec.deadline)
+        if deadline is None or m.status != "completed" or m.finished_at is None:
+            return
+        mark = completion_mark(m.finished_at, deadline, entity_id=m.id, entity_type="mission",
+                               already=self.marks.get(m.id, set()))
+        if mark is not None:
+            self._record(tx, m, None, mark, m.finished_at)
+
+
+def extra_channels(cfg_sla: Any, event: str) -> list[str]:
+    """The SLA's own channels for an SLA event (on top of the notify rules)."""
+    if event == E.SLA_WARNING:
+        return list(cfg_sla.warning_channels)
+    if event in (E.SLA_VIOLATED, E.SLA_MET):
+        return list(cfg_sla.violation_channels)
+    return []
