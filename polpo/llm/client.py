@@ -118,6 +118,9 @@ _RETRYABLE = {"rate_limit", "timeout", "connection", "server"}
 def classify(exc: BaseException) -> str:
     """Map a litellm (or httpx/openai) exception to a coarse kind, by class name so no import is needed."""
     names = {c.__name__ for c in type(exc).__mro__}
+    text = str(exc).lower()
+    if "missing credentials" in text or "api_key client option must be set" in text:
+        return "auth"  # litellm reports a missing key as a 500; retrying cannot help
     if "RateLimitError" in names:
         return "rate_limit"
     if "Timeout" in names or "APITimeoutError" in names or isinstance(exc, TimeoutError):

@@ -9,7 +9,9 @@ commit. ``commit`` waits for durability (used before a side effect such as start
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -225,7 +227,8 @@ class Store:
             return
         self._closed = True
         try:
-            await self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            with contextlib.suppress(sqlite3.OperationalError):  # best effort: a reader may still hold the table
+                await self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             await self.db.close()
             if self.event_log is not None:
