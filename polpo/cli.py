@@ -66,6 +66,10 @@ def _show_task(t: dict[str, Any]) -> None:
                 status = f"score {score_txt} via {r['strategy']}" if r["ok"] else f"failed: {r['error']}"
                 click.echo(f"      reviewer {r['reviewer']} ({r['model']}): {status}; "
                            f"read {len(r.get('filesRead') or [])} file(s)")
+        if a.get("timeline"):
+            click.echo("    what the agent did:")
+            for line in a["timeline"].splitlines()[:15]:
+                click.echo(f"      {line}")
         if a["stderr_tail"] and a["verdict"] != "passed":
             click.echo("    stderr: " + a["stderr_tail"].strip()[-300:].replace("\n", "\n            "))
 
@@ -245,6 +249,12 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         t["attemptCount"] = t["attempts"]
         t["attempts"] = read.attempts(con, ident, full=as_json)
         t["dimensions"] = read.dimensions(con, ident)
+        if not as_json:
+            from polpo.agents.transcript import timeline_text
+
+            for a in t["attempts"]:
+                turns = read.transcript(con, a["id"])
+                a["timeline"] = timeline_text(turns, 1500) if turns else None
         if as_json:
             _json(t)
             return

@@ -105,6 +105,11 @@ def _review(row: sqlite3.Row, full: bool) -> dict[str, Any]:
             "strategyErrors": data.get("strategyErrors"), "tokens": data.get("tokens"), "cost": data.get("cost")}
 
 
+def transcript(con: sqlite3.Connection, attempt_id: str) -> list[dict[str, Any]] | None:
+    row = con.execute("SELECT data FROM transcripts WHERE attempt_id = ?", (attempt_id,)).fetchone()
+    return orjson.loads(row[0]) if row else None
+
+
 def dimensions(con: sqlite3.Connection, tid: str) -> list[dict[str, Any]]:
     return [{"check": r["check_idx"], "source": r["source"], "dimensions": orjson.loads(r["data"])}
             for r in con.execute("SELECT * FROM dimensions WHERE task_id = ? ORDER BY check_idx", (tid,))]
