@@ -259,7 +259,9 @@ def _reply(litellm: Any, resp: Any, model: str, duration: float, retries: int, e
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
     cost: float | None
     try:
-        cost = float(litellm.completion_cost(completion_response=resp))
+        hidden = getattr(resp, "_hidden_params", None) or {}
+        known = hidden.get("response_cost")  # litellm already priced it while logging: do not price twice
+        cost = float(known) if known is not None else float(litellm.completion_cost(completion_response=resp))
     except Exception:
         cost = None
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
