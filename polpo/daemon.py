@@ -31,6 +31,7 @@ from polpo.events.log import EventLog, ensure_newline
 from polpo.events.render import render
 from polpo.intake.handler import handle_bytes
 from polpo.intake.watcher import Intake
+from polpo.llm.client import load_litellm
 from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
@@ -43,7 +44,9 @@ COMMAND_POLL = 0.25  # seconds; the CLI's retry/cancel/approve inbox (never on a
 CONSOLE_EVENTS = frozenset({
     E.MISSION_ACCEPTED, E.MISSION_REJECTED, E.MISSION_COMPLETED, E.MISSION_CANCELLED, E.MISSION_RESUMED,
     E.TASK_FIX, E.TASK_RETRY, E.TASK_MAX_RETRIES, E.TASK_RECOVERED, E.QUALITY_GATE_PASSED,
-    E.QUALITY_GATE_FAILED, E.ORCHESTRATOR_STARTED, E.ORCHESTRATOR_SHUTDOWN,
+    E.QUALITY_GATE_FAILED, E.ORCHESTRATOR_STARTED, E.ORCHESTRATOR_SHUTDOWN, E.QUALITY_THRESHOLD_FAILED,
+    E.SLA_WARNING, E.SLA_VIOLATED, E.ESCALATION_TRIGGERED, E.ASSESSMENT_CORRECTED, E.TASK_RETRY_BLOCKED,
+    E.NOTIFICATION_FAILED,
 })
 
 
@@ -107,6 +110,8 @@ class Daemon:
                     agents=engine.agents.known_names(), resumedMissions=len(engine.missions)))
                 await recover(engine)
                 tg.start_soon(notifier.run)
+                if cfg.judge.panel_models() or any(a.type == "llm" for a in cfg.agents.values()):
+                    tg.start_soon(load_litellm)  # ~4 s, in a thread: the first review or LLM turn won't wait
                 monitor.start()
                 tg.start_soon(engine.run, tg)
                 tg.start_soon(intake.run)

@@ -257,12 +257,13 @@ Responder = Callable[[RecordedRequest], "Reply | str | None"]
 class FakeLLM:
     """The scriptable server. Use as a context manager, or call :meth:`start` / :meth:`close`."""
 
-    def __init__(self, *, models: Iterable[str] = ("fake-model",), host: str = "127.0.0.1") -> None:
+    def __init__(self, *, models: Iterable[str] = ("fake-model",), host: str = "127.0.0.1", port: int = 0) -> None:
         self.models = tuple(models)
         self.responder: Responder | None = None
         self.unscripted = 0  # requests answered with "no scripted reply left"
         self.errors: list[str] = []  # exceptions raised while answering (a bug in a responder, …)
         self._host = host
+        self._bind_port = port  # 0: any free port
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -278,7 +279,7 @@ class FakeLLM:
     def start(self) -> FakeLLM:
         if self._httpd is not None:
             return self
-        httpd = _Server((self._host, 0), _Handler)
+        httpd = _Server((self._host, self._bind_port), _Handler)
         httpd.fake = self
         self._httpd = httpd
         self._thread = threading.Thread(
