@@ -214,8 +214,9 @@ class Engine:
         if m.gate_state.get(gate_name, "waiting") != "waiting":
             return []
         gate = next(g for g in m.spec.quality_gates if g.name == gate_name)
-        states = {t.title: t.status for t in m.tasks.values()}
-        scores = {t.title: t.score for t in m.tasks.values()}
+        after = [t for title in gate.after_tasks if (t := m.task_by_title(title)) is not None]
+        states = {t.title: t.status for t in after}  # only the gate's tasks: O(afterTasks), not O(mission)
+        scores = {t.title: t.score for t in after}
         verdict = evaluate_gate(after_tasks=gate.after_tasks, states=states, scores=scores,
                                 min_score=gate.min_score, require_all_passed=gate.require_all_passed)
         if verdict.status == "waiting":

@@ -126,9 +126,10 @@ class Mission:
     tasks: dict[str, Task] = field(default_factory=dict)  # id -> task, in file order
     open_tasks: int = 0  # not terminal
     gate_state: dict[str, str] = field(default_factory=dict)  # gate name -> waiting | passed | failed
+    _by_title: dict[str, Task] = field(default_factory=dict, repr=False)
 
     def task_by_title(self, title: str) -> Task | None:
-        for t in self.tasks.values():
-            if t.title == title:
-                return t
-        return None
+        """O(1) after the first call: titles are unique and a mission's tasks never change."""
+        if len(self._by_title) != len(self.tasks):
+            self._by_title = {t.title: t for t in self.tasks.values()}
+        return self._by_title.get(title)

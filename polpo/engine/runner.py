@@ -86,7 +86,7 @@ async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
                   pid=pid, kind=kind, model=attempt.model)
         store.submit(stx)
 
-    siblings = tuple((t.title, t.status) for t in m.tasks.values() if t.id != task.id)
+    siblings = _siblings(m, task) if slot.kind == "llm" else ()  # O(tasks): only for agents that read it
     request = AgentRequest(
         task_id=task.id, mission_id=m.id, mission_name=m.name, attempt_id=attempt.id, attempt_number=n,
         kind=kind,  # type: ignore[arg-type]
@@ -209,6 +209,20 @@ async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
         engine.transition(tx, task, "exhausted", f"{decision.reason}: {_first_line(feedback)}")
     store.submit(tx)
     engine.after_change(task)
+
+
+MAX_SIBLINGS = 50
+
+
+def _siblings(m: Any, task: Task) -> tuple[tuple[str, str], ...]:
+    """(title, status) of the mission's other tasks for an LLM agent's prompt, at most MAX_SIBLINGS of them."""
+    out = []
+    for t in m.tasks.values():
+        if t.id != task.id:
+            out.append((t.title, t.status))
+            if len(out) >= MAX_SIBLINGS:
+                break
+    return tuple(out)
 
 
 def _latest_score(verdict: Verdict) -> float | None:

@@ -42,7 +42,7 @@ async def load_litellm() -> Any:
     async with _import_lock:
         if _litellm is None:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
-            _litellm = await anyio.to_thread.run_sync(_import)
+            _litellm = await anyio.to_thread.run_sync(_import, abandon_on_cancel=True)  # shutdown need not wait
     return _litellm
 
 
