@@ -92,6 +92,7 @@ def main() -> None:
     Start:      polpo daemon --config config/polpo.toml
     Watch:      polpo tail -f            polpo status
     Inspect:    polpo show MISSION|TASK  (add --json for everything)
+  Quality:    polpo metrics [--mission ID] [--agent NAME] [--json]
     Act:        polpo retry TASK | cancel MISSION | approve TASK
     """
 
