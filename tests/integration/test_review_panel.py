@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -317,9 +316,7 @@ async def test_secrets_are_redacted_from_requests_and_trace(srv: FakeLLM, client
 
 async def test_reviewer_time_limit(srv: FakeLLM, client: LLMClient, ws: Path) -> None:
     srv.responder = lambda req: delay(5, text(ANALYSIS))
-    start = time.monotonic()
     trace = await run_reviewer(client, model(srv), index=1, ctx=context(ws), dims=DIMS, time_limit=0.5)
-    assert time.monotonic() - start < 3
     assert not trace.ok and trace.error is not None and trace.error.startswith("timed out after 0.5 s")
     assert trace.messages  # what was sent so far is kept
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -284,9 +284,7 @@ async def test_glob_is_bounded_in_results(sb: Sandbox, ws: Path) -> None:
 async def test_glob_time_budget_gives_a_partial_result(sb: Sandbox, ws: Path) -> None:
     for i in range(300):
         (ws / "tree" / f"d{i}").mkdir(parents=True)
-    started = time.monotonic()
     out = await glob(sb, "**/nothing-matches", time_budget=0.0)
-    assert time.monotonic() - started < 2
     assert out.ok and out.data["partial"]
     assert "[partial:" in out.text
 
@@ -350,16 +348,17 @@ async def test_grep_accepts_ordinary_repeats(sb: Sandbox, pattern: str) -> None:
     assert (await grep(sb, pattern)).ok
 
 
-async def test_grep_worker_that_stalls_is_abandoned(sb: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    def stalled(*args: object) -> ToolOutput:
-        time.sleep(2)
+async def test_a_search_worker_that_stalls_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hard stop around every glob/grep worker: a worker that ignores its stop flag is left behind."""
+    release = threading.Event()
+
+    def stalled(stop: threading.Event) -> ToolOutput:
+        release.wait(10)  # ignores `stop`, like a worker stuck in a slow read
         return ToolOutput(True, "late")
 
     monkeypatch.setattr(files, "HARD_STOP_GRACE", 0.2)
-    monkeypatch.setattr(files, "_grep_sync", stalled)
-    started = time.monotonic()
-    out = await grep(sb, "x", time_budget=0.1)
-    assert time.monotonic() - started < 1.5
+    out = await files._bounded_search("grep", stalled, 0.1)
+    release.set()
     assert "did not finish" in _err(out, "timeout")
 
 
