@@ -31,6 +31,7 @@ from polpo.llm.client import LLMClient, ModelSettings
 from polpo.mission.schema import LlmReviewExpectation
 from polpo.tools.files import READ_ONLY_TOOLS
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, error, text, tool_call, tool_calls
+from tests.support.judges import phase
 
 pytestmark = pytest.mark.anyio
 
@@ -80,17 +81,6 @@ def context(ws: Path, files: list[str] | None = None, timeline: str = "agent ran
                          criteria="Both functions work and are tested.", workspace=ws,
                          files_changed=["src/calc.py", "tests/test_calc.py"] if files is None else files,
                          timeline=timeline, attempt=1)
-
-
-def phase(req: Mapping[str, Any]) -> str:
-    tools = {t["function"]["name"] for t in req.get("tools") or []}
-    if "read_file" in tools:
-        return "explore"
-    if prompts.SUBMIT_REVIEW in tools:
-        return "forced" if isinstance(req.get("tool_choice"), dict) else "auto"
-    system = req["messages"][0]["content"]
-    return {prompts.JSON_SCORER_SYSTEM: "json", prompts.REVIEW_OUTPUT_SYSTEM: "output",
-            prompts.DIMENSIONS_SYSTEM: "dimensions", prompts.JUDGE_SYSTEM: "judge"}.get(system, "unknown")
 
 
 def payload(scores: Mapping[str, Any], **extra: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from polpo.assessment.review.dimensions import Dim
 from polpo.assessment.review.panel import PanelResult, ReviewContext, run_panel
 from polpo.llm.client import LLMClient, ModelSettings
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, error, text, tool_call
+from tests.support.judges import phase
 
 pytestmark = pytest.mark.anyio
 
@@ -63,16 +64,6 @@ def context(ws: Path) -> ReviewContext:
     return ReviewContext(title="Calculator", description="Write add() with a test.",
                          criteria="add works and is tested.", workspace=ws,
                          files_changed=["src/calc.py", "tests/test_calc.py"], timeline="agent ran; exit 0")
-
-
-def phase(req: Mapping[str, Any]) -> str:
-    tools = {t["function"]["name"] for t in req.get("tools") or []}
-    if "read_file" in tools:
-        return "explore"
-    if prompts.SUBMIT_REVIEW in tools:
-        return "forced" if isinstance(req.get("tool_choice"), dict) else "auto"
-    system = req["messages"][0]["content"]
-    return {prompts.JSON_SCORER_SYSTEM: "json", prompts.REVIEW_OUTPUT_SYSTEM: "output"}.get(system, "unknown")
 
 
 def payload(score: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from polpo.assessment.review import prompts
-from polpo.assessment.review.parsing import JSONNotFound, extract_json
+from polpo.assessment.review.parsing import JSONNotFound, extract_json, json_number
 from polpo.llm.client import LLMClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.mission.schema import Dimension, LlmReviewExpectation
@@ -218,18 +218,6 @@ def render_rubric(dims: Sequence[Dim]) -> str:
 # ------------------------------------------------------------------------------------------------- generated
 
 
-def _number(v: object) -> object:
-    """JSON numbers (and numeric strings) only: pydantic's lax float would take ``true`` as 1.0."""
-    if isinstance(v, bool):
-        raise ValueError("must be a number, not a boolean")
-    if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            raise ValueError(f"must be a number, got {v!r}") from None
-    return v
-
-
 class _GeneratedDim(BaseModel):
     model_config = ConfigDict(extra="ignore")
     name: str = Field(min_length=1, max_length=60)
@@ -240,7 +228,7 @@ class _GeneratedDim(BaseModel):
     @field_validator("weight", mode="before")
     @classmethod
     def _is_number(cls, v: object) -> object:
-        return _number(v)
+        return json_number(v)
 
     @field_validator("name", "description", mode="before")
     @classmethod

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Literal
 
-__all__ = ["JSONNotFound", "extract_json"]
+__all__ = ["JSONNotFound", "extract_json", "json_number"]
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
@@ -57,3 +57,15 @@ def extract_json(text: str | None, *, kind: Literal["object", "array"] = "object
             if isinstance(value, wanted):
                 return value
     raise JSONNotFound(f"no JSON {kind} found in the reply ({len(text)} characters)")
+
+
+def json_number(v: object) -> object:
+    """JSON numbers (and numeric strings) only: pydantic's lax float would take ``true`` as 1.0."""
+    if isinstance(v, bool):
+        raise ValueError("must be a number, not a boolean")
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, got {v!r}") from None
+    return v

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from polpo.assessment.review import prompts
 from polpo.assessment.review.consensus import DimScore, weighted_score
 from polpo.assessment.review.dimensions import Dim, dim_key, render_rubric
-from polpo.assessment.review.parsing import JSONNotFound, extract_json
+from polpo.assessment.review.parsing import JSONNotFound, extract_json, json_number
 from polpo.llm.client import ChatReply, LLMClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.tools.files import READ_ONLY_TOOLS, dispatch, tool_schemas
@@ -143,17 +143,6 @@ class ReviewerTrace:
 # ------------------------------------------------------------------------------------------------- validation
 
 
-def _number(v: object) -> object:
-    if isinstance(v, bool):
-        raise ValueError("must be a number, not a boolean")
-    if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            raise ValueError(f"must be a number, got {v!r}") from None
-    return v
-
-
 class _EvidenceIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
     file: str = ""
@@ -195,7 +184,7 @@ class _ScoreIn(BaseModel):
     @field_validator("score", mode="before")
     @classmethod
     def _is_number(cls, v: object) -> object:
-        return _number(v)
+        return json_number(v)
 
     @field_validator("score")
     @classmethod
