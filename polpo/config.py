@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from polpo.mission.schema import Duration
+from polpo.durations import Duration
 
 DEFAULT_CONFIG = Path("config/polpo.toml")
 

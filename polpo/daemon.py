@@ -19,35 +19,32 @@ import anyio
 
 from polpo import __version__
 from polpo.agents.registry import AgentFactory
-from polpo.clock import Clock, SystemClock, iso
+from polpo.clock import Clock, SystemClock
 from polpo.config import Config, ConfigError
 from polpo.console import ConsolePrinter
-from polpo.engine.engine import CommandRefused, Engine
-from polpo.engine.recovery import load_state, recover
+from polpo.engine.engine import Engine
 from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog, ensure_newline
 from polpo.events.render import render
-from polpo.intake.handler import handle_bytes
+from polpo.intake.handler import IntakeHandler
 from polpo.intake.watcher import Intake
 from polpo.llm.client import load_litellm
 from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
 from polpo.sla.monitor import SlaMonitor
-from polpo.store.sqlite import Store, StoreError
+from polpo.store.open import open_store
+from polpo.store.protocol import Store, StoreError
 
 log = logging.getLogger("polpo.daemon")
 
-COMMAND_POLL = 0.25  # seconds; the CLI's retry/cancel/approve inbox (never on a task's path)
-CONSOLE_EVENTS = frozenset({
-    E.MISSION_ACCEPTED, E.MISSION_REJECTED, E.MISSION_COMPLETED, E.MISSION_CANCELLED, E.MISSION_RESUMED,
-    E.TASK_FIX, E.TASK_RETRY, E.TASK_MAX_RETRIES, E.TASK_RECOVERED, E.QUALITY_GATE_PASSED,
-    E.QUALITY_GATE_FAILED, E.ORCHESTRATOR_STARTED, E.ORCHESTRATOR_SHUTDOWN, E.QUALITY_THRESHOLD_FAILED,
-    E.SLA_WARNING, E.SLA_VIOLATED, E.ESCALATION_TRIGGERED, E.ASSESSMENT_CORRECTED, E.TASK_RETRY_BLOCKED,
-    E.NOTIFICATION_FAILED,
-})
+CONSOLE_EVENTS = frozenset(p.NAME for p in (
+    E.MissionAccepted, E.MissionRejected, E.MissionCompleted, E.MissionCancelled, E.MissionResumed, E.TaskFix,
+    E.TaskRetry, E.TaskMaxRetries, E.TaskRecovered, E.TaskError, E.GatePassed, E.GateFailed,
+    E.OrchestratorStarted, E.OrchestratorShutdown, E.ThresholdFailed, E.SlaWarning, E.SlaViolated,
+    E.EscalationTriggered, E.AssessmentCorrected, E.TaskRetryBlocked, E.NotificationFailed))
 
 
 class DaemonError(Exception):
@@ -78,7 +75,7 @@ class Daemon:
         self._take_lock()
         if cfg.llm.env_file is not None:
             load_env_file(cfg.llm.env_file)  # names only are ever logged, never values
-        store = await Store.open(cfg.db_path, clock=self.clock)
+        store = await open_store(cfg, self.clock)
         self.store = store
         ensure_newline(cfg.events_path)
         store.event_log = EventLog(cfg.events_path)
@@ -87,35 +84,36 @@ class Daemon:
             self._printer = ConsolePrinter(self.console)
             store.subscribe(self._print)
         engine = Engine(cfg, store, self.clock, AgentFactory(cfg, self.clock))
-        engine.channel_names = set(self.notify.channels)
         self.engine = engine
         notifier = Notifier(self.notify, clock=self.clock,
-                            on_failed=lambda ch, ev, err: self._notification(E.NOTIFICATION_FAILED, ch, ev, err),
-                            on_sent=lambda ch, ev: self._notification(E.NOTIFICATION_SENT, ch, ev, None))
+                            on_failed=lambda ch, ev, err: self._notification(ch, ev, err),
+                            on_sent=lambda ch, ev: self._notification(ch, ev, None))
+
         def route(ev: Event) -> None:
             notifier.route(ev, _extra_channels(cfg, ev))
 
         store.subscribe(route)
         monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
         self.sla_monitor = monitor
-        intake = Intake(cfg.missions_dir, lambda p, raw: handle_bytes(engine, p, raw),
-                        force_polling=cfg.daemon.force_polling)
+        handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
+                                channels=set(self.notify.channels))
+        intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling)
         try:
-            await load_state(engine)
+            await engine.load()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(store.run_writer)
-                await store.commit(store.tx().event(
-                    E.ORCHESTRATOR_STARTED, version=__version__, pid=os.getpid(),
-                    missionsDir=str(cfg.missions_dir), stateDir=str(cfg.state_dir),
-                    agents=engine.agents.known_names(), resumedMissions=len(engine.missions)))
-                await recover(engine)
+                await store.commit(store.tx().event(E.OrchestratorStarted(
+                    version=__version__, pid=os.getpid(), missions_dir=str(cfg.missions_dir),
+                    state_dir=str(cfg.state_dir), agents=engine.agents.known_names(),
+                    resumed_missions=len(engine.board.missions))))
+                await engine.recover()
                 tg.start_soon(notifier.run)
                 if cfg.judge.panel_models() or any(a.type == "llm" for a in cfg.agents.values()):
                     tg.start_soon(load_litellm)  # ~4 s, in a thread: the first review or LLM turn won't wait
                 monitor.start()
                 tg.start_soon(engine.run, tg)
                 tg.start_soon(intake.run)
-                tg.start_soon(self._command_inbox, engine)
+                tg.start_soon(engine.commands.run_inbox)
                 if self.handle_signals:
                     tg.start_soon(self._signals)
                 await intake.ready.wait()
@@ -124,8 +122,8 @@ class Daemon:
                 intake.stop()
                 await monitor.shutdown()
                 await engine.stop(cfg.daemon.shutdown_grace.total_seconds())
-                await store.commit(store.tx().event(E.ORCHESTRATOR_SHUTDOWN, pid=os.getpid(),
-                                                    unfinishedMissions=len(engine.missions)))
+                await store.commit(store.tx().event(E.OrchestratorShutdown(
+                    pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
                 await notifier.drain(5.0)
                 tg.cancel_scope.cancel()
         finally:
@@ -135,15 +133,14 @@ class Daemon:
                 self._printer.close()
             self._release_lock()
 
-    def _notification(self, name: str, channel: str, event: str, error: str | None) -> None:
+    def _notification(self, channel: str, event: str, error: str | None) -> None:
         """Delivery outcomes are events too (never routed to channels, so they cannot loop)."""
         if self.store is None:
             return
-        data: dict[str, Any] = {"channel": channel, "event": event}
-        if error is not None:
-            data["error"] = error
+        payload = (E.NotificationSent(channel=channel, event=event) if error is None
+                   else E.NotificationFailed(channel=channel, event=event, error=error))
         with contextlib.suppress(StoreError):  # the store may be closing at shutdown
-            self.store.submit(self.store.tx().event(name, **data))
+            self.store.submit(self.store.tx().event(payload))
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -151,29 +148,8 @@ class Daemon:
                 self.request_stop()
                 return
 
-    async def _command_inbox(self, engine: Engine) -> None:
-        """Apply retry / cancel / approve requests that the CLI queued in the store."""
-        store = engine.store
-        while True:
-            rows = await store.fetchall(
-                "SELECT id, kind, target FROM commands WHERE status = 'queued' ORDER BY id")
-            for r in rows:
-                try:
-                    if r["kind"] == "cancel":
-                        result, status = engine.cancel_mission(r["target"]), "done"
-                    elif r["kind"] == "retry":
-                        result, status = await engine.retry_task(r["target"]), "done"
-                    elif r["kind"] == "approve":
-                        result, status = engine.approve_task(r["target"]), "done"
-                    else:
-                        result, status = f"unknown command {r['kind']!r}", "refused"
-                except CommandRefused as e:
-                    result, status = str(e), "refused"
-                await store.commit(store.tx().command_done(r["id"], status, result, iso(self.clock.now())))
-            await anyio.sleep(COMMAND_POLL)
-
     def _print(self, ev: Event) -> None:
-        if ev.event in CONSOLE_EVENTS or (ev.event == E.TASK_TRANSITION and ev.data.get("to") in ("done", "failed")):
+        if ev.event in CONSOLE_EVENTS or (ev.event == E.TaskTransition.NAME and ev.data.get("to") in ("done", "failed")):
             assert self._printer is not None
             self._printer.print(render(ev.to_json_dict()))
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-__all__ = ["Agent", "AgentRequest", "AgentResult", "AttemptKind"]
+from polpo.model.status import AttemptKind
 
-AttemptKind = Literal["initial", "fix", "retry"]
+__all__ = ["Agent", "AgentRequest", "AgentResult"]
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,9 @@ from typing import Any
 import anyio
 
 from polpo.agents.base import AgentRequest, AgentResult
+from polpo.agents.prompts import describe_expectation
 from polpo.agents.transcript import Transcript
 from polpo.clock import Clock
-from polpo.engine.prompts import describe_expectation
 from polpo.llm.client import LLMClient, LLMError, ModelSettings, ToolCallOut
 from polpo.tools.commands import RUN_COMMAND_SCHEMA, run_command_tool
 from polpo.tools.files import ALL_TOOLS, ToolOutput, dispatch, tool_schemas

@@ -54,6 +54,14 @@ class AgentFactory:
     def known_names(self) -> list[str]:
         return sorted(self._config_agents)
 
+    def default_agent(self, spec: MissionSpec) -> str | None:
+        """The agent of tasks without ``assignTo``: the only one available to the mission, if there is one."""
+        names = {a.name for a in spec.team} | set(self._config_agents)
+        return next(iter(names)) if len(names) == 1 else None
+
+    def is_llm(self, mission_id: str, spec: MissionSpec, name: str) -> bool:
+        return self.resolve(mission_id, spec, name).kind == "llm"
+
     def resolve(self, mission_id: str, spec: MissionSpec, name: str) -> AgentSlot:
         for team_agent in spec.team:
             if team_agent.name == name:

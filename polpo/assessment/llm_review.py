@@ -7,10 +7,11 @@ is measured with the same yardstick), the attempt's evidence, and stores every r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from polpo.agents.transcript import timeline_text
 from polpo.assessment.review.dimensions import (
     Dim,
     choose,
@@ -19,17 +20,15 @@ from polpo.assessment.review.dimensions import (
     generate_dimensions_traced,
     needs_generation,
 )
-from polpo.assessment.review.panel import PanelResult, run_panel
+from polpo.assessment.review.panel import run_panel
 from polpo.assessment.review.reviewer import ReviewContext
-from polpo.clock import iso
+from polpo.clock import Clock
 from polpo.config import Config
-from polpo.llm.client import ModelSettings
+from polpo.llm.client import LLMClient, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.mission.schema import LlmReviewExpectation
-
-if TYPE_CHECKING:
-    from polpo.engine.engine import Engine
-    from polpo.engine.model import Assessment, Attempt, Task
+from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.store.protocol import Store
 
 NO_JUDGE = ("no LLM judge is configured, so this llm_review check cannot pass: set [judge] model "
             "(or models) in the config, or POLPO_JUDGE_MODEL")
@@ -43,36 +42,12 @@ def judge_settings(cfg: Config) -> list[ModelSettings]:
                           timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
 
 
-async def task_dimensions(engine: Engine, task: Task, idx: int, exp: LlmReviewExpectation,
-                          judge: ModelSettings) -> tuple[list[Dim], str, str | None]:
-    """(dims, source, note): the stored set if there is one, else chosen (and generated) now and stored."""
-    rows = await engine.store.fetchall("SELECT source, data FROM dimensions WHERE task_id = ? AND check_idx = ?",
-                                       (task.id, idx))
-    if rows:
-        return dims_from_json(orjson.loads(rows[0]["data"])), rows[0]["source"], None
-    note = None
-    generated = None
-    criteria = exp.criteria or exp.prompt or ""
-    if needs_generation(exp) and criteria.strip():
-        gen = await generate_dimensions_traced(engine.agents.llm, judge, title=task.title,
-                                               description=task.spec.description, criteria=criteria)
-        generated = gen.dims
-        if gen.error:
-            note = f"dimension generation failed ({gen.error[:200]}); using the default dimensions"
-    dims, source = choose(exp, generated)
-    row = (task.id, idx, source, orjson.dumps(dims_to_json(dims)).decode(), iso(engine.clock.now()))
-    await engine.store.commit(engine.store.tx().dimensions(row))
-    return dims, source, note
-
-
 def evidence(attempt: Attempt) -> tuple[list[str], str]:
     """(files the attempt created or edited, execution timeline as text) for the reviewers."""
     files = attempt.files or {}
     changed = sorted({*files.get("created", []), *files.get("modified", [])})
     parts: list[str] = []
     if attempt.transcript:
-        from polpo.agents.transcript import timeline_text
-
         parts.append(timeline_text(attempt.transcript, TIMELINE_CHARS))
     state = ("timed out" if attempt.timed_out else f"error: {attempt.error}" if attempt.error
              else f"exit code {attempt.exit_code}")
@@ -90,32 +65,61 @@ def evidence(attempt: Attempt) -> tuple[list[str], str]:
     return changed, "\n\n".join(parts)
 
 
-async def review(engine: Engine, task: Task, attempt: Attempt, assessment: Assessment, idx: int,
-                 exp: LlmReviewExpectation) -> tuple[dict[str, Any], PanelResult | None]:
-    """Run the panel for check ``idx``; returns the check row (as the pipeline stores it) and the panel result."""
-    judges = judge_settings(engine.cfg)
-    if not judges:
-        return {"passed": False, "message": NO_JUDGE, "details": None}, None
-    dims, source, note = await task_dimensions(engine, task, idx, exp, judges[0])
-    changed, timeline = evidence(attempt)
-    m = engine.missions[task.mission_id]
-    ctx = ReviewContext(title=task.title, description=task.spec.description,
-                        criteria=exp.criteria or exp.prompt or "", workspace=m.workspace, files_changed=changed,
-                        timeline=timeline, attempt=attempt.number)
-    result = await run_panel(engine.agents.llm, judges, ctx, dims, exp.threshold,
-                             reviewer_timeout=engine.cfg.judge.reviewer_timeout.total_seconds())
-    now = iso(engine.clock.now())
-    tx = engine.store.tx()
-    for trace in result.reviewers:
-        tx.review((assessment.id, idx, trace.index, task.id, trace.model, int(trace.ok),
-                   redact(orjson.dumps(trace.to_json()).decode()), now))
-    engine.store.submit(tx)
-    details = result.details
-    if not result.passed and result.feedback:
-        details = f"{details}\n\n{result.feedback}" if details else result.feedback
-    if note:
-        details = f"{note}\n{details}"
-    scores = [s.to_json() for s in result.scores]  # votes, which were kept, whose reasoning
-    return {"passed": result.passed, "message": result.message, "details": details,
-            "globalScore": result.global_score, "scores": scores, "dimensionSource": source,
-            "tokens": result.tokens, "cost": result.cost}, result
+class Reviews:
+    """The engine's side of ``llm_review`` checks: settings, stored dimensions and traces around the panel."""
+
+    def __init__(self, cfg: Config, store: Store, clock: Clock, llm: LLMClient) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.llm = llm
+
+    async def task_dimensions(self, task: Task, idx: int, exp: LlmReviewExpectation,
+                              judge: ModelSettings) -> tuple[list[Dim], str, str | None]:
+        """(dims, source, note): the stored set if there is one, else chosen (and generated) now and stored."""
+        stored = await self.store.task_dimensions(task.id, idx)
+        if stored is not None:
+            return dims_from_json(stored[1]), stored[0], None
+        note = None
+        generated = None
+        criteria = exp.criteria or exp.prompt or ""
+        if needs_generation(exp) and criteria.strip():
+            gen = await generate_dimensions_traced(self.llm, judge, title=task.title,
+                                                   description=task.spec.description, criteria=criteria)
+            generated = gen.dims
+            if gen.error:
+                note = f"dimension generation failed ({gen.error[:200]}); using the default dimensions"
+        dims, source = choose(exp, generated)
+        await self.store.commit(self.store.tx().dimensions(task.id, idx, source,
+                                                           orjson.dumps(dims_to_json(dims)).decode(),
+                                                           self.clock.now()))
+        return dims, source, note
+
+    async def review(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment, idx: int,
+                     exp: LlmReviewExpectation) -> dict[str, Any]:
+        """Run the panel for check ``idx``; returns the check row as the pipeline stores it."""
+        judges = judge_settings(self.cfg)
+        if not judges:
+            return {"passed": False, "message": NO_JUDGE, "details": None}
+        dims, source, note = await self.task_dimensions(task, idx, exp, judges[0])
+        changed, timeline = evidence(attempt)
+        ctx = ReviewContext(title=task.title, description=task.spec.description,
+                            criteria=exp.criteria or exp.prompt or "", workspace=m.workspace,
+                            files_changed=changed, timeline=timeline, attempt=attempt.number)
+        result = await run_panel(self.llm, judges, ctx, dims, exp.threshold,
+                                 reviewer_timeout=self.cfg.judge.reviewer_timeout.total_seconds())
+        now = self.clock.now()
+        tx = self.store.tx()
+        for trace in result.reviewers:
+            tx.review(assessment.id, idx, trace.index, task.id, trace.model, trace.ok,
+                      redact(orjson.dumps(trace.to_json()).decode()), now)
+        self.store.submit(tx)
+        details = result.details
+        if not result.passed and result.feedback:
+            details = f"{details}\n\n{result.feedback}" if details else result.feedback
+        if note:
+            details = f"{note}\n{details}"
+        scores = [s.to_json() for s in result.scores]  # votes, which were kept, whose reasoning
+        return {"passed": result.passed, "message": result.message, "details": details,
+                "globalScore": result.global_score, "scores": scores, "dimensionSource": source,
+                "tokens": result.tokens, "cost": result.cost}

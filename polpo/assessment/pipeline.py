@@ -8,13 +8,25 @@ failed check. A resumed assessment (after a restart) skips checks whose result i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 
 from polpo.assessment.checks import check_label, run_command_check, run_file_exists
-from polpo.clock import iso
-from polpo.events import catalog as E
+from polpo.assessment.llm_review import Reviews, judge_settings
+from polpo.assessment.review.judge import judge_expectations
+from polpo.clock import Clock
+from polpo.config import Config
+from polpo.events.catalog import (
+    AssessmentComplete,
+    AssessmentCorrected,
+    AssessmentJudged,
+    AssessmentStarted,
+    CheckComplete,
+    CheckStarted,
+)
+from polpo.llm.client import LLMClient
 from polpo.mission.schema import (
     Expectation,
     FileExistsExpectation,
@@ -22,10 +34,11 @@ from polpo.mission.schema import (
     ScriptExpectation,
     TestExpectation,
 )
+from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.status import AssessmentStatus, AttemptKind
+from polpo.store.protocol import Store
 
-if TYPE_CHECKING:
-    from polpo.engine.engine import Engine
-    from polpo.engine.model import Assessment, Attempt, Task
+__all__ = ["Assessor", "Verdict", "combine_scores", "expectations_of", "ordered"]
 
 _EXPECTATION: TypeAdapter[Any] = TypeAdapter(Expectation)
 _RANK = {"file_exists": 0, "test": 1, "script": 1, "llm_review": 2}
@@ -50,77 +63,121 @@ def expectations_of(task: Task) -> list[Any]:
     return list(task.spec.expectations)
 
 
-async def assess(engine: Engine, task: Task, attempt: Attempt, assessment: Assessment) -> Verdict:
-    from polpo.assessment.llm_review import review
-    from polpo.engine.runner import check_row
+class Assessor:
+    """Runs a task's checks against an attempt and stores every result; the review panel is one of them."""
 
-    m = engine.missions[task.mission_id]
-    store = engine.store
-    exps = expectations_of(task)
-    total = len(exps)
-    done = {c["index"]: c for c in assessment.checks}
-    results: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    ids = {"mission_id": m.id, "task_id": task.id}
-    default_timeout = engine.cfg.defaults.check_timeout.total_seconds()
-    for idx, exp in ordered(exps):
-        if idx in done:
-            results.append(done[idx])
-            continue
-        cheap_failed = [r for r in results if not r["passed"]]
-        if isinstance(exp, LlmReviewExpectation) and (cheap_failed or not attempt.agent_ok):
-            why = ", ".join(f"{r['type']} ({r['label']})" for r in cheap_failed) or "the agent did not succeed"
-            skipped.append(f"llm_review #{idx + 1} skipped: {why} failed first")
-            continue
-        label = _label(exp)
-        store.submit(store.tx().event(E.ASSESSMENT_CHECK_STARTED, **ids, index=idx, total=total,
-                                      type=exp.type, label=label))
-        start = engine.clock.now()
-        if isinstance(exp, FileExistsExpectation):
-            r = await run_file_exists(exp.all_paths, workspace=m.workspace, clock=engine.clock)
-            c = _check_dict(r)
-        elif isinstance(exp, TestExpectation | ScriptExpectation):
-            timeout = exp.timeout.total_seconds() if exp.timeout is not None else default_timeout
-            r = await run_command_check(
-                exp.type, exp.command, workspace=m.workspace, clock=engine.clock, timeout=timeout,
-                expect_exit_code=exp.expect_exit_code if isinstance(exp, ScriptExpectation) else 0)
-            c = _check_dict(r)
+    def __init__(self, cfg: Config, store: Store, clock: Clock, llm: LLMClient) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.llm = llm
+        self.reviews = Reviews(cfg, store, clock, llm)
+
+    async def assess(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment) -> Verdict:
+        store = self.store
+        exps = expectations_of(task)
+        total = len(exps)
+        done = {c["index"]: c for c in assessment.checks}
+        results: list[dict[str, Any]] = []
+        skipped: list[str] = []
+        ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
+        default_timeout = self.cfg.defaults.check_timeout.total_seconds()
+        for idx, exp in ordered(exps):
+            if idx in done:
+                results.append(done[idx])
+                continue
+            cheap_failed = [r for r in results if not r["passed"]]
+            if isinstance(exp, LlmReviewExpectation) and (cheap_failed or not attempt.agent_ok):
+                why = ", ".join(f"{r['type']} ({r['label']})" for r in cheap_failed) or "the agent did not succeed"
+                skipped.append(f"llm_review #{idx + 1} skipped: {why} failed first")
+                continue
+            label = _label(exp)
+            store.submit(store.tx().event(CheckStarted(index=idx, total=total, type=exp.type, label=label), **ids))
+            start = self.clock.now()
+            if isinstance(exp, FileExistsExpectation):
+                c = _check_dict(await run_file_exists(exp.all_paths, workspace=m.workspace, clock=self.clock))
+            elif isinstance(exp, TestExpectation | ScriptExpectation):
+                timeout = exp.timeout.total_seconds() if exp.timeout is not None else default_timeout
+                c = _check_dict(await run_command_check(
+                    exp.type, exp.command, workspace=m.workspace, clock=self.clock, timeout=timeout,
+                    expect_exit_code=exp.expect_exit_code if isinstance(exp, ScriptExpectation) else 0))
+            else:
+                c = await self.reviews.review(m, task, attempt, assessment, idx, exp)
+                c.update(type=exp.type, label=label,
+                         duration=round((self.clock.now() - start).total_seconds(), 4))
+            c["index"] = idx
+            results.append(c)
+            assessment.checks.append(c)
+            tx = store.tx().check(assessment.id, task.id, c, self.clock.now())
+            tx.event(CheckComplete(index=idx, total=total, type=c["type"], label=c["label"], passed=c["passed"],
+                                   message=c["message"], global_score=c.get("globalScore"),
+                                   scores=c.get("scores")), **ids)
+            store.submit(tx)
+        passed = all(r["passed"] for r in results)
+        failed = [r for r in results if not r["passed"]]
+        if not exps:
+            message = "no expectations: the agent's exit code decides"
+        elif passed:
+            message = f"{len(results)}/{total} checks passed"
         else:
-            c, _ = await review(engine, task, attempt, assessment, idx, exp)
-            c.update(type=exp.type, label=label,
-                     duration=round((engine.clock.now() - start).total_seconds(), 4))
-        c["index"] = idx
-        results.append(c)
-        assessment.checks.append(c)
-        tx = store.tx().check(check_row(assessment.id, idx, task.id, c, iso(engine.clock.now())))
-        extra = {k: c[k] for k in ("globalScore", "scores") if c.get(k) is not None}
-        tx.event(E.ASSESSMENT_CHECK_COMPLETE, **ids, index=idx, total=total, type=c["type"], label=c["label"],
-                 passed=c["passed"], message=c["message"], **extra)
+            message = f"{len(failed)}/{total} checks failed: " + "; ".join(
+                f"{r['type']}: {r['message']}" for r in failed)
+        if skipped:
+            message += " (" + "; ".join(skipped) + ")"
+        global_score, scores = combine_scores(results)
+        assessment.status = AssessmentStatus.COMPLETE
+        assessment.passed = passed
+        assessment.message = message
+        assessment.finished_at = self.clock.now()
+        assessment.global_score = global_score
+        assessment.scores = scores
+        tx = store.tx().assessment(assessment)
+        tx.event(AssessmentComplete(attempt=attempt.number, trigger=assessment.trigger,
+                                    passed=passed and attempt.agent_ok, checks_passed=passed, message=message,
+                                    global_score=global_score, scores=scores), **ids)
         store.submit(tx)
-    passed = all(r["passed"] for r in results)
-    failed = [r for r in results if not r["passed"]]
-    if not exps:
-        message = "no expectations: the agent's exit code decides"
-    elif passed:
-        message = f"{len(results)}/{total} checks passed"
-    else:
-        message = f"{len(failed)}/{total} checks failed: " + "; ".join(
-            f"{r['type']}: {r['message']}" for r in failed)
-    if skipped:
-        message += " (" + "; ".join(skipped) + ")"
-    global_score, scores = combine_scores(results)
-    assessment.status = "complete"
-    assessment.passed = passed
-    assessment.message = message
-    assessment.finished_at = engine.clock.now()
-    assessment.global_score = global_score
-    assessment.scores = scores
-    tx = store.tx().assessment(assessment)
-    tx.event(E.ASSESSMENT_COMPLETE, **ids, attempt=attempt.number, trigger=assessment.trigger,
-             passed=passed and attempt.agent_ok, checksPassed=passed, message=message, globalScore=global_score,
-             scores=scores)
-    store.submit(tx)
-    return Verdict(passed, results, message)
+        return Verdict(passed, results, message)
+
+    # -- the expectation judge ------------------------------------------------------------------------------
+    def judge_enabled(self, m: Mission) -> bool:
+        setting = m.spec.settings.auto_correct_expectations
+        return self.cfg.judge.correct_expectations and setting is not False and bool(judge_settings(self.cfg))
+
+    async def judge_and_reassess(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> Verdict:
+        """Once per task, on its first failure after a clean exit: are the expectations wrong, or the work?
+
+        The judge may correct a command, a path or (within limits) a review threshold; the mission file's
+        expectations are kept, the corrected set is stored on the task, and the attempt is assessed again.
+        """
+        store = self.store
+        ids: dict[str, Any] = {"mission_id": task.mission_id, "task_id": task.id}
+        task.judge_used = True
+        await store.commit(store.tx().task(task))  # at most once, even across a crash
+        current = task.expectations or [
+            e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
+        failed = [{k: c.get(k) for k in ("index", "type", "label", "message", "details", "globalScore")}
+                  for c in verdict.checks if not c["passed"]]
+        output = "\n".join(x for x in (attempt.stdout_tail[-3000:], attempt.stderr_tail[-1500:]) if x.strip())
+        judge = judge_settings(self.cfg)[0]
+        result = await judge_expectations(self.llm, judge, title=task.title, description=task.spec.description,
+                                          agent_output=output, failed=failed, expectations=current,
+                                          floor=self.cfg.judge.threshold_floor, files_changed=_changed_files(attempt))
+        tx = store.tx().review(f"{attempt.id}/judge", -1, 0, task.id, judge.model, result.error is None,
+                               orjson.dumps(result.to_json()).decode(), self.clock.now())
+        if not result.changed:
+            tx.event(AssessmentJudged(changed=False, verdicts=result.verdicts, error=result.error), **ids)
+            store.submit(tx)
+            return verdict
+        task.expectations = result.expectations
+        tx.task(task)
+        tx.event(AssessmentCorrected(task_id=task.id, corrections=[c.to_json() for c in result.applied],
+                                     rejected=[r.to_json() for r in result.rejected]), **ids)
+        again = Assessment(id=f"{attempt.id}/2", attempt_id=attempt.id, task_id=task.id, trigger=AttemptKind.JUDGE,
+                           status=AssessmentStatus.RUNNING, created_at=self.clock.now())
+        tx.assessment(again)
+        tx.event(AssessmentStarted(attempt=attempt.number, trigger=AttemptKind.JUDGE, total=len(current)), **ids)
+        store.submit(tx)
+        return await self.assess(m, task, attempt, again)
 
 
 def combine_scores(results: list[dict[str, Any]]) -> tuple[float | None, list[dict[str, Any]] | None]:
@@ -131,6 +188,11 @@ def combine_scores(results: list[dict[str, Any]]) -> tuple[float | None, list[di
     global_score = round(sum(r["globalScore"] for r in reviewed) / len(reviewed), 4)
     scores = [s for r in reviewed for s in r.get("scores") or []]
     return global_score, scores
+
+
+def _changed_files(attempt: Attempt) -> list[str]:
+    files = attempt.files or {}
+    return sorted({*files.get("created", []), *files.get("modified", [])})
 
 
 def _check_dict(r: Any) -> dict[str, Any]:

@@ -6,29 +6,61 @@ this table and is announced by a ``task:transition`` event — there is no "unsa
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
-STATES: Final = ("pending", "assigned", "in_progress", "review", "awaiting_approval", "done", "failed")
+from polpo.model.status import TaskStatus
 
-TRANSITIONS: Final[dict[tuple[str, str], str]] = {
-    ("pending", "dispatch"): "assigned",            # picked by the dispatcher; attempt row written
-    ("assigned", "spawned"): "in_progress",         # the agent's process started
-    ("assigned", "interrupted"): "pending",         # daemon stopped before the agent started
-    ("in_progress", "finished"): "review",          # agent exited (any exit code, timeout or spawn error)
-    ("in_progress", "interrupted"): "pending",      # daemon stopped or crashed while the agent ran
-    ("review", "pass"): "done",
-    ("review", "fix"): "pending",                   # targeted fix with feedback
-    ("review", "retry"): "pending",                 # full retry from scratch
-    ("review", "escalate"): "pending",              # retries used up: a stronger model or a fallback agent
-    ("review", "exhausted"): "failed",              # retries used up
-    ("review", "block"): "awaiting_approval",       # sideEffects: a person must approve a re-run
-    ("awaiting_approval", "approve"): "pending",
-    ("pending", "dependency_failed"): "failed",
-    ("pending", "gate_failed"): "failed",
-    ("failed", "manual_retry"): "pending",          # `polpo retry TASK`
-    ("failed", "reopen"): "pending",                # its failed dependency was retried
-    **{(s, "cancel"): "failed" for s in ("pending", "assigned", "in_progress", "review", "awaiting_approval")},
-    **{(s, "sla_fail"): "failed" for s in ("pending", "assigned", "in_progress", "review", "awaiting_approval")},
+__all__ = ["STATES", "TRANSITIONS", "TRIGGERS", "InvalidTransition", "Trigger", "is_terminal", "next_state"]
+
+
+class Trigger(StrEnum):
+    DISPATCH = "dispatch"
+    SPAWNED = "spawned"
+    INTERRUPTED = "interrupted"
+    FINISHED = "finished"
+    PASS = "pass"
+    FIX = "fix"
+    RETRY = "retry"
+    ESCALATE = "escalate"
+    EXHAUSTED = "exhausted"
+    BLOCK = "block"
+    APPROVE = "approve"
+    DEPENDENCY_FAILED = "dependency_failed"
+    GATE_FAILED = "gate_failed"
+    MANUAL_RETRY = "manual_retry"
+    REOPEN = "reopen"
+    CANCEL = "cancel"
+    SLA_FAIL = "sla_fail"
+    INTERNAL_ERROR = "internal_error"
+
+
+S = TaskStatus
+T = Trigger
+_OPEN: Final = (S.PENDING, S.ASSIGNED, S.IN_PROGRESS, S.REVIEW, S.AWAITING_APPROVAL)
+
+STATES: Final = tuple(TaskStatus)
+
+TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
+    (S.PENDING, T.DISPATCH): S.ASSIGNED,              # picked by the dispatcher; attempt row written
+    (S.ASSIGNED, T.SPAWNED): S.IN_PROGRESS,           # the agent's process started
+    (S.ASSIGNED, T.INTERRUPTED): S.PENDING,           # daemon stopped before the agent started
+    (S.IN_PROGRESS, T.FINISHED): S.REVIEW,            # agent exited (any exit code, timeout or spawn error)
+    (S.IN_PROGRESS, T.INTERRUPTED): S.PENDING,        # daemon stopped or crashed while the agent ran
+    (S.REVIEW, T.PASS): S.DONE,
+    (S.REVIEW, T.FIX): S.PENDING,                     # targeted fix with feedback
+    (S.REVIEW, T.RETRY): S.PENDING,                   # full retry from scratch
+    (S.REVIEW, T.ESCALATE): S.PENDING,                # retries used up: a stronger model or a fallback agent
+    (S.REVIEW, T.EXHAUSTED): S.FAILED,                # retries used up
+    (S.REVIEW, T.BLOCK): S.AWAITING_APPROVAL,         # sideEffects: a person must approve a re-run
+    (S.AWAITING_APPROVAL, T.APPROVE): S.PENDING,
+    (S.PENDING, T.DEPENDENCY_FAILED): S.FAILED,
+    (S.PENDING, T.GATE_FAILED): S.FAILED,
+    (S.FAILED, T.MANUAL_RETRY): S.PENDING,            # `polpo retry TASK`
+    (S.FAILED, T.REOPEN): S.PENDING,                  # its failed dependency was retried
+    **{(s, T.CANCEL): S.FAILED for s in _OPEN},
+    **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
+    **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task
 }
 
 TRIGGERS: Final = tuple(sorted({t for _, t in TRANSITIONS}))
@@ -44,12 +76,12 @@ class InvalidTransition(ValueError):
         self.trigger = trigger
 
 
-def next_state(state: str, trigger: str) -> str:
+def next_state(state: TaskStatus | str, trigger: Trigger | str) -> TaskStatus:
     try:
-        return TRANSITIONS[(state, trigger)]
-    except KeyError:
-        raise InvalidTransition(state, trigger) from None
+        return TRANSITIONS[(TaskStatus(state), Trigger(trigger))]
+    except (KeyError, ValueError):
+        raise InvalidTransition(str(state), str(trigger)) from None
 
 
 def is_terminal(state: str) -> bool:
-    return state in ("done", "failed")
+    return state in (TaskStatus.DONE, TaskStatus.FAILED)

@@ -8,333 +8,280 @@ agent), and each check result is stored as it completes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import orjson
 
 from polpo.agents.base import AgentRequest
-from polpo.assessment.pipeline import Verdict, assess
-from polpo.clock import iso
+from polpo.agents.prompts import build_prompt
+from polpo.agents.registry import AgentFactory, AgentSlot
+from polpo.assessment.feedback import feedback_text, first_line
+from polpo.assessment.pipeline import Assessor, Verdict, combine_scores
+from polpo.clock import Clock
+from polpo.config import Config
 from polpo.engine import policy
-from polpo.engine.engine import Engine, RunHandle
-from polpo.engine.model import Assessment, Attempt, Task
-from polpo.engine.prompts import build_prompt, feedback_text
-from polpo.events import catalog as E
+from polpo.engine.board import MissionBoard
+from polpo.engine.budget import budget, escalation, timeout_seconds
+from polpo.engine.commands import SLA_REASON
+from polpo.engine.handles import RunHandle
+from polpo.engine.lifecycle import Trigger
+from polpo.events.catalog import (
+    AgentFinished,
+    AgentSpawned,
+    AssessmentStarted,
+    EscalationTriggered,
+    TaskFix,
+    TaskMaxRetries,
+    TaskRetry,
+    TaskRetryBlocked,
+    TaskTimeout,
+)
 from polpo.llm.secrets import redact
+from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.status import AssessmentStatus, AttemptKind, AttemptStatus, StopReason, TaskStatus
+from polpo.store.protocol import Store
+from polpo.store.tx import Tx
 from polpo.tools.procs import process_start_ticks
 from polpo.workspace import diff, snapshot
 
 log = logging.getLogger("polpo.runner")
 
+__all__ = ["ATTEMPT_MARK", "MAX_SIBLINGS", "TaskRunner", "attempt_mark"]
+
 ATTEMPT_MARK = "POLPO_ATTEMPT_MARK"
+MAX_SIBLINGS = 50  # other tasks' titles and states an LLM agent is told about
 
 
-async def run_task(engine: Engine, task: Task, handle: RunHandle) -> None:
-    try:
+def attempt_mark(cfg: Config, attempt_id: str) -> str:
+    """The value of the marker variable every process of an attempt carries (found again after a crash)."""
+    return f"{cfg.state_dir}|{attempt_id}"
+
+
+class TaskRunner:
+    def __init__(self, *, cfg: Config, store: Store, clock: Clock, board: MissionBoard, agents: AgentFactory,
+                 slot_of: Callable[[Task], AgentSlot], assessor: Assessor) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.board = board
+        self.agents = agents
+        self.slot_of = slot_of
+        self.assessor = assessor
+
+    async def run(self, task: Task, handle: RunHandle) -> None:
         with anyio.CancelScope() as scope:
             handle.scope = scope
             if handle.stop_reason:
                 scope.cancel()
-            if task.status == "review":
-                await resume_assessment(engine, task, handle)
+            if task.status is TaskStatus.REVIEW:
+                await self._resume_assessment(task, handle)
             else:
-                await _attempt(engine, task, handle)
+                await self._attempt(task, handle)
         if handle.stop_reason:
-            with anyio.CancelScope(shield=True):
-                await _stopped(engine, task, handle)
-    finally:
-        engine.release(handle)
+            self._stopped(task, handle)
 
+    # -- one attempt ----------------------------------------------------------------------------------------
+    async def _attempt(self, task: Task, handle: RunHandle) -> None:
+        m = self.board.mission_of(task)
+        slot = self.slot_of(task)
+        n = task.attempts + 1
+        kind = task.next_kind
+        expectations = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
+        b = budget(task.spec, m.spec, self.cfg.defaults)
+        label = (f" {task.fix_attempts}/{b.max_fix_attempts}" if kind is AttemptKind.FIX
+                 else f" {task.retries}/{b.max_retries}" if kind is AttemptKind.RETRY else "")
+        prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
+                              mission_description=m.spec.description, expectations=expectations, kind=kind,
+                              feedback=task.feedback, attempt_label=label)
+        attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
+                          agent=task.agent, status=AttemptStatus.STARTING, started_at=self.clock.now(),
+                          prompt=prompt, model=task.model or slot.model)
+        task.attempts = n
+        handle.attempt = attempt
+        self.board.attempts[task.id] = attempt
+        tx = self.store.tx().attempt(attempt)
+        self.board.transition(tx, task, Trigger.DISPATCH, attempt=n, kind=kind, agent=task.agent)
+        await self.store.commit(tx)  # durable before the process exists
 
-def attempt_mark(engine: Engine, attempt_id: str) -> str:
-    return f"{engine.cfg.state_dir}|{attempt_id}"
+        before = await anyio.to_thread.run_sync(snapshot, m.workspace)
 
+        def on_start(pid: int | None) -> None:
+            attempt.pid = pid
+            attempt.pid_ticks = process_start_ticks(pid) if pid is not None else None
+            attempt.status = AttemptStatus.RUNNING
+            stx = self.store.tx().attempt(attempt)
+            self.board.transition(stx, task, Trigger.SPAWNED, attempt=n)
+            stx.event(AgentSpawned(agent_name=task.agent, attempt=n, pid=pid, kind=kind, model=attempt.model),
+                      mission_id=m.id, task_id=task.id)
+            self.store.submit(stx)
 
-async def _attempt(engine: Engine, task: Task, handle: RunHandle) -> None:
-    m = engine.missions[task.mission_id]
-    slot = engine.slot(task)
-    store = engine.store
-    n = task.attempts + 1
-    kind = task.next_kind
-    expectations = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
-    max_retries, max_fix = engine.budget(task)
-    label = (f" {task.fix_attempts}/{max_fix}" if kind == "fix" else f" {task.retries}/{max_retries}"
-             if kind == "retry" else "")
-    prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
-                          mission_description=m.spec.description, expectations=expectations, kind=kind,
-                          feedback=task.feedback, attempt_label=label)
-    attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
-                      agent=task.agent, status="starting", started_at=engine.clock.now(), prompt=prompt,
-                      model=task.model or slot.model)
-    task.attempts = n
-    handle.attempt = attempt
-    engine.attempts[task.id] = attempt
-    tx = store.tx().attempt(attempt)
-    engine.transition(tx, task, "dispatch", attempt=n, kind=kind, agent=task.agent)
-    await store.commit(tx)  # durable before the process exists
+        timeout = timeout_seconds(task.spec, slot.timeout)
+        request = AgentRequest(
+            task_id=task.id, mission_id=m.id, mission_name=m.name, attempt_id=attempt.id, attempt_number=n,
+            kind=kind, title=task.title, description=task.spec.description, prompt=prompt,
+            feedback=task.feedback, workspace=m.workspace, timeout=timeout, expectations=expectations,
+            env_marker=(ATTEMPT_MARK, attempt_mark(self.cfg, attempt.id)), mission_goal=m.spec.description or "",
+            siblings=_siblings(m, task) if slot.kind == "llm" else (),  # O(tasks): only for agents that read it
+            model=task.model)
+        if slot.kind == "llm":
+            on_start(None)  # no process of its own: the conversation starts now
+        result = await slot.agent.run(request, on_start=on_start)
 
-    before = await anyio.to_thread.run_sync(snapshot, m.workspace)
+        changes = diff(before, await anyio.to_thread.run_sync(snapshot, m.workspace))
+        attempt.status = AttemptStatus.FINISHED
+        attempt.exit_code = result.exit_code
+        attempt.signal = result.signal
+        attempt.timed_out = result.timed_out
+        attempt.error = redact(result.error) if result.error else None
+        attempt.stdout_tail = redact(result.stdout_tail)  # a command agent inherits the daemon's environment
+        attempt.stderr_tail = redact(result.stderr_tail)
+        attempt.stdout_bytes = result.stdout_bytes
+        attempt.stderr_bytes = result.stderr_bytes
+        attempt.duration = round(result.duration, 4)
+        attempt.files = changes.as_dict()
+        attempt.finished_at = self.clock.now()
+        attempt.model = result.model or attempt.model
+        attempt.outcomes = result.outcomes or None
+        attempt.tokens = result.tokens or None
+        attempt.cost = result.cost
+        attempt.transcript = result.transcript
+        tx = self.store.tx().attempt(attempt)
+        if result.transcript is not None:
+            tx.transcript(attempt.id, task.id, redact(orjson.dumps(result.transcript).decode()))
+        if task.status is TaskStatus.ASSIGNED:  # the process never started (spawn error)
+            self.board.transition(tx, task, Trigger.SPAWNED, attempt=n, error=result.error)
+        ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
+        tx.event(AgentFinished(agent_name=task.agent, attempt=n, exit_code=result.exit_code,
+                               duration=attempt.duration, timed_out=result.timed_out, error=attempt.error,
+                               files_changed=sum(len(v) for v in attempt.files.values())), **ids)
+        if result.timed_out:
+            tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
+        self.board.transition(tx, task, Trigger.FINISHED, attempt=n, exit_code=result.exit_code)
+        self.store.submit(tx)
+        await self._assess_and_decide(m, task, attempt, None)
 
-    def on_start(pid: int | None) -> None:
-        attempt.pid = pid
-        attempt.pid_ticks = process_start_ticks(pid) if pid is not None else None
-        attempt.status = "running"
-        stx = store.tx().attempt(attempt)
-        engine.transition(stx, task, "spawned", attempt=n)
-        stx.event(E.AGENT_SPAWNED, mission_id=m.id, task_id=task.id, agentName=task.agent, attempt=n,
-                  pid=pid, kind=kind, model=attempt.model)
-        store.submit(stx)
+    async def _resume_assessment(self, task: Task, handle: RunHandle) -> None:
+        """After a restart: the agent's result is stored; finish its assessment without re-running it."""
+        attempt = self.board.attempts[task.id]
+        handle.attempt = attempt
+        existing = await self.store.open_assessment(attempt.id)
+        await self._assess_and_decide(self.board.mission_of(task), task, attempt, existing)
 
-    siblings = _siblings(m, task) if slot.kind == "llm" else ()  # O(tasks): only for agents that read it
-    request = AgentRequest(
-        task_id=task.id, mission_id=m.id, mission_name=m.name, attempt_id=attempt.id, attempt_number=n,
-        kind=kind,  # type: ignore[arg-type]
-        title=task.title, description=task.spec.description, prompt=prompt, feedback=task.feedback,
-        workspace=m.workspace, timeout=engine.timeout_for(task), expectations=expectations,
-        env_marker=(ATTEMPT_MARK, attempt_mark(engine, attempt.id)), mission_goal=m.spec.description or "",
-        siblings=siblings, model=task.model)
-    if slot.kind == "llm":
-        on_start(None)  # no process of its own: the conversation starts now
-    result = await slot.agent.run(request, on_start=on_start)
+    # -- assessment and decision ----------------------------------------------------------------------------
+    async def _assess_and_decide(self, m: Mission, task: Task, attempt: Attempt,
+                                 existing: Assessment | None) -> None:
+        if existing is None:
+            existing = Assessment(id=f"{attempt.id}/1", attempt_id=attempt.id, task_id=task.id,
+                                  trigger=attempt.kind, status=AssessmentStatus.RUNNING, created_at=self.clock.now())
+            tx = self.store.tx().assessment(existing)
+            tx.event(AssessmentStarted(attempt=attempt.number, trigger=existing.trigger,
+                                       total=len(task.spec.expectations)), mission_id=m.id, task_id=task.id)
+            self.store.submit(tx)
+        verdict = await self.assessor.assess(m, task, attempt, existing)
+        if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
+            verdict = await self.assessor.judge_and_reassess(m, task, attempt, verdict)
+        self._decide(m, task, attempt, verdict)
 
-    after = await anyio.to_thread.run_sync(snapshot, m.workspace)
-    changes = diff(before, after)
-    now = engine.clock.now()
-    attempt.status = "finished"
-    attempt.exit_code = result.exit_code
-    attempt.signal = result.signal
-    attempt.timed_out = result.timed_out
-    attempt.error = redact(result.error) if result.error else None
-    attempt.stdout_tail = redact(result.stdout_tail)  # a command agent inherits the daemon's environment
-    attempt.stderr_tail = redact(result.stderr_tail)
-    attempt.stdout_bytes = result.stdout_bytes
-    attempt.stderr_bytes = result.stderr_bytes
-    attempt.duration = round(result.duration, 4)
-    attempt.files = changes.as_dict()
-    attempt.finished_at = now
-    attempt.model = result.model or attempt.model
-    attempt.outcomes = result.outcomes or None
-    attempt.tokens = result.tokens or None
-    attempt.cost = result.cost
-    attempt.transcript = result.transcript
-    tx = store.tx().attempt(attempt)
-    if result.transcript is not None:
-        tx.transcript(attempt.id, task.id, redact(orjson.dumps(result.transcript).decode()))
-    if task.status == "assigned":  # the process never started (spawn error)
-        engine.transition(tx, task, "spawned", attempt=n, error=result.error)
-    tx.event(E.AGENT_FINISHED, mission_id=m.id, task_id=task.id, agentName=task.agent, attempt=n,
-             exitCode=result.exit_code, duration=attempt.duration, timedOut=result.timed_out,
-             error=result.error, filesChanged=sum(len(v) for v in attempt.files.values()))
-    if result.timed_out:
-        tx.event(E.TASK_TIMEOUT, mission_id=m.id, task_id=task.id, elapsed=attempt.duration,
-                 timeout=engine.timeout_for(task))
-    engine.transition(tx, task, "finished", attempt=n, exitCode=result.exit_code)
-    store.submit(tx)
-    await _assess_and_decide(engine, task, attempt, None)
-
-
-async def resume_assessment(engine: Engine, task: Task, handle: RunHandle) -> None:
-    """After a restart: the agent's result is stored; finish its assessment without re-running it."""
-    attempt = engine.attempts[task.id]
-    handle.attempt = attempt
-    from polpo.engine.recovery import load_open_assessment
-
-    existing = await load_open_assessment(engine, attempt)
-    await _assess_and_decide(engine, task, attempt, existing)
-
-
-async def _assess_and_decide(engine: Engine, task: Task, attempt: Attempt,
-                             existing: Assessment | None) -> None:
-    m = engine.missions[task.mission_id]
-    store = engine.store
-    if existing is None:
-        existing = Assessment(id=f"{attempt.id}/1", attempt_id=attempt.id, task_id=task.id,
-                              trigger=attempt.kind, status="running", created_at=engine.clock.now())
-        tx = store.tx().assessment(existing)
-        tx.event(E.ASSESSMENT_STARTED, mission_id=m.id, task_id=task.id, attempt=attempt.number,
-                 trigger=existing.trigger, total=len(task.spec.expectations))
-        store.submit(tx)
-    verdict = await assess(engine, task, attempt, existing)
-    if not verdict.passed and attempt.agent_ok and not task.judge_used and _judge_enabled(engine, task):
-        verdict = await _judge_and_reassess(engine, task, attempt, verdict)
-
-    max_retries, max_fix = engine.budget(task)
-    counters = policy.Counters(task.retries, task.fix_attempts, task.escalation_level)
-    budget = policy.Budget(max_retries, max_fix)
-    escalation = engine.escalation_for(task)
-    decision = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
-                             budget=budget, side_effects=task.spec.side_effects, escalation=escalation)
-    if decision.action == "block":
-        underlying = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
-                                   budget=budget, escalation=escalation)
-        decision = underlying if underlying.action == "fail" else policy.Decision(
-            "block", underlying.counters, f"{decision.reason}; then {underlying.action}")
-        next_kind = underlying.action
-    else:
-        next_kind = decision.action
-    feedback = feedback_text(checks=verdict.checks, exit_code=attempt.exit_code, timed_out=attempt.timed_out,
-                             error=attempt.error, stderr_tail=attempt.stderr_tail)
-    attempt.verdict = "passed" if verdict.passed and attempt.agent_ok else "failed"
-    tx = store.tx().attempt(attempt)
-    ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
-    if decision.action == "done":
-        task.feedback = None
-        task.score = _latest_score(verdict)
-        engine.transition(tx, task, "pass", attempt=attempt.number)
-    elif decision.action in ("fix", "retry", "escalate", "block"):
-        task.retries, task.fix_attempts = decision.counters.retries, decision.counters.fix_attempts
-        task.escalation_level = decision.counters.level
-        task.next_kind = "retry" if next_kind == "escalate" else next_kind
-        if decision.target is not None:
-            _escalate(engine, tx, task, decision.target)
-        task.feedback = feedback
-        if next_kind == "fix":
-            task.total_fixes += 1
+    def _decide(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> None:
+        b = budget(task.spec, m.spec, self.cfg.defaults)
+        counters = policy.Counters(task.retries, task.fix_attempts, task.escalation_level)
+        ladder = escalation(task.spec, first_agent_is_llm=self._first_agent_is_llm(m, task))
+        decision = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters, budget=b,
+                                 side_effects=task.spec.side_effects, escalation=ladder)
         if decision.action == "block":
-            tx.event(E.TASK_RETRY_BLOCKED, **ids, reason=decision.reason)
-            engine.transition(tx, task, "block", decision.reason)
-        elif next_kind == "fix":
-            tx.event(E.TASK_FIX, **ids, attempt=task.fix_attempts, maxFix=max_fix)
-            engine.transition(tx, task, "fix", _first_line(feedback))
-        elif next_kind == "escalate":
-            tx.event(E.TASK_MAX_RETRIES, **ids, retries=task.retries, maxRetries=max_retries, escalating=True)
-            engine.transition(tx, task, "escalate", decision.reason)
+            underlying = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
+                                       budget=b, escalation=ladder)
+            decision = underlying if underlying.action == "fail" else policy.Decision(
+                "block", underlying.counters, f"{decision.reason}; then {underlying.action}")
+            next_kind = underlying.action
         else:
-            tx.event(E.TASK_RETRY, **ids, attempt=task.retries, maxRetries=max_retries)
-            engine.transition(tx, task, "retry", _first_line(feedback))
-    else:
-        task.feedback = feedback
-        tx.event(E.TASK_MAX_RETRIES, **ids, retries=task.retries, maxRetries=max_retries)
-        engine.transition(tx, task, "exhausted", f"{decision.reason}: {_first_line(feedback)}")
-    store.submit(tx)
-    engine.after_change(task)
+            next_kind = decision.action
+        feedback = feedback_text(checks=verdict.checks, exit_code=attempt.exit_code, timed_out=attempt.timed_out,
+                                 error=attempt.error, stderr_tail=attempt.stderr_tail)
+        failed_check = next((f"{c['type']} {c['label']}" for c in verdict.checks if not c["passed"]), None)
+        attempt.verdict = "passed" if verdict.passed and attempt.agent_ok else "failed"
+        tx = self.store.tx().attempt(attempt)
+        ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
+        if decision.action == "done":
+            task.feedback = None
+            task.score = combine_scores(verdict.checks)[0]
+            self.board.transition(tx, task, Trigger.PASS, attempt=attempt.number)
+        elif decision.action in ("fix", "retry", "escalate", "block"):
+            task.retries, task.fix_attempts = decision.counters.retries, decision.counters.fix_attempts
+            task.escalation_level = decision.counters.level
+            task.next_kind = AttemptKind.RETRY if next_kind == "escalate" else AttemptKind(next_kind)
+            if decision.target is not None:
+                self._escalate(tx, task, decision.target)
+            task.feedback = feedback
+            if next_kind == "fix":
+                task.total_fixes += 1
+            if decision.action == "block":
+                tx.event(TaskRetryBlocked(reason=decision.reason), **ids)
+                self.board.transition(tx, task, Trigger.BLOCK, decision.reason)
+            elif next_kind == "fix":
+                tx.event(TaskFix(attempt=task.fix_attempts, max_fix=b.max_fix_attempts, check=failed_check), **ids)
+                self.board.transition(tx, task, Trigger.FIX, first_line(feedback))
+            elif next_kind == "escalate":
+                tx.event(TaskMaxRetries(retries=task.retries, max_retries=b.max_retries, escalating=True), **ids)
+                self.board.transition(tx, task, Trigger.ESCALATE, decision.reason)
+            else:
+                tx.event(TaskRetry(attempt=task.retries, max_retries=b.max_retries, check=failed_check), **ids)
+                self.board.transition(tx, task, Trigger.RETRY, first_line(feedback))
+        else:
+            task.feedback = feedback
+            tx.event(TaskMaxRetries(retries=task.retries, max_retries=b.max_retries), **ids)
+            self.board.transition(tx, task, Trigger.EXHAUSTED, f"{decision.reason}: {first_line(feedback)}")
+        self.store.submit(tx)
+        self.board.after_change(task)
+
+    def _first_agent_is_llm(self, m: Mission, task: Task) -> bool:
+        if task.spec.retry_policy is None:
+            return False
+        first = task.spec.assign_to or self.agents.default_agent(m.spec) or task.agent
+        return self.agents.is_llm(m.id, m.spec, first)
+
+    def _escalate(self, tx: Tx, task: Task, target: policy.Target) -> None:
+        """Switch the task to a stronger model or its fallback agent; the next attempt records which ran it."""
+        if target.kind == "model":
+            task.model = target.value
+        else:
+            task.agent = target.value
+            task.model = None
+        tx.event(EscalationTriggered(level=task.escalation_level, handler=target.kind, target=target.value,
+                                     agent=task.agent, model=task.model),
+                 mission_id=task.mission_id, task_id=task.id)
+
+    # -- stopped from outside -------------------------------------------------------------------------------
+    def _stopped(self, task: Task, handle: RunHandle) -> None:
+        """The run was stopped: a mission cancel, an SLA failure, or the daemon shutting down."""
+        tx = self.store.tx()
+        attempt = handle.attempt
+        if attempt is not None and attempt.status.live:
+            attempt.status = AttemptStatus.INTERRUPTED
+            attempt.finished_at = self.clock.now()
+            attempt.error = f"interrupted ({handle.stop_reason})"
+            tx.attempt(attempt)
+        if handle.stop_reason in (StopReason.SLA, StopReason.CANCEL) and not task.terminal:
+            trigger, why = ((Trigger.SLA_FAIL, SLA_REASON) if handle.stop_reason is StopReason.SLA
+                            else (Trigger.CANCEL, "mission cancelled"))
+            self.board.transition(tx, task, trigger, why)
+            self.store.submit(tx)
+            self.board.after_change(task)
+            return
+        if handle.stop_reason is StopReason.SHUTDOWN and task.status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS):
+            self.board.transition(tx, task, Trigger.INTERRUPTED,
+                                  "daemon shutting down; the attempt runs again on restart")
+        self.store.submit(tx)
 
 
-MAX_SIBLINGS = 50
-
-
-def _siblings(m: Any, task: Task) -> tuple[tuple[str, str], ...]:
+def _siblings(m: Mission, task: Task) -> tuple[tuple[str, str], ...]:
     """(title, status) of the mission's other tasks for an LLM agent's prompt, at most MAX_SIBLINGS of them."""
     out = []
     for t in m.tasks.values():
         if t.id != task.id:
-            out.append((t.title, t.status))
+            out.append((t.title, str(t.status)))
             if len(out) >= MAX_SIBLINGS:
                 break
     return tuple(out)
-
-
-def _latest_score(verdict: Verdict) -> float | None:
-    from polpo.assessment.pipeline import combine_scores
-
-    return combine_scores(verdict.checks)[0]
-
-
-def _judge_enabled(engine: Engine, task: Task) -> bool:
-    from polpo.assessment.llm_review import judge_settings
-
-    setting = engine.missions[task.mission_id].spec.settings.auto_correct_expectations
-    return engine.cfg.judge.correct_expectations and setting is not False and bool(judge_settings(engine.cfg))
-
-
-async def _judge_and_reassess(engine: Engine, task: Task, attempt: Attempt, verdict: Verdict) -> Verdict:
-    """Once per task, on its first failure after a clean exit: are the expectations wrong, or the work?
-
-    The judge may correct a command, a path or (within limits) a review threshold; the mission file's
-    expectations are kept, the corrected set is stored on the task, and the attempt is assessed again.
-    """
-    from polpo.assessment.llm_review import judge_settings
-    from polpo.assessment.review.judge import judge_expectations
-
-    store = engine.store
-    ids: dict[str, Any] = {"mission_id": task.mission_id, "task_id": task.id}
-    task.judge_used = True
-    await store.commit(store.tx().task(task))  # at most once, even across a crash
-    current = task.expectations or [
-        e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
-    failed = [{k: c.get(k) for k in ("index", "type", "label", "message", "details", "globalScore")}
-              for c in verdict.checks if not c["passed"]]
-    output = "\n".join(x for x in (attempt.stdout_tail[-3000:], attempt.stderr_tail[-1500:]) if x.strip())
-    judge = judge_settings(engine.cfg)[0]
-    result = await judge_expectations(engine.agents.llm, judge, title=task.title,
-                                      description=task.spec.description, agent_output=output, failed=failed,
-                                      expectations=current, floor=engine.cfg.judge.threshold_floor,
-                                      files_changed=_changed_files(attempt))
-    tx = store.tx().review((f"{attempt.id}/judge", -1, 0, task.id, judge.model, int(result.error is None),
-                            orjson.dumps(result.to_json()).decode(), iso(engine.clock.now())))
-    if not result.changed:
-        tx.event(E.ASSESSMENT_JUDGED, **ids, changed=False, verdicts=result.verdicts, error=result.error)
-        store.submit(tx)
-        return verdict
-    task.expectations = result.expectations
-    tx.task(task)
-    tx.event(E.ASSESSMENT_CORRECTED, **ids, taskId=task.id, corrections=[c.to_json() for c in result.applied],
-             rejected=[r.to_json() for r in result.rejected])
-    again = Assessment(id=f"{attempt.id}/2", attempt_id=attempt.id, task_id=task.id, trigger="judge",
-                       status="running", created_at=engine.clock.now())
-    tx.assessment(again)
-    tx.event(E.ASSESSMENT_STARTED, **ids, attempt=attempt.number, trigger="judge", total=len(current))
-    store.submit(tx)
-    return await assess(engine, task, attempt, again)
-
-
-def _changed_files(attempt: Attempt) -> list[str]:
-    files = attempt.files or {}
-    return sorted({*files.get("created", []), *files.get("modified", [])})
-
-
-def _escalate(engine: Engine, tx: Any, task: Task, target: policy.Target) -> None:
-    """Switch the task to a stronger model or its fallback agent; the next attempt records which ran it."""
-    if target.kind == "model":
-        task.model = target.value
-    else:
-        task.agent = target.value
-        task.model = None
-    tx.event(E.ESCALATION_TRIGGERED, mission_id=task.mission_id, task_id=task.id, level=task.escalation_level,
-             handler=target.kind, target=target.value, agent=task.agent, model=task.model)
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip() and not line.strip().endswith(":"):
-            return line.strip()[:300]
-    return text.strip()[:300]
-
-
-async def _stopped(engine: Engine, task: Task, handle: RunHandle) -> None:
-    """The run was cancelled from outside: a mission cancel, or the daemon shutting down."""
-    store = engine.store
-    tx = store.tx()
-    attempt = handle.attempt
-    if attempt is not None and attempt.status in ("starting", "running"):
-        attempt.status = "interrupted"
-        attempt.finished_at = engine.clock.now()
-        attempt.error = f"interrupted ({handle.stop_reason})"
-        tx.attempt(attempt)
-    if handle.stop_reason == "sla" and not task.terminal:
-        from polpo.engine.sla import SLA_REASON
-
-        engine.transition(tx, task, "sla_fail", SLA_REASON)
-        store.submit(tx)
-        engine.after_change(task)
-        return
-    if handle.stop_reason == "cancel":
-        if not task.terminal:
-            engine.transition(tx, task, "cancel", "mission cancelled")
-            store.submit(tx)
-            engine.after_change(task)
-            return
-    elif task.status in ("assigned", "in_progress"):
-        engine.transition(tx, task, "interrupted", "daemon shutting down; the attempt runs again on restart")
-    store.submit(tx)
-
-
-def check_row(assessment_id: str, idx: int, task_id: str, c: dict[str, Any], ts: str) -> tuple[Any, ...]:
-    scores = ({"globalScore": c["globalScore"], "scores": c.get("scores") or []}
-              if c.get("globalScore") is not None else None)
-    return (assessment_id, idx, task_id, c["type"], c["label"], int(c["passed"]), c["message"],
-            c.get("details"), c["duration"], ts, orjson.dumps(scores).decode() if scores else None)
-
-
-__all__ = ["ATTEMPT_MARK", "check_row", "iso", "run_task"]

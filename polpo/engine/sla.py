@@ -12,35 +12,38 @@ on time; finishing late records ``sla:violated`` then, if the monitor had not al
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from polpo.clock import iso
-from polpo.events import catalog as E
+from polpo.config import SlaSettings
+from polpo.engine.board import MissionBoard
+from polpo.events.catalog import Payload, SlaMet, SlaViolated, SlaWarning
+from polpo.model.records import Mission, Task
+from polpo.model.status import MissionStatus, TaskStatus
 from polpo.sla.deadlines import Mark, completion_mark, resolve_deadline, sla_status
-
-if TYPE_CHECKING:
-    from polpo.engine.engine import Engine
-    from polpo.engine.model import Mission, Task
-    from polpo.store.sqlite import Tx
+from polpo.store.protocol import Store
+from polpo.store.tx import Tx
 
 log = logging.getLogger("polpo.sla")
 
-SLA_REASON = "SLA violated: deadline passed"
+__all__ = ["SlaKeeper", "extra_channels"]
 
 
 class SlaKeeper:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, sla: SlaSettings, store: Store, board: MissionBoard, fail: Callable[[Task], None]) -> None:
+        self.sla = sla
+        self.store = store
+        self.board = board
+        self.fail = fail  # violation_action = "fail": fail the task through the state machine
         self.marks: dict[str, set[str]] = {}  # entity id → kinds already emitted
 
     async def load(self, mission_ids: list[str]) -> None:
         for mid in mission_ids:
-            for r in await self.engine.store.fetchall(
-                    "SELECT entity_id, kind FROM sla_marks WHERE mission_id = ?", (mid,)):
-                self.marks.setdefault(r["entity_id"], set()).add(r["kind"])
+            for entity_id, kind in await self.store.sla_marks(mid):
+                self.marks.setdefault(entity_id, set()).add(kind)
 
     def _deadline(self, m: Mission, value: Any) -> datetime | None:
         if value is None:
@@ -52,16 +55,14 @@ class SlaKeeper:
 
     async def check(self, now: datetime) -> None:
         """One monitor tick: warnings and violations for every open entity with a deadline."""
-        engine = self.engine
-        sla = engine.cfg.sla
-        tx = engine.store.tx()
+        tx = self.store.tx()
         violated: list[Task] = []
-        for m in list(engine.missions.values()):
-            if m.status != "running":
+        for m in list(self.board.missions.values()):
+            if m.status is not MissionStatus.RUNNING:
                 continue
             deadline = self._deadline(m, m.spec.deadline)
             if deadline is not None:
-                for mark in sla_status(now, m.created_at, deadline, sla.warning_threshold,
+                for mark in sla_status(now, m.created_at, deadline, self.sla.warning_threshold,
                                        self.marks.get(m.id, set()), entity_id=m.id, entity_type="mission"):
                     self._record(tx, m, None, mark, now)
                     if mark.kind == "violated":
@@ -72,26 +73,25 @@ class SlaKeeper:
                 deadline = self._deadline(m, t.spec.deadline)
                 if deadline is None:
                     continue
-                for mark in sla_status(now, m.created_at, deadline, sla.warning_threshold,
+                for mark in sla_status(now, m.created_at, deadline, self.sla.warning_threshold,
                                        self.marks.get(t.id, set()), entity_id=t.id, entity_type="task"):
                     self._record(tx, m, t, mark, now)
                     if mark.kind == "violated":
                         violated.append(t)
-        engine.store.submit(tx)
-        if sla.violation_action == "fail":
+        self.store.submit(tx)
+        if self.sla.violation_action == "fail":
             for t in dict.fromkeys(violated):
-                self.engine.fail_for_sla(t)
+                self.fail(t)
 
     def _record(self, tx: Tx, m: Mission, t: Task | None, mark: Mark, now: datetime) -> None:
         entity = t.id if t is not None else m.id
         self.marks.setdefault(entity, set()).add(mark.kind)
         kind = "task" if t is not None else "mission"
-        tx.sla_mark((entity, mark.kind, kind, m.id, orjson.dumps(mark.data).decode(), iso(now)))
-        tx.event(mark.event, mission_id=m.id, task_id=t.id if t is not None else None, **mark.data)
+        tx.sla_mark(entity, mark.kind, kind, m.id, orjson.dumps(mark.data).decode(), now)
+        tx.event(_payload(mark), mission_id=m.id, task_id=t.id if t is not None else None)
 
-    def on_task_terminal(self, tx: Tx, t: Task) -> None:
-        m = self.engine.missions.get(t.mission_id)
-        if m is None or t.status != "done" or t.finished_at is None:
+    def on_task_terminal(self, tx: Tx, t: Task, m: Mission) -> None:
+        if t.status is not TaskStatus.DONE or t.finished_at is None:
             return
         deadline = self._deadline(m, t.spec.deadline)
         if deadline is None:
@@ -103,7 +103,7 @@ class SlaKeeper:
 
     def on_mission_complete(self, tx: Tx, m: Mission) -> None:
         deadline = self._deadline(m, m.spec.deadline)
-        if deadline is None or m.status != "completed" or m.finished_at is None:
+        if deadline is None or m.status is not MissionStatus.COMPLETED or m.finished_at is None:
             return
         mark = completion_mark(m.finished_at, deadline, entity_id=m.id, entity_type="mission",
                                already=self.marks.get(m.id, set()))
@@ -111,10 +111,20 @@ class SlaKeeper:
             self._record(tx, m, None, mark, m.finished_at)
 
 
-def extra_channels(cfg_sla: Any, event: str) -> list[str]:
+def _payload(mark: Mark) -> Payload:
+    d = mark.data
+    head: dict[str, Any] = {"entity_id": d["entityId"], "entity_type": d["entityType"], "deadline": d["deadline"]}
+    if mark.kind == "warning":
+        return SlaWarning(**head, elapsed=d["elapsed"], remaining=d["remaining"], percent_used=d["percentUsed"])
+    if mark.kind == "violated":
+        return SlaViolated(**head, overdue_ms=d["overdueMs"])
+    return SlaMet(**head, margin_ms=d["marginMs"])
+
+
+def extra_channels(cfg_sla: SlaSettings, event: str) -> list[str]:
     """The SLA's own channels for an SLA event (on top of the notify rules)."""
-    if event == E.SLA_WARNING:
+    if event == SlaWarning.NAME:
         return list(cfg_sla.warning_channels)
-    if event in (E.SLA_VIOLATED, E.SLA_MET):
+    if event in (SlaViolated.NAME, SlaMet.NAME):
         return list(cfg_sla.violation_channels)
     return []

@@ -1,54 +1,348 @@
-"""Event names and the event record.
+"""The event catalog: one payload type per event, and the event record as persisted and logged.
 
 Names follow Polpo's catalog where Polpo has one (``task:transition``, ``assessment:complete`` …), so
 notification rules written for Polpo keep working; ``mission:accepted`` / ``mission:rejected`` are ours,
 because Polpo has no watched folder.
+
+A payload is a frozen dataclass with snake_case fields; :mod:`polpo.events.pipeline` turns it into the
+camelCase ``data`` object once, when the store stamps the event. A field whose default is ``None`` is left out
+of ``data`` while it is ``None``; every other field is always present (``null`` included).
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
-MISSION_ACCEPTED = "mission:accepted"
-MISSION_REJECTED = "mission:rejected"
-MISSION_COMPLETED = "mission:completed"
-MISSION_CANCELLED = "mission:cancelled"
-MISSION_RESUMED = "mission:resumed"
-TASK_CREATED = "task:created"
-TASK_TRANSITION = "task:transition"
-TASK_RECOVERED = "task:recovered"
-TASK_TIMEOUT = "task:timeout"
-TASK_FIX = "task:fix"
-TASK_RETRY = "task:retry"
-TASK_RETRY_BLOCKED = "task:retry:blocked"
-TASK_MAX_RETRIES = "task:maxRetries"
-AGENT_SPAWNED = "agent:spawned"
-AGENT_FINISHED = "agent:finished"
-ASSESSMENT_STARTED = "assessment:started"
-ASSESSMENT_CHECK_STARTED = "assessment:check:started"
-ASSESSMENT_CHECK_COMPLETE = "assessment:check:complete"
-ASSESSMENT_COMPLETE = "assessment:complete"
-ASSESSMENT_CORRECTED = "assessment:corrected"
-ASSESSMENT_JUDGED = "assessment:judged"
-ESCALATION_TRIGGERED = "escalation:triggered"
-TASK_APPROVED = "task:approved"
-QUALITY_GATE_PASSED = "quality:gate:passed"
-QUALITY_GATE_FAILED = "quality:gate:failed"
-QUALITY_THRESHOLD_FAILED = "quality:threshold:failed"
-SLA_WARNING = "sla:warning"
-SLA_VIOLATED = "sla:violated"
-SLA_MET = "sla:met"
-NOTIFICATION_SENT = "notification:sent"
-NOTIFICATION_FAILED = "notification:failed"
-ORCHESTRATOR_STARTED = "orchestrator:started"
-ORCHESTRATOR_SHUTDOWN = "orchestrator:shutdown"
-COMMAND_REFUSED = "command:refused"
+__all__ = ["ALL_EVENTS", "PAYLOADS", "Event", "Payload", "matches"]
 
-ALL_EVENTS: tuple[str, ...] = tuple(
-    v for k, v in sorted(globals().items()) if k.isupper() and isinstance(v, str) and ":" in v
-)
+
+class Payload:
+    """Base of every event payload; ``NAME`` is the event's name."""
+
+    __slots__ = ()
+    NAME: ClassVar[str]
+
+
+P = TypeVar("P", bound=Payload)
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def _event(name: str) -> Callable[[type[P]], type[P]]:
+    """Class decorator: a frozen keyword-only payload dataclass registered under ``name``."""
+
+    def wrap(cls: type[P]) -> type[P]:
+        cls.NAME = name
+        out = dataclass(frozen=True, slots=True, kw_only=True)(cls)
+        PAYLOADS[name] = out
+        return out
+
+    return wrap
+
+
+PAYLOADS: dict[str, type[Payload]] = {}
+
+# ------------------------------------------------------------------------------------------------ missions
+
+
+@_event("mission:accepted")
+class MissionAccepted(Payload):
+    name: str
+    file: str
+    hash: str
+    run: int
+    task_count: int
+    workspace: str
+    warnings: list[str]
+
+
+@_event("mission:rejected")
+class MissionRejected(Payload):
+    file: str
+    hash: str
+    reason: str  # invalid | still running | internal error
+    errors: list[dict[str, str]]  # [{path, message}]
+    lines: list[str]  # "FILE: $.path: reason", as `polpo validate` prints them
+    more: int | None = None  # problems left out of errors/lines
+
+
+@_event("mission:completed")
+class MissionCompleted(Payload):
+    outcome: str  # completed | failed | cancelled
+    all_passed: bool
+    report: dict[str, Any]
+
+
+@_event("mission:cancelled")
+class MissionCancelled(Payload):
+    by: str
+
+
+@_event("mission:resumed")
+class MissionResumed(Payload):
+    by: str
+    task_id: str
+
+
+# --------------------------------------------------------------------------------------------------- tasks
+
+
+@_event("task:created")
+class TaskCreated(Payload):
+    title: str
+    agent: str
+    depends_on: list[str]
+    priority: float
+
+
+@_event("task:transition")
+class TaskTransition(Payload):
+    from_: str
+    to: str
+    trigger: str
+    reason: str | None = None
+    attempt: int | None = None
+    kind: str | None = None
+    agent: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+
+@_event("task:recovered")
+class TaskRecovered(Payload):
+    previous_status: str
+    attempt: int | None
+    action: str
+    interruptions: int | None = None
+
+
+@_event("task:timeout")
+class TaskTimeout(Payload):
+    elapsed: float | None
+    timeout: float | None
+
+
+@_event("task:fix")
+class TaskFix(Payload):
+    attempt: int
+    max_fix: int
+    check: str | None = None  # the first failed check, "type label"
+
+
+@_event("task:retry")
+class TaskRetry(Payload):
+    attempt: int
+    max_retries: int
+    manual: bool | None = None
+    reason: str | None = None
+    check: str | None = None
+
+
+@_event("task:retry:blocked")
+class TaskRetryBlocked(Payload):
+    reason: str
+
+
+@_event("task:maxRetries")
+class TaskMaxRetries(Payload):
+    retries: int
+    max_retries: int
+    escalating: bool | None = None
+
+
+@_event("task:approved")
+class TaskApproved(Payload):
+    next: str
+
+
+@_event("task:error")
+class TaskError(Payload):
+    """A bug in polpo while handling this task: the task failed with this error; the daemon went on."""
+
+    error: str
+    where: str
+
+
+# -------------------------------------------------------------------------------------------------- agents
+
+
+@_event("agent:spawned")
+class AgentSpawned(Payload):
+    agent_name: str
+    attempt: int
+    pid: int | None
+    kind: str
+    model: str | None
+
+
+@_event("agent:finished")
+class AgentFinished(Payload):
+    agent_name: str
+    attempt: int
+    exit_code: int | None
+    duration: float | None
+    timed_out: bool
+    error: str | None
+    files_changed: int
+
+
+@_event("escalation:triggered")
+class EscalationTriggered(Payload):
+    level: int
+    handler: str
+    target: str
+    agent: str
+    model: str | None
+
+
+# ---------------------------------------------------------------------------------------------- assessment
+
+
+@_event("assessment:started")
+class AssessmentStarted(Payload):
+    attempt: int
+    trigger: str
+    total: int
+
+
+@_event("assessment:check:started")
+class CheckStarted(Payload):
+    index: int
+    total: int
+    type: str
+    label: str
+
+
+@_event("assessment:check:complete")
+class CheckComplete(Payload):
+    index: int
+    total: int
+    type: str
+    label: str
+    passed: bool
+    message: str
+    global_score: float | None = None
+    scores: list[dict[str, Any]] | None = None
+
+
+@_event("assessment:complete")
+class AssessmentComplete(Payload):
+    attempt: int
+    trigger: str
+    passed: bool
+    checks_passed: bool
+    message: str
+    global_score: float | None
+    scores: list[dict[str, Any]] | None
+
+
+@_event("assessment:corrected")
+class AssessmentCorrected(Payload):
+    task_id: str
+    corrections: list[dict[str, Any]]
+    rejected: list[dict[str, Any]]
+
+
+@_event("assessment:judged")
+class AssessmentJudged(Payload):
+    changed: bool
+    verdicts: list[dict[str, Any]]
+    error: str | None
+
+
+# ------------------------------------------------------------------------------------------------- quality
+
+
+@_event("quality:gate:passed")
+class GatePassed(Payload):
+    mission_id: str
+    gate_name: str
+    notify_channels: list[str] | None = None
+    avg_score: float | None = None
+
+
+@_event("quality:gate:failed")
+class GateFailed(Payload):
+    mission_id: str
+    gate_name: str
+    reason: str
+    notify_channels: list[str] | None = None
+    avg_score: float | None = None
+
+
+@_event("quality:threshold:failed")
+class ThresholdFailed(Payload):
+    avg_score: float
+    threshold: float
+
+
+# ------------------------------------------------------------------------------------------------------ SLA
+
+
+@_event("sla:warning")
+class SlaWarning(Payload):
+    entity_id: str
+    entity_type: str
+    deadline: str
+    elapsed: int  # ms
+    remaining: int  # ms
+    percent_used: float  # a 0–1 fraction (Polpo's name and unit)
+
+
+@_event("sla:violated")
+class SlaViolated(Payload):
+    entity_id: str
+    entity_type: str
+    deadline: str
+    overdue_ms: int
+
+
+@_event("sla:met")
+class SlaMet(Payload):
+    entity_id: str
+    entity_type: str
+    deadline: str
+    margin_ms: int
+
+
+# ------------------------------------------------------------------------------------------ notifications
+
+
+@_event("notification:sent")
+class NotificationSent(Payload):
+    channel: str
+    event: str
+
+
+@_event("notification:failed")
+class NotificationFailed(Payload):
+    channel: str
+    event: str
+    error: str
+
+
+# --------------------------------------------------------------------------------------------------- daemon
+
+
+@_event("orchestrator:started")
+class OrchestratorStarted(Payload):
+    version: str
+    pid: int
+    missions_dir: str
+    state_dir: str
+    agents: list[str]
+    resumed_missions: int
+
+
+@_event("orchestrator:shutdown")
+class OrchestratorShutdown(Payload):
+    pid: int
+    unfinished_missions: int
+
+
+ALL_EVENTS: tuple[str, ...] = tuple(sorted(PAYLOADS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,74 +1,231 @@
-"""One readable line per event, for ``polpo tail`` and the daemon's console."""
+"""The one way an event is told to a person: the daemon's console, ``polpo tail`` and notifications.
+
+Works on the event's JSON form (``{"event", "data", "missionId", "taskId", "ts"}``), so it renders a line of
+``events.jsonl`` and a live event alike. Every value taken from the event is made terminal-safe first: a
+newline, an escape sequence or another control character in a title or a message is shown escaped, so a
+mission file can neither clear a terminal nor forge a second log line.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
+__all__ = ["headline", "render", "safe", "summary"]
 
-def _short_ts(ts: str) -> str:
-    return ts[11:23] if len(ts) >= 23 else ts
+Data = Mapping[str, Any]
+Ev = Mapping[str, Any]
 
-
-def summary(ev: Mapping[str, Any]) -> str:
-    name = ev.get("event", "?")
-    d: Mapping[str, Any] = ev.get("data") or {}
-    match name:
-        case "mission:accepted":
-            s = f"{d.get('taskCount')} task(s) from {d.get('file')}"
-            if d.get("warnings"):
-                s += f" ({len(d['warnings'])} warning(s): {'; '.join(d['warnings'][:3])})"
-            return s
-        case "mission:rejected":
-            lines = d.get("lines") or []
-            return f"{d.get('file')}: {len(lines)} problem(s)\n" + "\n".join(f"    {ln}" for ln in lines)
-        case "mission:completed":
-            rep = d.get("report") or {}
-            return f"{d.get('outcome')}: {rep.get('summary', '')} in {rep.get('durationSeconds', '?')} s"
-        case "task:transition":
-            s = f"{d.get('from')} → {d.get('to')}"
-            return s + (f" ({d['reason']})" if d.get("reason") else "")
-        case "agent:spawned":
-            how = f"pid {d.get('pid')}" if d.get("pid") is not None else f"model {d.get('model')}"
-            return f"agent {d.get('agentName')} started (attempt {d.get('attempt')}, {d.get('kind')}, {how})"
-        case "agent:finished":
-            extra = " timed out" if d.get("timedOut") else ""
-            extra += f" error: {d['error']}" if d.get("error") else ""
-            return f"agent {d.get('agentName')} exited {d.get('exitCode')} after {d.get('duration')} s{extra}"
-        case "assessment:check:complete":
-            mark = "pass" if d.get("passed") else "FAIL"
-            return f"[{mark}] {d.get('type')} {d.get('label')}: {d.get('message')}"
-        case "assessment:complete":
-            score = f" (score {d['globalScore']:.2f})" if isinstance(d.get("globalScore"), int | float) else ""
-            trigger = f" [{d['trigger']}]" if d.get("trigger") not in (None, "initial") else ""
-            return ("passed" if d.get("passed") else "failed") + f"{score}{trigger}: {d.get('message')}"
-        case "assessment:corrected":
-            fixes = "; ".join(f"#{c.get('index')} {c.get('field')}: {c.get('old')!r} → {c.get('new')!r}"
-                              for c in d.get("corrections") or [])
-            return f"expectation judge corrected {fixes}"
-        case "escalation:triggered":
-            return f"escalated (level {d.get('level')}) to {d.get('handler')} {d.get('target')}"
-        case "sla:warning":
-            return f"{d.get('entityType')} at {d.get('percentUsed')}% of its deadline {d.get('deadline')}"
-        case "sla:violated":
-            return f"{d.get('entityType')} missed its deadline {d.get('deadline')} by {d.get('overdueMs')} ms"
-        case "sla:met":
-            return f"{d.get('entityType')} met its deadline {d.get('deadline')} ({d.get('marginMs')} ms to spare)"
-        case "quality:threshold:failed":
-            return f"average score {d.get('avgScore')} below the mission threshold {d.get('threshold')}"
-        case "task:fix":
-            return f"fix attempt {d.get('attempt')}/{d.get('maxFix')}"
-        case "task:retry":
-            return f"retry {d.get('attempt')}/{d.get('maxRetries')}" + (" (manual)" if d.get("manual") else "")
-        case "task:maxRetries":
-            return f"retries exhausted ({d.get('retries')}/{d.get('maxRetries')})"
-        case "quality:gate:passed" | "quality:gate:failed":
-            return f"gate {d.get('gateName')}" + (f": {d['reason']}" if d.get("reason") else "")
-        case _:
-            keep = {k: v for k, v in d.items() if not isinstance(v, dict | list) or len(str(v)) < 80}
-            return " ".join(f"{k}={v}" for k, v in keep.items())
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def render(ev: Mapping[str, Any]) -> str:
-    who = ev.get("taskId") or ev.get("missionId") or "-"
-    return f"{_short_ts(str(ev.get('ts', '')))}  {ev.get('event', '?'):<26} {who:<20} {summary(ev)}"
+def safe(value: Any) -> str:
+    """``str(value)`` with control characters escaped (``\\n``, ``\\x1b`` …)."""
+    text = str(value)
+    return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    if c in _NAMED:
+        return _NAMED[c]
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def _num(v: Any, fmt: str = ".2f") -> str:
+    return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "n/a"
+
+
+def _dur_ms(ms: Any) -> str:
+    """Milliseconds as a person reads them: 450 ms, 12s, 3m 5s, 2h 10m."""
+    if not isinstance(ms, int | float):
+        return "?"
+    s = abs(ms) / 1000
+    if s < 1:
+        return f"{abs(ms):.0f} ms"
+    if s < 60:
+        return f"{s:.0f}s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m {s}s" if s else f"{m}m"
+    h, m = divmod(m, 60)
+    return f"{h}h {m}m" if m else f"{h}h"
+
+
+def _entity(d: Data) -> str:
+    return f"{safe(d.get('entityType', 'entity'))} {safe(d.get('entityId', '?'))}"
+
+
+# ----------------------------------------------------------------------------------------------- per event
+
+
+def _accepted(d: Data) -> str:
+    s = f"{d.get('taskCount')} task(s) from {safe(d.get('file'))}"
+    warnings = d.get("warnings") or []
+    if warnings:
+        s += f" ({len(warnings)} warning(s): {'; '.join(safe(w) for w in warnings[:3])})"
+    return s
+
+
+def _rejected(d: Data) -> str:
+    lines = d.get("lines") or []
+    more = d.get("more") or 0
+    head = f"{safe(d.get('file'))}: {len(lines) + more} problem(s)"
+    body = "".join(f"\n    {safe(ln)}" for ln in lines)
+    return head + body + (f"\n    … and {more} more" if more else "")
+
+
+def _completed(d: Data) -> str:
+    rep = d.get("report") or {}
+    s = f"{safe(d.get('outcome'))}: {safe(rep.get('summary', ''))} in {rep.get('durationSeconds', '?')} s"
+    avg = (rep.get("quality") or {}).get("average")
+    return s + (f"; quality {_num(avg)}" if avg is not None else "")
+
+
+def _transition(d: Data) -> str:
+    s = f"{safe(d.get('from'))} → {safe(d.get('to'))}"
+    return s + (f" ({safe(d['reason'])})" if d.get("reason") else "")
+
+
+def _spawned(d: Data) -> str:
+    how = f"pid {d.get('pid')}" if d.get("pid") is not None else f"model {safe(d.get('model'))}"
+    return f"agent {safe(d.get('agentName'))} started (attempt {d.get('attempt')}, {safe(d.get('kind'))}, {how})"
+
+
+def _finished(d: Data) -> str:
+    extra = " timed out" if d.get("timedOut") else ""
+    extra += f" error: {safe(d['error'])}" if d.get("error") else ""
+    return f"agent {safe(d.get('agentName'))} exited {d.get('exitCode')} after {d.get('duration')} s{extra}"
+
+
+def _check_complete(d: Data) -> str:
+    mark = "pass" if d.get("passed") else "FAIL"
+    score = f" (score {_num(d['globalScore'])})" if d.get("globalScore") is not None else ""
+    return f"[{mark}] {safe(d.get('type'))} {safe(d.get('label'))}: {safe(d.get('message'))}{score}"
+
+
+def _assessment(d: Data) -> str:
+    score = f" (score {_num(d['globalScore'])})" if d.get("globalScore") is not None else ""
+    trigger = f" [{safe(d['trigger'])}]" if d.get("trigger") not in (None, "initial") else ""
+    return ("passed" if d.get("passed") else "failed") + f"{score}{trigger}: {safe(d.get('message'))}"
+
+
+def _corrected(d: Data) -> str:
+    fixes = "; ".join(f"#{c.get('index')} {safe(c.get('field'))}: {safe(repr(c.get('old')))} → "
+                      f"{safe(repr(c.get('new')))}" for c in d.get("corrections") or [])
+    return f"expectation judge corrected {fixes}"
+
+
+def _failed_check(d: Data) -> str:
+    return f" after {safe(d['check'])} failed" if d.get("check") else ""
+
+
+def _retry(d: Data) -> str:
+    s = f"retry {d.get('attempt')}/{d.get('maxRetries')}" + (" (manual)" if d.get("manual") else "")
+    s += _failed_check(d)
+    return s + (f": {safe(d['reason'])}" if d.get("reason") else "")
+
+
+def _gate(d: Data) -> str:
+    verdict = "passed" if "reason" not in d else "failed"
+    where = f" in mission {safe(d['missionId'])}" if d.get("missionId") else ""
+    avg = f" (average score {_num(d['avgScore'])})" if d.get("avgScore") is not None else ""
+    return (f"quality gate {safe(d.get('gateName'))} {verdict}{where}{avg}"
+            + (f": {safe(d['reason'])}" if d.get("reason") else ""))
+
+
+def _sla_warning(d: Data) -> str:
+    pct = d.get("percentUsed")
+    used = f"{pct * 100:.0f}%" if isinstance(pct, int | float) else "most"
+    return (f"SLA warning: {_entity(d)} has used {used} of its time; {_dur_ms(d.get('remaining'))} left "
+            f"(deadline {safe(d.get('deadline'))})")
+
+
+def _generic(d: Data) -> str:
+    keep = {k: v for k, v in d.items() if not isinstance(v, dict | list) or len(str(v)) < 80}
+    return " ".join(f"{safe(k)}={safe(v)}" for k, v in keep.items())
+
+
+_FORMATS: dict[str, Callable[[Data], str]] = {
+    "mission:accepted": _accepted,
+    "mission:rejected": _rejected,
+    "mission:completed": _completed,
+    "mission:cancelled": lambda d: f"cancelled by {safe(d.get('by'))}",
+    "mission:resumed": lambda d: f"resumed by {safe(d.get('by'))} (task {safe(d.get('taskId'))})",
+    "task:created": lambda d: f"{safe(d.get('title'))} (agent {safe(d.get('agent'))})",
+    "task:transition": _transition,
+    "task:recovered": lambda d: f"recovered from {safe(d.get('previousStatus'))}: {safe(d.get('action'))}",
+    "task:timeout": lambda d: f"timed out after {d.get('elapsed')} s (limit {d.get('timeout')} s)",
+    "task:fix": lambda d: f"fix attempt {d.get('attempt')}/{d.get('maxFix')}" + _failed_check(d),
+    "task:retry": _retry,
+    "task:retry:blocked": lambda d: f"waiting for `polpo approve`: {safe(d.get('reason'))}",
+    "task:maxRetries": lambda d: f"retries exhausted ({d.get('retries')}/{d.get('maxRetries')})"
+                                 + ("; escalating" if d.get("escalating") else ""),
+    "task:approved": lambda d: f"approved: its {safe(d.get('next'))} runs next",
+    "task:error": lambda d: f"internal error in {safe(d.get('where'))}: {safe(d.get('error'))}",
+    "agent:spawned": _spawned,
+    "agent:finished": _finished,
+    "escalation:triggered": lambda d: f"escalated (level {d.get('level')}) to {safe(d.get('handler'))} "
+                                      f"{safe(d.get('target'))}",
+    "assessment:started": lambda d: f"{d.get('total')} check(s) for attempt {d.get('attempt')}"
+                                    f" [{safe(d.get('trigger'))}]",
+    "assessment:check:started": lambda d: f"check {_index(d)}: {safe(d.get('type'))} {safe(d.get('label'))}",
+    "assessment:check:complete": _check_complete,
+    "assessment:complete": _assessment,
+    "assessment:corrected": _corrected,
+    "assessment:judged": lambda d: "expectation judge kept the expectations"
+                                   + (f" ({safe(d['error'])})" if d.get("error") else ""),
+    "quality:gate:passed": _gate,
+    "quality:gate:failed": _gate,
+    "quality:threshold:failed": lambda d: f"average score {d.get('avgScore')} below the mission threshold "
+                                          f"{d.get('threshold')}",
+    "sla:warning": _sla_warning,
+    "sla:violated": lambda d: f"SLA violated: {_entity(d)} is {_dur_ms(d.get('overdueMs'))} past its deadline "
+                              f"{safe(d.get('deadline'))}",
+    "sla:met": lambda d: f"SLA met: {_entity(d)} finished {_dur_ms(d.get('marginMs'))} before its deadline "
+                         f"{safe(d.get('deadline'))}",
+    "notification:sent": lambda d: f"{safe(d.get('event'))} sent to {safe(d.get('channel'))}",
+    "notification:failed": lambda d: f"{safe(d.get('event'))} to {safe(d.get('channel'))} failed: "
+                                     f"{safe(d.get('error'))}",
+    "orchestrator:started": lambda d: f"polpo {safe(d.get('version'))} (pid {d.get('pid')}) watching "
+                                      f"{safe(d.get('missionsDir'))}; {d.get('resumedMissions')} mission(s) "
+                                      "resumed",
+    "orchestrator:shutdown": lambda d: f"stopped (pid {d.get('pid')}); {d.get('unfinishedMissions')} "
+                                       "mission(s) resume at the next start",
+}
+
+
+def _index(d: Data) -> str:
+    i = d.get("index")
+    return f"{i + 1}/{d.get('total')}" if isinstance(i, int) else "?"
+
+
+def summary(ev: Ev) -> str:
+    """What happened, in one line (a rejection lists its problems on indented lines below)."""
+    d: Data = ev.get("data") or {}
+    fn = _FORMATS.get(str(ev.get("event", "")))
+    return fn(d) if fn is not None else _generic(d)
+
+
+def _who(ev: Ev) -> str:
+    return safe(ev.get("taskId") or ev.get("missionId") or "-")
+
+
+def render(ev: Ev) -> str:
+    """A console / ``polpo tail`` line: time, event, task or mission, summary."""
+    ts = str(ev.get("ts", ""))
+    short = ts[11:23] if len(ts) >= 23 else ts
+    return f"{safe(short)}  {safe(ev.get('event', '?')):<26} {_who(ev):<20} {summary(ev)}"
+
+
+def headline(ev: Ev) -> str:
+    """A notification's one line: whom it is about (unless the summary says it) and the summary's first line."""
+    text = summary(ev).splitlines()[0]
+    named = [f"{kind} {safe(ev[key])}" for kind, key in (("task", "taskId"), ("mission", "missionId")) if ev.get(key)]
+    if not named or any(n in text for n in named):
+        return text
+    return f"{named[0]}: {text}"

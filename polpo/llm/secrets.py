@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["load_env_file", "redact", "redact_url", "scrubbed_env", "secret_values"]
+__all__ = ["load_env_file", "mask", "redact", "redact_url", "scrubbed_env", "secret_values"]
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)", re.IGNORECASE)
 _MIN_LEN = 6  # shorter values would redact ordinary words
@@ -24,22 +24,48 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+_names_cache: tuple[int, tuple[str, ...]] | None = None
+
+
+def _secret_names() -> tuple[str, ...]:
+    """Names of the secret-looking variables of the process environment.
+
+    Matching every variable's name on every redaction was a measurable share of the daemon's time per task,
+    so the names are kept until the set of variable names changes (a C-speed hash of the raw keys tells).
+    Values are read on each call, so a changed value is never missed.
+    """
+    global _names_cache
+    raw = getattr(os.environ, "_data", None)  # CPython's bytes-keyed dict behind os.environ
+    key = hash(tuple(raw) if raw is not None else tuple(os.environ))
+    if _names_cache is None or _names_cache[0] != key:
+        _names_cache = (key, tuple(k for k in os.environ if is_secret_name(k)))
+    return _names_cache[1]
+
+
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of secret-looking variables, longest first (so a key that contains another is replaced whole)."""
-    env = os.environ if env is None else env
-    vals = {v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_LEN}
+    if env is None:
+        vals = {v for k in _secret_names() if len(v := os.environ.get(k, "")) >= _MIN_LEN}
+    else:
+        vals = {v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_LEN}
     return sorted(vals, key=len, reverse=True)
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
     """``text`` with every secret value (and ``extra`` strings) replaced by ``***``."""
-    for value in [*secret_values(), *extra]:
+    return mask(text, [*secret_values(), *extra])
+
+
+def mask(text: str, values: Iterable[str]) -> str:
+    """``text`` with each of ``values`` and every bearer token / ``api_key=`` value replaced by ``***``."""
+    for value in values:
         if value and value in text:
             text = text.replace(value, "***")
-    return _BEARER.sub(r"\1***", text)
+    return _BEARER.sub(r"\1***", text) if len(text) >= _BEARER_MIN else text
 
 
 _BEARER = re.compile(r"((?:Bearer|api[_-]?key[=:]\s*)\s*)[A-Za-z0-9._\-]{12,}", re.IGNORECASE)
+_BEARER_MIN = len("bearer") + 12  # shorter text cannot hold a match: skip the scan
 _TOKEN_PARAM = re.compile(r"(token|key|secret|sig|signature|password|auth|code)", re.IGNORECASE)
 
 

@@ -19,12 +19,12 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_snake
 
+from polpo.docmodel import Model
 from polpo.mission.graph import find_cycle
 from polpo.mission.schema import (
     EXPECTATION_TYPES,
     MissionSettings,
     MissionSpec,
-    Model,
     QualityGate,
     TaskSpec,
     TeamAgent,

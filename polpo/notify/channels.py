@@ -22,6 +22,7 @@ import orjson
 
 from polpo.clock import Clock, SystemClock
 from polpo.events.catalog import Event
+from polpo.events.render import headline
 from polpo.llm.secrets import redact, redact_url
 from polpo.notify.config import ChannelConfig, CommandChannel, FileChannel, SlackChannel, WebhookChannel
 from polpo.tools.procs import minimal_env, run_process
@@ -46,61 +47,9 @@ def event_json(event: Event) -> dict[str, Any]:
     return {**event.to_json_dict(), "summary": summarize(event)}
 
 
-# -------------------------------------------------------------------------------------------- summaries
-def _dur(ms: Any) -> str:
-    if not isinstance(ms, int | float):
-        return "?"
-    s = abs(ms) / 1000
-    if s < 1:
-        return f"{abs(ms):.0f} ms"
-    if s < 60:
-        return f"{s:.0f}s"
-    m, s = divmod(int(s), 60)
-    if m < 60:
-        return f"{m}m {s}s" if s else f"{m}m"
-    h, m = divmod(m, 60)
-    return f"{h}h {m}m" if m else f"{h}h"
-
-
-def _entity(d: dict[str, Any]) -> str:
-    return f"{d.get('entityType', 'entity')} {d.get('entityId', '?')}"
-
-
-def _score(v: Any) -> str:
-    return f"{v:.2f}" if isinstance(v, int | float) else "n/a"
-
-
 def summarize(event: Event) -> str:
-    """One readable line for a person (Slack text, file and webhook ``summary``)."""
-    d, name = event.data, event.event
-    where = f"mission {event.mission_id}" if event.mission_id else ""
-    if name == "sla:warning":
-        pct = d.get("percentUsed")
-        used = f"{pct * 100:.0f}%" if isinstance(pct, int | float) else "most"
-        return (f"SLA warning: {_entity(d)} has used {used} of its time; {_dur(d.get('remaining'))} left "
-                f"(deadline {d.get('deadline')})")
-    if name == "sla:violated":
-        return f"SLA violated: {_entity(d)} is {_dur(d.get('overdueMs'))} past its deadline {d.get('deadline')}"
-    if name == "sla:met":
-        return f"SLA met: {_entity(d)} finished {_dur(d.get('marginMs'))} before its deadline {d.get('deadline')}"
-    if name == "quality:gate:failed":
-        return f"Quality gate {d.get('gateName')!r} failed in {where}: {d.get('reason')}"
-    if name == "quality:gate:passed":
-        extra = f" (average score {_score(d['avgScore'])})" if d.get("avgScore") is not None else ""
-        return f"Quality gate {d.get('gateName')!r} passed in {where}{extra}"
-    if name == "quality:threshold:failed":
-        return (f"Quality threshold not met in {where}: average score {_score(d.get('avgScore'))} "
-                f"< {d.get('threshold')}")
-    if name == "task:transition":
-        why = f" ({d['reason']})" if d.get("reason") else ""
-        return f"Task {event.task_id}: {d.get('from')} → {d.get('to')}{why}"
-    if name == "mission:completed":
-        outcome = d.get("outcome") or d.get("status") or "finished"
-        return f"Mission {event.mission_id} {outcome}" + (f": {d['reason']}" if d.get("reason") else "")
-    subject = f"task {event.task_id}" if event.task_id else where
-    details = ", ".join(f"{k}={v}" for k, v in d.items() if isinstance(v, str | int | float | bool))
-    line = f"{name}" + (f" — {subject}" if subject else "") + (f": {details}" if details else "")
-    return line if len(line) <= 300 else line[:299] + "…"
+    """One readable line for a person (Slack text, file and webhook ``summary``): the shared renderer's."""
+    return headline(event.to_json_dict())
 
 
 def slack_text(event: Event) -> str:

@@ -44,8 +44,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from polpo.config import Config, ConfigError
+from polpo.durations import Duration
 from polpo.events.catalog import ALL_EVENTS, matches
-from polpo.mission.schema import Duration
 
 __all__ = [
     "ChannelConfig", "CommandChannel", "FileChannel", "NotifyConfig", "NotifyConfigError", "NotifyRule",

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 
 from polpo.clock import iso
-from polpo.mission.schema import Deadline
+from polpo.durations import Deadline
 
 __all__ = ["EntityType", "Mark", "MarkKind", "completion_mark", "resolve_deadline", "sla_status"]
 

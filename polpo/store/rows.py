@@ -1,116 +1,173 @@
-"""Row upserts: the full mutable state of an object, so the last write of a batch wins.
+"""The tables, and the conversion between records and rows. Backend-neutral: no SQL here.
 
-Every statement is an idempotent ``INSERT … ON CONFLICT DO UPDATE`` keyed by the primary key. That lets the
-writer group a batch's statements by SQL text and run each group with one ``executemany`` — a few awaited
-calls per batch, whatever its size — without caring about the order of statements across tables.
+Every write is the full mutable state of an object keyed by its primary key (an idempotent upsert), so a
+backend can group a batch's rows by table and write each group at once, in any order across tables, and the
+last write of a batch wins. ``insert_only`` columns keep their first value (a mission's spec, an attempt's
+prompt, a task's dimension set).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from polpo.clock import iso
-from polpo.engine.model import Assessment, Attempt, Mission, Task
-from polpo.events.catalog import Event
+from polpo.clock import iso, parse_iso
+from polpo.mission.schema import MissionSpec
+from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.status import (
+    AssessmentStatus,
+    AttemptKind,
+    AttemptStatus,
+    GateStatus,
+    MissionStatus,
+    TaskStatus,
+)
 
 Row = tuple[Any, ...]
 
 
-def _upsert(table: str, cols: tuple[str, ...], key: tuple[str, ...], insert_only: tuple[str, ...] = ()) -> str:
-    placeholders = ", ".join("?" for _ in cols)
-    updates = ", ".join(f"{c}=excluded.{c}" for c in cols if c not in key and c not in insert_only)
-    return (
-        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({placeholders}) "
-        f"ON CONFLICT({', '.join(key)}) DO UPDATE SET {updates}"
-    )
+@dataclass(frozen=True)
+class Table:
+    name: str
+    cols: tuple[str, ...]
+    key: tuple[str, ...]
+    insert_only: tuple[str, ...] = ()
 
 
-def _ts(v: Any) -> str | None:
+MISSIONS = Table("missions", ("id", "seq", "name", "source", "hash", "run", "spec", "workspace", "status", "reason",
+                              "report", "warnings", "created_at", "finished_at"), ("id",), ("spec",))
+TASKS = Table("tasks", ("id", "mission_id", "idx", "title", "agent", "status", "reason", "attempts", "retries",
+                        "fix_attempts", "total_fixes", "interruptions", "next_kind", "feedback", "updated_at",
+                        "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
+                        "expectations"), ("id",))
+ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
+                              "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail",
+                              "stdout_bytes", "stderr_bytes", "duration", "files", "prompt", "verdict",
+                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost"),
+                 ("id",), ("prompt",))
+ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message",
+                                    "created_at", "finished_at", "global_score", "scores"), ("id",))
+CHECKS = Table("checks", ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
+                          "duration", "created_at", "scores"), ("assessment_id", "idx"))
+GATES = Table("gates", ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at"), ("mission_id", "name"))
+SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
+TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
+REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at"),
+                ("assessment_id", "check_idx", "reviewer"))
+DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "created_at"), ("task_id", "check_idx"),
+                   ("data", "source"))
+SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at"),
+                  ("entity_id", "kind"), ("data", "created_at"))
+COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
+EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data"), ("seq",))
+
+UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
+                                    REVIEWS, DIMENSIONS, SLA_MARKS)
+
+
+def _ts(v: datetime | None) -> str | None:
     return iso(v) if v is not None else None
-
-
-MISSION_COLS = ("id", "seq", "name", "source", "hash", "run", "spec", "workspace", "status", "reason",
-                "report", "warnings", "created_at", "finished_at")
-MISSION_SQL = _upsert("missions", MISSION_COLS, ("id",), insert_only=("spec",))
-
-
-def mission_row(m: Mission, spec_json: str | None = None) -> Row:
-    return (m.id, m.seq, m.name, m.source, m.hash, m.run,
-            spec_json if spec_json is not None else m.spec.model_dump_json(exclude_none=True),
-            str(m.workspace), m.status, m.reason,
-            orjson.dumps(m.report).decode() if m.report is not None else None,
-            orjson.dumps(m.warnings).decode(), iso(m.created_at), _ts(m.finished_at))
-
-
-TASK_COLS = ("id", "mission_id", "idx", "title", "agent", "status", "reason", "attempts", "retries",
-             "fix_attempts", "total_fixes", "interruptions", "next_kind", "feedback", "updated_at",
-             "started_at", "finished_at", "score", "escalation_level", "model", "judge_used", "expectations",
-             "approval")
-TASK_SQL = _upsert("tasks", TASK_COLS, ("id",))
-
-
-def task_row(t: Task) -> Row:
-    return (t.id, t.mission_id, t.idx, t.title, t.agent, t.status, t.reason, t.attempts, t.retries,
-            t.fix_attempts, t.total_fixes, t.interruptions, t.next_kind, t.feedback, iso(t.updated_at),
-            _ts(t.started_at), _ts(t.finished_at), t.score, t.escalation_level, t.model, int(t.judge_used),
-            _json(t.expectations), t.approval)
 
 
 def _json(v: Any) -> str | None:
     return orjson.dumps(v).decode() if v is not None else None
 
 
-ATTEMPT_COLS = ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
-                "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail", "stdout_bytes",
-                "stderr_bytes", "duration", "files", "prompt", "verdict", "started_at", "finished_at", "model",
-                "outcomes", "tokens", "cost")
-ATTEMPT_SQL = _upsert("attempts", ATTEMPT_COLS, ("id",), insert_only=("prompt",))
+def _dt(v: str | None) -> datetime | None:
+    return parse_iso(v) if v else None
+
+
+def _loads(v: str | None) -> Any:
+    return orjson.loads(v) if v else None
+
+
+# --------------------------------------------------------------------------------------------- to rows
+
+
+def mission_row(m: Mission, spec_json: str | None = None) -> Row:
+    spec = spec_json if spec_json is not None else m.spec.model_dump_json(exclude_none=True)
+    return (m.id, m.seq, m.name, m.source, m.hash, m.run, spec, str(m.workspace), m.status.value, m.reason,
+            _json(m.report), orjson.dumps(m.warnings).decode(), iso(m.created_at), _ts(m.finished_at))
+
+
+def task_row(t: Task) -> Row:
+    return (t.id, t.mission_id, t.idx, t.title, t.agent, t.status.value, t.reason, t.attempts, t.retries,
+            t.fix_attempts, t.total_fixes, t.interruptions, t.next_kind.value, t.feedback, iso(t.updated_at),
+            _ts(t.started_at), _ts(t.finished_at), t.score, t.escalation_level, t.model, int(t.judge_used),
+            _json(t.expectations))
 
 
 def attempt_row(a: Attempt) -> Row:
-    return (a.id, a.task_id, a.mission_id, a.number, a.kind, a.agent, a.status, a.pid, a.pid_ticks,
+    return (a.id, a.task_id, a.mission_id, a.number, a.kind.value, a.agent, a.status.value, a.pid, a.pid_ticks,
             a.exit_code, a.signal, int(a.timed_out), a.error, a.stdout_tail, a.stderr_tail, a.stdout_bytes,
-            a.stderr_bytes, a.duration, orjson.dumps(a.files).decode() if a.files is not None else None,
-            a.prompt, a.verdict, iso(a.started_at), _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens,
-            a.cost)
-
-
-ASSESSMENT_COLS = ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message", "created_at",
-                   "finished_at", "global_score", "scores")
-ASSESSMENT_SQL = _upsert("assessments", ASSESSMENT_COLS, ("id",))
+            a.stderr_bytes, a.duration, _json(a.files), a.prompt, a.verdict, iso(a.started_at),
+            _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens, a.cost)
 
 
 def assessment_row(a: Assessment) -> Row:
-    return (a.id, a.attempt_id, a.task_id, a.trigger, a.status,
+    return (a.id, a.attempt_id, a.task_id, a.trigger.value, a.status.value,
             None if a.passed is None else int(a.passed), a.message, iso(a.created_at), _ts(a.finished_at),
             a.global_score, _json(a.scores))
 
 
-CHECK_COLS = ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
-              "duration", "created_at", "scores")
-CHECK_SQL = _upsert("checks", CHECK_COLS, ("assessment_id", "idx"))
-
-GATE_COLS = ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at")
-GATE_SQL = _upsert("gates", GATE_COLS, ("mission_id", "name"))
-
-SOURCE_COLS = ("path", "hash", "outcome", "mission_id", "seen_at")
-SOURCE_SQL = _upsert("sources", SOURCE_COLS, ("path",))
-
-TRANSCRIPT_SQL = _upsert("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
-REVIEW_COLS = ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at")
-REVIEW_SQL = _upsert("reviews", REVIEW_COLS, ("assessment_id", "check_idx", "reviewer"))
-DIMENSION_COLS = ("task_id", "check_idx", "source", "data", "created_at")
-DIMENSION_SQL = _upsert("dimensions", DIMENSION_COLS, ("task_id", "check_idx"), insert_only=("data", "source"))
-SLA_MARK_COLS = ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at")
-SLA_MARK_SQL = _upsert("sla_marks", SLA_MARK_COLS, ("entity_id", "kind"), insert_only=("data", "created_at"))
-
-EVENT_SQL = "INSERT INTO events (seq, ts, event, mission_id, task_id, data) VALUES (?, ?, ?, ?, ?, ?)"
+def check_row(assessment_id: str, task_id: str, c: Mapping[str, Any], at: datetime) -> Row:
+    """A check result (the pipeline's dict: index, type, label, passed, message, details, duration, scores)."""
+    scores = ({"globalScore": c["globalScore"], "scores": c.get("scores") or []}
+              if c.get("globalScore") is not None else None)
+    return (assessment_id, c["index"], task_id, c["type"], c["label"], int(c["passed"]), c["message"],
+            c.get("details"), c["duration"], iso(at), _json(scores))
 
 
-def event_row(ev: Event) -> Row:
-    return (ev.seq, ev.ts, ev.event, ev.mission_id, ev.task_id, orjson.dumps(ev.data).decode())
+# -------------------------------------------------------------------------------------------- from rows
 
 
-COMMAND_DONE_SQL = "UPDATE commands SET status=?, result=?, handled_at=? WHERE id=?"
+def mission_from_row(r: Mapping[str, Any]) -> Mission:
+    """A mission record (without its tasks) from its row; the stored spec is validated again."""
+    return Mission(id=r["id"], seq=r["seq"], name=r["name"], source=r["source"], hash=r["hash"], run=r["run"],
+                   spec=MissionSpec.model_validate_json(r["spec"]), workspace=Path(r["workspace"]),
+                   status=MissionStatus(r["status"]), created_at=parse_iso(r["created_at"]),
+                   warnings=orjson.loads(r["warnings"]), reason=r["reason"], report=_loads(r["report"]),
+                   finished_at=_dt(r["finished_at"]))
+
+
+def task_from_row(r: Mapping[str, Any], m: Mission) -> Task:
+    return Task(id=r["id"], mission_id=m.id, idx=r["idx"], title=r["title"], agent=r["agent"],
+                spec=m.spec.tasks[r["idx"]], status=TaskStatus(r["status"]), updated_at=parse_iso(r["updated_at"]),
+                reason=r["reason"], attempts=r["attempts"], retries=r["retries"], fix_attempts=r["fix_attempts"],
+                total_fixes=r["total_fixes"], interruptions=r["interruptions"],
+                next_kind=AttemptKind(r["next_kind"]), feedback=r["feedback"], started_at=_dt(r["started_at"]),
+                finished_at=_dt(r["finished_at"]), score=r["score"], escalation_level=r["escalation_level"],
+                model=r["model"], judge_used=bool(r["judge_used"]), expectations=_loads(r["expectations"]))
+
+
+def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
+    return Attempt(id=a["id"], task_id=a["task_id"], mission_id=a["mission_id"], number=a["number"],
+                   kind=AttemptKind(a["kind"]), agent=a["agent"], status=AttemptStatus(a["status"]),
+                   started_at=parse_iso(a["started_at"]), prompt=a["prompt"] or "", pid=a["pid"],
+                   pid_ticks=a["pid_ticks"], exit_code=a["exit_code"], signal=a["signal"],
+                   timed_out=bool(a["timed_out"]), error=a["error"], stdout_tail=a["stdout_tail"] or "",
+                   stderr_tail=a["stderr_tail"] or "", stdout_bytes=a["stdout_bytes"] or 0,
+                   stderr_bytes=a["stderr_bytes"] or 0, duration=a["duration"], files=_loads(a["files"]),
+                   verdict=a["verdict"], finished_at=_dt(a["finished_at"]), model=a["model"],
+                   outcomes=_loads(a["outcomes"]), tokens=a["tokens"], cost=a["cost"])
+
+
+def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Assessment:
+    a = Assessment(id=r["id"], attempt_id=r["attempt_id"], task_id=r["task_id"], trigger=AttemptKind(r["trigger"]),
+                   status=AssessmentStatus(r["status"]), created_at=parse_iso(r["created_at"]))
+    for c in checks:
+        row = {"index": c["idx"], "type": c["type"], "label": c["label"], "passed": bool(c["passed"]),
+               "message": c["message"], "details": c["details"], "duration": c["duration"]}
+        if c["scores"]:
+            row.update(orjson.loads(c["scores"]))
+        a.checks.append(row)
+    return a
+
+
+def gate_status(v: str) -> GateStatus:
+    return GateStatus(v)

@@ -182,6 +182,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (entity_id, kind)
     );
     """,
+    # v3: sideEffects approval lives in the task's status (awaiting_approval); the column was never read.
+    """
+    ALTER TABLE tasks DROP COLUMN approval;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

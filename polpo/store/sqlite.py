@@ -1,123 +1,45 @@
-"""The store: one aiosqlite writer connection, group commit, events as an outbox.
+"""The embedded store: SQLite in WAL mode through one aiosqlite connection.
 
-Callers describe a state change as a ``Tx`` (row upserts + the events announcing them) and ``submit`` it;
-a single writer task drains the queue and commits everything queued in ONE SQLite transaction, then writes
-each event to the log and hands it to subscribers, in ``seq`` order. So state is durable before its event is
-seen, the cost per change does not grow with the number of tasks, and under load many changes share a
-commit. ``commit`` waits for durability (used before a side effect such as starting a process).
+One connection serves the single writer and the daemon's few reads (start-up, resumed checks, the command
+inbox); the CLI reads the same file with its own connections (:mod:`polpo.store.read`), which WAL allows
+beside the writer. A batch is one ``BEGIN IMMEDIATE … COMMIT`` with one ``executemany`` per table.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import anyio
+import orjson
 
-from polpo.clock import Clock, iso
-from polpo.engine.model import Assessment, Attempt, Mission, Task
+from polpo.clock import Clock
 from polpo.events.catalog import Event
-from polpo.events.log import EventLog
+from polpo.model.records import Assessment
+from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
+from polpo.store.core import StoreCore
+from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
 from polpo.store.schema import MIGRATIONS, PRAGMAS, SCHEMA_VERSION
+from polpo.store.sql import statement
 
-log = logging.getLogger("polpo.store")
-
-Subscriber = Callable[[Event], None]
-
-
-class StoreError(RuntimeError):
-    pass
+__all__ = ["SqliteStore", "migrate"]
 
 
-class Tx:
-    """A unit of change: rows and the events that announce them, committed together."""
-
-    __slots__ = ("_pending_events", "done", "events", "ops")
-
-    def __init__(self) -> None:
-        self.ops: list[tuple[str, R.Row]] = []
-        self._pending_events: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
-        self.events: list[Event] = []
-        self.done = anyio.Event()
-
-    def mission(self, m: Mission, spec_json: str | None = None) -> Tx:
-        self.ops.append((R.MISSION_SQL, R.mission_row(m, spec_json)))
-        return self
-
-    def task(self, t: Task) -> Tx:
-        self.ops.append((R.TASK_SQL, R.task_row(t)))
-        return self
-
-    def attempt(self, a: Attempt) -> Tx:
-        self.ops.append((R.ATTEMPT_SQL, R.attempt_row(a)))
-        return self
-
-    def assessment(self, a: Assessment) -> Tx:
-        self.ops.append((R.ASSESSMENT_SQL, R.assessment_row(a)))
-        return self
-
-    def check(self, row: R.Row) -> Tx:
-        self.ops.append((R.CHECK_SQL, row))
-        return self
-
-    def gate(self, row: R.Row) -> Tx:
-        self.ops.append((R.GATE_SQL, row))
-        return self
-
-    def source(self, row: R.Row) -> Tx:
-        self.ops.append((R.SOURCE_SQL, row))
-        return self
-
-    def transcript(self, attempt_id: str, task_id: str, data_json: str) -> Tx:
-        self.ops.append((R.TRANSCRIPT_SQL, (attempt_id, task_id, data_json)))
-        return self
-
-    def review(self, row: R.Row) -> Tx:
-        self.ops.append((R.REVIEW_SQL, row))
-        return self
-
-    def dimensions(self, row: R.Row) -> Tx:
-        self.ops.append((R.DIMENSION_SQL, row))
-        return self
-
-    def sla_mark(self, row: R.Row) -> Tx:
-        self.ops.append((R.SLA_MARK_SQL, row))
-        return self
-
-    def command_done(self, command_id: int, status: str, result: str, handled_at: str) -> Tx:
-        self.ops.append((R.COMMAND_DONE_SQL, (status, result, handled_at, command_id)))
-        return self
-
-    def event(self, event_name: str, /, *, mission_id: str | None = None, task_id: str | None = None,
-              **data: Any) -> Tx:
-        self._pending_events.append((event_name, mission_id, task_id, data))
-        return self
-
-
-class Store:
+class SqliteStore(StoreCore):
     def __init__(self, db: aiosqlite.Connection, path: Path, clock: Clock, max_seq: int) -> None:
+        super().__init__(clock, max_seq)
         self.db = db
         self.path = path
-        self.clock = clock
-        self._seq = max_seq
-        self._queue: deque[Tx] = deque()
-        self._wake = anyio.Event()
-        self._subscribers: list[Subscriber] = []
-        self.event_log: EventLog | None = None
-        self._closed = False
-        self.commits = 0  # batches written, for benchmarks
 
     @classmethod
-    async def open(cls, path: Path, *, clock: Clock) -> Store:
+    async def open(cls, path: Path, *, clock: Clock) -> SqliteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = await aiosqlite.connect(path, isolation_level=None)
+        db.row_factory = aiosqlite.Row
         for pragma in PRAGMAS:
             await db.execute(pragma)
         await migrate(db)
@@ -125,114 +47,86 @@ class Store:
             row = await cur.fetchone()
         return cls(db, path, clock, int(row[0]) if row else 0)
 
-    # -- writing -------------------------------------------------------------------------------------
-    def tx(self) -> Tx:
-        return Tx()
-
-    def submit(self, tx: Tx) -> Tx:
-        """Queue a change; it becomes durable in submission order. Does not wait."""
-        if self._closed:
-            raise StoreError("store is closed")
-        ts = iso(self.clock.now())
-        for name, mission_id, task_id, data in tx._pending_events:
-            self._seq += 1
-            tx.events.append(Event(self._seq, ts, name, mission_id, task_id, data))
-        tx._pending_events.clear()
-        self._queue.append(tx)
-        self._wake.set()
-        return tx
-
-    async def commit(self, tx: Tx) -> None:
-        """Queue a change and wait until it is durable and its events are published."""
-        self.submit(tx)
-        await tx.done.wait()
-
-    async def flush(self) -> None:
-        await self.commit(Tx())
-
-    def subscribe(self, fn: Subscriber) -> None:
-        self._subscribers.append(fn)
-
-    async def run_writer(self) -> None:
-        """The single writer. Runs until cancelled; drains what is queued before it stops."""
-        try:
-            while True:
-                if not self._queue:
-                    self._wake = anyio.Event()
-                    await self._wake.wait()
-                await self._write_batch()
-        finally:
-            with anyio.CancelScope(shield=True):
-                while self._queue:
-                    await self._write_batch()
-
-    async def _write_batch(self) -> None:
-        batch = list(self._queue)
-        self._queue.clear()
-        groups: dict[str, list[R.Row]] = {}
-        events: list[Event] = []
-        for tx in batch:
-            for sql, row in tx.ops:
-                groups.setdefault(sql, []).append(row)
-            events.extend(tx.events)
+    async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> None:
         if events:
-            groups[R.EVENT_SQL] = [R.event_row(ev) for ev in events]
-        if groups:
-            await self.db.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, rows in groups.items():
-                    await self.db.executemany(sql, rows)
-                await self.db.commit()
-            except BaseException:
-                await self.db.rollback()
-                raise
-            self.commits += 1
-        for ev in events:
-            self._publish(ev)
-        for tx in batch:
-            tx.done.set()
+            rows = {**rows, R.EVENTS: [(ev.seq, ev.ts, ev.event, ev.mission_id, ev.task_id,
+                                        orjson.dumps(ev.data).decode()) for ev in events]}
+        await self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for table, group in rows.items():
+                sql, params = statement(table, group)
+                await self.db.executemany(sql, params)
+            await self.db.commit()
+        except BaseException:
+            await self.db.rollback()
+            raise
 
-    def _publish(self, ev: Event) -> None:
-        if self.event_log is not None:
-            self.event_log.write(ev)
-        for fn in self._subscribers:
-            try:
-                fn(ev)
-            except Exception:  # a subscriber never stops the writer
-                log.exception("event subscriber failed on %s", ev.event)
-
-    # -- reading -------------------------------------------------------------------------------------
-    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
-        self.db.row_factory = aiosqlite.Row
-        async with self.db.execute(sql, tuple(params)) as cur:
-            return list(await cur.fetchall())
-
-    async def catch_up_log(self) -> int:
-        """Write to the log every stored event it lacks (after a crash between commit and write)."""
-        if self.event_log is None:
-            return 0
-        rows = await self.fetchall(
-            "SELECT seq, ts, event, mission_id, task_id, data FROM events WHERE seq > ? ORDER BY seq",
-            (self.event_log.last_seq,),
-        )
-        import orjson
-
-        for r in rows:
-            self.event_log.write(Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"],
-                                       orjson.loads(r["data"])))
-        return len(rows)
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    async def _close_backend(self) -> None:
         try:
             with contextlib.suppress(sqlite3.OperationalError):  # best effort: a reader may still hold the table
                 await self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             await self.db.close()
-            if self.event_log is not None:
-                self.event_log.close()
+
+    async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        async with self.db.execute(sql, tuple(params)) as cur:
+            return [dict(r) for r in await cur.fetchall()]
+
+    # -- named reads ---------------------------------------------------------------------------------------
+    async def sources(self) -> list[SourceRecord]:
+        return [SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"])
+                for r in await self._all("SELECT path, hash, outcome, mission_id FROM sources")]
+
+    async def mission_index(self) -> list[MissionIndexEntry]:
+        return [MissionIndexEntry(r["id"], r["source"], r["run"], r["seq"])
+                for r in await self._all("SELECT id, source, run, seq FROM missions ORDER BY seq")]
+
+    async def open_mission_ids(self) -> list[str]:
+        rows = await self._all("SELECT id FROM missions WHERE status IN ('running', 'cancelling') ORDER BY seq")
+        return [r["id"] for r in rows]
+
+    async def load_mission(self, mission_id: str) -> LoadedMission | None:
+        rows = await self._all("SELECT * FROM missions WHERE id = ?", (mission_id,))
+        if not rows:
+            return None
+        m = R.mission_from_row(rows[0])
+        for g in await self._all("SELECT name, status FROM gates WHERE mission_id = ?", (mission_id,)):
+            m.gate_state[g["name"]] = GateStatus(g["status"])
+        for t in await self._all("SELECT * FROM tasks WHERE mission_id = ? ORDER BY idx", (mission_id,)):
+            task = R.task_from_row(t, m)
+            m.tasks[task.id] = task
+        loaded = LoadedMission(m)
+        for a in await self._all("SELECT * FROM attempts WHERE mission_id = ? ORDER BY task_id, number",
+                                 (mission_id,)):
+            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
+        return loaded
+
+    async def open_assessment(self, attempt_id: str) -> Assessment | None:
+        rows = await self._all("SELECT * FROM assessments WHERE attempt_id = ? AND status = 'running' "
+                               "ORDER BY id DESC LIMIT 1", (attempt_id,))
+        if not rows:
+            return None
+        checks = await self._all("SELECT * FROM checks WHERE assessment_id = ? ORDER BY idx", (rows[0]["id"],))
+        return R.assessment_from_row(rows[0], checks)
+
+    async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
+        rows = await self._all("SELECT entity_id, kind FROM sla_marks WHERE mission_id = ?", (mission_id,))
+        return [(r["entity_id"], r["kind"]) for r in rows]
+
+    async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
+        rows = await self._all("SELECT source, data FROM dimensions WHERE task_id = ? AND check_idx = ?",
+                               (task_id, check_idx))
+        return (rows[0]["source"], orjson.loads(rows[0]["data"])) if rows else None
+
+    async def queued_commands(self) -> list[CommandRecord]:
+        rows = await self._all("SELECT id, kind, target FROM commands WHERE status = 'queued' ORDER BY id")
+        return [CommandRecord(r["id"], r["kind"], r["target"]) for r in rows]
+
+    async def events_after(self, seq: int) -> list[Event]:
+        rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data FROM events WHERE seq > ? "
+                               "ORDER BY seq", (seq,))
+        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]))
+                for r in rows]
 
 
 async def migrate(db: aiosqlite.Connection) -> int:

@@ -176,7 +176,7 @@ async def test_cancel_mission_kills_running_agent(cfg) -> None:  # type: ignore[
             while not pid_file.exists():  # the agent has written its pid: it is surely running
                 await anyio.sleep(0.01)
         assert d.engine is not None
-        d.engine.cancel_mission("long")
+        d.engine.commands.cancel_mission("long")
         done = await w.wait_event("mission:completed")
     assert done.data["outcome"] == "cancelled"
     assert w.of("mission:cancelled")

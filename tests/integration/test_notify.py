@@ -248,7 +248,7 @@ async def test_slack_payload_is_one_readable_line(server: Server) -> None:
         await until(lambda: bool(out.sent))
         assert await n.drain(5)
     assert server.requests[0]["body"] == {
-        "text": "[polpo] Quality gate 'review' failed in mission m: average score 3.20 below minScore 4 "
+        "text": "[polpo] quality gate review failed in mission m: average score 3.20 below minScore 4 "
                 "&lt;see&gt; &amp; more"}
 
 
@@ -359,12 +359,13 @@ def test_summaries() -> None:
     assert summarize(ev("sla:met", entityId="m:1", entityType="task", deadline="D", marginMs=3_600_000)) == (
         "SLA met: task m:1 finished 1h before its deadline D")
     assert summarize(ev("quality:threshold:failed", avgScore=3.2, threshold=3.5)) == (
-        "Quality threshold not met in mission m: average score 3.20 < 3.5")
+        "task m:1: average score 3.2 below the mission threshold 3.5")
     move: dict[str, Any] = {"from": "review", "to": "failed", "reason": "x"}
-    assert summarize(ev("task:transition", **move)) == (
-        "Task m:1: review → failed (x)")
-    assert summarize(ev("agent:spawned", agent="dev", pid=42)) == "agent:spawned — task m:1: agent=dev, pid=42"
-    assert slack_text(ev("quality:gate:passed", gateName="g")) == "[polpo] Quality gate 'g' passed in mission m"
+    assert summarize(ev("task:transition", **move)) == "task m:1: review → failed (x)"
+    assert summarize(ev("agent:spawned", agentName="dev", attempt=1, kind="initial", pid=42)) == (
+        "task m:1: agent dev started (attempt 1, initial, pid 42)")
+    assert slack_text(ev("quality:gate:passed", missionId="m", gateName="g")) == (
+        "[polpo] quality gate g passed in mission m")
 
 
 # -------------------------------------------------------------------------------------------- config

@@ -35,6 +35,11 @@ EXPECTED = {
     ("in_progress", "sla_fail"): "failed",
     ("review", "sla_fail"): "failed",
     ("awaiting_approval", "sla_fail"): "failed",
+    ("pending", "internal_error"): "failed",
+    ("assigned", "internal_error"): "failed",
+    ("in_progress", "internal_error"): "failed",
+    ("review", "internal_error"): "failed",
+    ("awaiting_approval", "internal_error"): "failed",
 }
 
 

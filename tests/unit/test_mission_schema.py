@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
+from polpo.durations import format_duration, parse_iso_duration
 from polpo.mission.loader import LoadResult, Problem, format_problems, load_mission
 from polpo.mission.schema import (
     FileExistsExpectation,
     MissionSpec,
     TestExpectation,
-    format_duration,
     mission_json_schema,
-    parse_iso_duration,
 )
 
 # Polpo's workflow templates: a copy in the repo if there is one, else the shared seeds.

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from polpo.engine.prompts import build_prompt, feedback_text
+from polpo.agents.prompts import build_prompt
+from polpo.assessment.feedback import feedback_text
 
 
 def test_feedback_names_failed_checks_and_agent_failure() -> None:

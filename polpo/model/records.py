@@ -1,6 +1,6 @@
-"""The daemon's working copy of missions, tasks and attempts.
+"""The daemon's working copy of missions, tasks, attempts and assessments.
 
-The store is the truth; these objects mirror rows so the engine can decide without a query per step.
+The store is the truth; these objects mirror its rows so the engine can decide without a query per step.
 Every change to them is written through a ``Tx`` before anything acts on it.
 """
 
@@ -12,9 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from polpo.mission.schema import MissionSpec, TaskSpec
+from polpo.model.status import (
+    AssessmentStatus,
+    AttemptKind,
+    AttemptStatus,
+    GateStatus,
+    MissionStatus,
+    TaskStatus,
+)
 
-TERMINAL = frozenset({"done", "failed"})
-ACTIVE = frozenset({"assigned", "in_progress", "review"})
+__all__ = ["Assessment", "Attempt", "Mission", "Task"]
 
 
 @dataclass(eq=False)
@@ -23,9 +30,9 @@ class Attempt:
     task_id: str
     mission_id: str
     number: int
-    kind: str  # initial | fix | retry
+    kind: AttemptKind
     agent: str
-    status: str  # starting | running | finished | interrupted
+    status: AttemptStatus
     started_at: datetime
     prompt: str = ""
     pid: int | None = None
@@ -40,7 +47,7 @@ class Attempt:
     stderr_bytes: int = 0
     duration: float | None = None
     files: dict[str, list[str]] | None = None
-    verdict: str | None = None
+    verdict: str | None = None  # passed | failed, once assessed
     finished_at: datetime | None = None
     model: str | None = None
     outcomes: list[dict[str, Any]] | None = None
@@ -59,8 +66,8 @@ class Assessment:
     id: str
     attempt_id: str
     task_id: str
-    trigger: str
-    status: str  # running | complete
+    trigger: AttemptKind
+    status: AssessmentStatus
     created_at: datetime
     passed: bool | None = None
     message: str | None = None
@@ -78,7 +85,7 @@ class Task:
     title: str
     agent: str
     spec: TaskSpec
-    status: str
+    status: TaskStatus
     updated_at: datetime
     reason: str | None = None
     attempts: int = 0
@@ -86,7 +93,7 @@ class Task:
     fix_attempts: int = 0
     total_fixes: int = 0
     interruptions: int = 0
-    next_kind: str = "initial"
+    next_kind: AttemptKind = AttemptKind.INITIAL
     feedback: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -95,8 +102,7 @@ class Task:
     model: str | None = None  # model override after escalation
     judge_used: bool = False
     expectations: list[dict[str, Any]] | None = None  # judge-corrected expectations (JSON), else the spec's
-    approval: str | None = None  # None | waiting | granted (sideEffects tasks before a fix or retry)
-    # derived, not stored
+    # derived from the mission's tasks and gates, not stored
     deps: list[str] = field(default_factory=list)
     dependents: list[str] = field(default_factory=list)
     waiting_on: int = 0  # dependencies not done + gates not passed
@@ -104,7 +110,7 @@ class Task:
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL
+        return self.status.terminal
 
 
 @dataclass(eq=False)
@@ -117,7 +123,7 @@ class Mission:
     run: int
     spec: MissionSpec
     workspace: Path
-    status: str  # running | completed | failed | cancelled
+    status: MissionStatus
     created_at: datetime
     warnings: list[str] = field(default_factory=list)
     reason: str | None = None
@@ -125,7 +131,10 @@ class Mission:
     finished_at: datetime | None = None
     tasks: dict[str, Task] = field(default_factory=dict)  # id -> task, in file order
     open_tasks: int = 0  # not terminal
-    gate_state: dict[str, str] = field(default_factory=dict)  # gate name -> waiting | passed | failed
+    gate_state: dict[str, GateStatus] = field(default_factory=dict)
+    # derived by wiring: gate name -> afterTasks not yet terminal; task title -> gates waiting on it
+    gate_pending: dict[str, int] = field(default_factory=dict)
+    gates_after: dict[str, list[str]] = field(default_factory=dict)
     _by_title: dict[str, Task] = field(default_factory=dict, repr=False)
 
     def task_by_title(self, title: str) -> Task | None:

@@ -1,4 +1,4 @@
-"""The instructions an agent receives for each attempt, and the feedback of a failed one. Pure."""
+"""The instructions an agent receives for each attempt. Pure."""
 
 from __future__ import annotations
 
@@ -17,28 +17,6 @@ def describe_expectation(exp: Mapping[str, Any]) -> str:
     if kind == "llm_review":
         return f"llm_review: {exp.get('criteria') or exp.get('prompt') or 'reviewed by LLM judges'}"
     return str(kind)
-
-
-def feedback_text(*, checks: Sequence[Mapping[str, Any]], exit_code: int | None, timed_out: bool,
-                  error: str | None, stderr_tail: str) -> str:
-    """What went wrong, for the next attempt: the agent's own failure first, then each failed check."""
-    lines: list[str] = []
-    if error:
-        lines.append(f"The agent could not run: {error}")
-    elif timed_out:
-        lines.append("The agent was stopped because it ran past its time limit.")
-    elif exit_code not in (0, None):
-        lines.append(f"The agent exited with code {exit_code}.")
-    if (error or timed_out or exit_code not in (0, None)) and stderr_tail.strip():
-        lines.append("Its stderr ended with:\n" + _indent(stderr_tail.strip()[-2000:]))
-    failed = [c for c in checks if not c.get("passed")]
-    if failed:
-        lines.append("Failed checks:")
-        for c in failed:
-            lines.append(f"- {c.get('type')}: {c.get('message')}")
-            if c.get("details"):
-                lines.append(_indent(str(c["details"]).strip()[-2000:], "    "))
-    return "\n".join(lines) if lines else "The previous attempt did not pass its checks."
 
 
 def build_prompt(*, title: str, description: str, mission_name: str, mission_description: str | None,
@@ -68,7 +46,3 @@ def build_prompt(*, title: str, description: str, mission_name: str, mission_des
         parts.append("Your work will be checked by:\n" + "\n".join(
             f"- {describe_expectation(e)}" for e in expectations))
     return "\n\n".join(p for p in parts if p)
-
-
-def _indent(text: str, prefix: str = "  ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())

@@ -1,0 +1,42 @@
+"""What went wrong in an attempt, told to the next one. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["feedback_text", "first_line"]
+
+
+def feedback_text(*, checks: Sequence[Mapping[str, Any]], exit_code: int | None, timed_out: bool,
+                  error: str | None, stderr_tail: str) -> str:
+    """What went wrong, for the next attempt: the agent's own failure first, then each failed check."""
+    lines: list[str] = []
+    if error:
+        lines.append(f"The agent could not run: {error}")
+    elif timed_out:
+        lines.append("The agent was stopped because it ran past its time limit.")
+    elif exit_code not in (0, None):
+        lines.append(f"The agent exited with code {exit_code}.")
+    if (error or timed_out or exit_code not in (0, None)) and stderr_tail.strip():
+        lines.append("Its stderr ended with:\n" + _indent(stderr_tail.strip()[-2000:]))
+    failed = [c for c in checks if not c.get("passed")]
+    if failed:
+        lines.append("Failed checks:")
+        for c in failed:
+            lines.append(f"- {c.get('type')}: {c.get('message')}")
+            if c.get("details"):
+                lines.append(_indent(str(c["details"]).strip()[-2000:], "    "))
+    return "\n".join(lines) if lines else "The previous attempt did not pass its checks."
+
+
+def first_line(text: str) -> str:
+    """The first line of feedback that says something (not a heading), for a transition's reason."""
+    for line in text.splitlines():
+        if line.strip() and not line.strip().endswith(":"):
+            return line.strip()[:300]
+    return text.strip()[:300]
+
+
+def _indent(text: str, prefix: str = "  ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())

@@ -1,0 +1,133 @@
+"""Mission intake bookkeeping: what each file's bytes became, mission ids and run numbers, workspaces.
+
+Ids: a mission is named after its file (``missions/calculator.json`` → ``calculator``); a new run of the same
+file after the first finished is ``calculator#2``; another file with the same stem gets ``calculator-2``.
+Tasks are ``MISSION:N`` (N = position in the file).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import anyio
+
+from polpo.agents.registry import AgentFactory
+from polpo.clock import Clock
+from polpo.config import Config
+from polpo.engine.board import MissionBoard, wire
+from polpo.events.catalog import MissionAccepted, MissionRejected, TaskCreated
+from polpo.mission.schema import MissionSpec
+from polpo.model.records import Mission, Task
+from polpo.model.status import MissionStatus, SourceOutcome, TaskStatus
+from polpo.store.protocol import SourceRecord, Store
+
+__all__ = ["Admission", "slugify"]
+
+_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slugify(stem: str) -> str:
+    return _SLUG.sub("-", stem).strip("-.") or "mission"
+
+
+class Admission:
+    def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, agents: AgentFactory) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.board = board
+        self.agents = agents
+        self.sources: dict[str, SourceRecord] = {}
+        self.runs: dict[str, int] = {}  # source path -> last run number
+        self.mission_ids: set[str] = set()
+        self.next_seq = 1
+
+    async def load(self) -> None:
+        """What earlier daemons admitted: sources, mission ids, run numbers."""
+        for s in await self.store.sources():
+            self.sources[s.path] = s
+        for e in await self.store.mission_index():
+            self.mission_ids.add(e.id)
+            self.runs[e.source] = max(self.runs.get(e.source, 0), e.run)
+            self.next_seq = max(self.next_seq, e.seq + 1)
+
+    def active_for_source(self, source: str) -> Mission | None:
+        return next((m for m in self.board.missions.values() if m.source == source), None)
+
+    def new_mission_id(self, source: str) -> tuple[str, int]:
+        run = self.runs.get(source, 0) + 1
+        base = slugify(Path(source).stem)
+        mid = base if run == 1 else f"{base}#{run}"
+        n = 2
+        while mid in self.mission_ids:
+            mid = f"{base}-{n}" if run == 1 else f"{base}-{n}#{run}"
+            n += 1
+        return mid, run
+
+    def workspace_for(self, mid: str, spec: MissionSpec, source: str) -> Path:
+        if spec.workspace:
+            ws = Path(spec.workspace)
+            return ws if ws.is_absolute() else (Path(source).parent / ws).resolve()
+        return self.cfg.state_dir / "workspaces" / mid.replace("#", "-")
+
+    def build_mission(self, *, mid: str, run: int, spec: MissionSpec, source: str, digest: str,
+                      warnings: list[str]) -> Mission:
+        now = self.clock.now()
+        m = Mission(id=mid, seq=self.next_seq, name=spec.name or Path(source).stem, source=source, hash=digest,
+                    run=run, spec=spec, workspace=self.workspace_for(mid, spec, source),
+                    status=MissionStatus.RUNNING, created_at=now, warnings=warnings)
+        self.next_seq += 1
+        default_agent = self.agents.default_agent(spec)
+        for i, ts in enumerate(spec.tasks):
+            t = Task(id=f"{mid}:{i + 1}", mission_id=mid, idx=i, title=ts.title,
+                     agent=ts.assign_to or default_agent or "", spec=ts, status=TaskStatus.PENDING, updated_at=now)
+            m.tasks[t.id] = t
+        wire(m)
+        return m
+
+    def _register(self, m: Mission) -> None:
+        self.mission_ids.add(m.id)
+        self.runs[m.source] = max(self.runs.get(m.source, 0), m.run)
+
+    async def accept(self, *, spec: MissionSpec, source: str, digest: str, warnings: list[str]) -> Mission:
+        """Start a run of a valid mission: rows, ``mission:accepted`` and ``task:created`` in one commit."""
+        mid, run = self.new_mission_id(source)
+        m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
+        await anyio.to_thread.run_sync(lambda: m.workspace.mkdir(parents=True, exist_ok=True))
+        # the validated spec as canonical JSON: what a restart reads back is exactly what runs now
+        tx = self.store.tx().mission(m, spec.model_dump_json(exclude_none=True))
+        for t in m.tasks.values():
+            tx.task(t)
+        self.sources[source] = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid)
+        tx.source(source, digest, SourceOutcome.ACCEPTED, mid, m.created_at)
+        tx.event(MissionAccepted(name=m.name, file=source, hash=digest, run=run, task_count=len(m.tasks),
+                                 workspace=str(m.workspace), warnings=warnings), mission_id=mid)
+        for t in m.tasks.values():
+            tx.event(TaskCreated(title=t.title, agent=t.agent, depends_on=t.deps, priority=t.spec.priority),
+                     mission_id=mid, task_id=t.id)
+        self._register(m)
+        self.board.add(m)
+        await self.store.commit(tx)
+        for t in m.tasks.values():
+            self.board.make_ready(t)
+        return m
+
+    def record(self, source: str, digest: str, outcome: SourceOutcome, mission_id: str | None) -> None:
+        """Remember what became of these bytes (so the same bytes again start nothing)."""
+        self.sources[source] = SourceRecord(source, digest, outcome, mission_id)
+        self.store.submit(self.store.tx().source(source, digest, outcome, mission_id, self.clock.now()))
+
+    def reject(self, source: str, digest: str, *, reason: str, errors: list[dict[str, str]], lines: list[str],
+               more: int | None = None, busy_with: str | None = None) -> None:
+        """``mission:rejected`` for these bytes, stored with the source row so a restart does not retry them."""
+        outcome = SourceOutcome.BUSY if busy_with else SourceOutcome.REJECTED
+        self.sources[source] = SourceRecord(source, digest, outcome, busy_with)
+        tx = self.store.tx().source(source, digest, outcome, busy_with, self.clock.now())
+        tx.event(MissionRejected(file=source, hash=digest, reason=reason, errors=errors, lines=lines, more=more),
+                 mission_id=busy_with or slugify(Path(source).stem))
+        self.store.submit(tx)
+
+    def adopt(self, m: Mission) -> None:
+        """A mission loaded back from the store (a restart, a retry of a finished one)."""
+        self._register(m)

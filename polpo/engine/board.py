@@ -1,0 +1,270 @@
+"""The board: the running missions in memory and every change to their tasks' states.
+
+Each change goes through the state machine (:mod:`polpo.engine.lifecycle`) and is written into a ``Tx`` (the
+task row and its ``task:transition`` event) by :meth:`MissionBoard.transition`; building a ``Tx`` does no I/O.
+:meth:`MissionBoard.after_change` applies what follows from a new state: a pending task becomes ready, a
+terminal one releases or fails its dependents, closes quality gates and, when it was the last open task,
+completes the mission. Gates are evaluated once, when their last afterTask finishes: each gate counts its
+open afterTasks, so a gate over A tasks costs O(A) in total, not O(A²).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from polpo.clock import Clock
+from polpo.config import Config
+from polpo.engine import lifecycle
+from polpo.engine.gates import evaluate_gate
+from polpo.engine.lifecycle import Trigger
+from polpo.engine.report import mission_report
+from polpo.engine.threshold import ScoredTask, mission_threshold
+from polpo.events.catalog import (
+    GateFailed,
+    GatePassed,
+    MissionCompleted,
+    TaskError,
+    TaskTransition,
+    ThresholdFailed,
+)
+from polpo.model.records import Attempt, Mission, Task
+from polpo.model.status import AttemptStatus, GateStatus, MissionStatus, TaskStatus
+from polpo.store.protocol import LoadedMission, Store
+from polpo.store.tx import Tx
+
+log = logging.getLogger("polpo.engine")
+
+__all__ = ["CompletionHooks", "MissionBoard"]
+
+
+class CompletionHooks(Protocol):
+    """What else must be recorded when a task or a mission finishes (the SLA keeper's ``met`` marks)."""
+
+    def on_task_terminal(self, tx: Tx, task: Task, mission: Mission) -> None: ...
+
+    def on_mission_complete(self, tx: Tx, mission: Mission) -> None: ...
+
+
+class MissionBoard:
+    def __init__(self, cfg: Config, store: Store, clock: Clock, *, on_ready: Callable[[Task], None],
+                 on_forget: Callable[[Mission], None]) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.on_ready = on_ready
+        self.on_forget = on_forget
+        self.hooks: CompletionHooks | None = None
+        self.missions: dict[str, Mission] = {}  # running and cancelling missions only
+        self.tasks: dict[str, Task] = {}  # tasks of those missions
+        self.attempts: dict[str, Attempt] = {}  # latest attempt of each task that is not terminal
+
+    # -- membership -----------------------------------------------------------------------------------------
+    def add(self, m: Mission) -> None:
+        self.missions[m.id] = m
+        for t in m.tasks.values():
+            self.tasks[t.id] = t
+
+    def adopt(self, loaded: LoadedMission) -> Mission:
+        """A mission read back from the store: wired and added, with its open tasks' latest attempts."""
+        m = loaded.mission
+        wire(m)
+        self.add(m)
+        for task_id, attempt in loaded.attempts.items():
+            if not m.tasks[task_id].terminal:
+                self.attempts[task_id] = attempt
+        return m
+
+    def forget(self, m: Mission) -> None:
+        self.missions.pop(m.id, None)
+        for tid in m.tasks:
+            self.tasks.pop(tid, None)
+            self.attempts.pop(tid, None)
+        self.on_forget(m)
+
+    def mission_of(self, task: Task) -> Mission:
+        return self.missions[task.mission_id]
+
+    # -- transitions ----------------------------------------------------------------------------------------
+    def transition(self, tx: Tx, task: Task, trigger: Trigger, reason: str | None = None, *,
+                   attempt: int | None = None, kind: str | None = None, agent: str | None = None,
+                   exit_code: int | None = None, error: str | None = None) -> None:
+        """Apply a state-machine step to ``task`` and record it (row + ``task:transition``) in ``tx``."""
+        old = task.status
+        task.status = lifecycle.next_state(old, trigger)
+        now = self.clock.now()
+        task.updated_at = now
+        task.reason = reason
+        if task.status is TaskStatus.ASSIGNED and task.started_at is None:
+            task.started_at = now
+        if task.terminal:
+            task.finished_at = now
+        elif old.terminal:
+            task.finished_at = None
+        tx.task(task)
+        tx.event(TaskTransition(from_=old, to=task.status, trigger=trigger, reason=reason, attempt=attempt,
+                                kind=kind, agent=agent, exit_code=exit_code, error=error),
+                 mission_id=task.mission_id, task_id=task.id)
+
+    def after_change(self, task: Task) -> None:
+        """Follow-ups of a task's new state: readiness, cascades, gates, mission completion."""
+        if task.status is TaskStatus.PENDING:
+            self.make_ready(task)
+        elif task.terminal:
+            self._on_terminal(task)
+
+    def make_ready(self, task: Task) -> None:
+        if task.status is TaskStatus.PENDING and task.waiting_on == 0:
+            self.on_ready(task)
+
+    def _on_terminal(self, first: Task) -> None:
+        m = self.missions.get(first.mission_id)
+        if m is None:
+            return
+        work = [first]
+        tx = self.store.tx()
+        while work:
+            task = work.pop()
+            m.open_tasks -= 1
+            self.attempts.pop(task.id, None)  # a finished task's attempt leaves memory (it is in the store)
+            if self.hooks is not None:
+                self.hooks.on_task_terminal(tx, task, m)
+            for dep_id in task.dependents:
+                dep = m.tasks[dep_id]
+                if task.status is TaskStatus.DONE:
+                    dep.waiting_on -= 1
+                    self.make_ready(dep)
+                elif dep.status is TaskStatus.PENDING:
+                    self.transition(tx, dep, Trigger.DEPENDENCY_FAILED, f"dependency failed: {task.title}")
+                    work.append(dep)
+            for gate_name in m.gates_after.get(task.title, ()):
+                m.gate_pending[gate_name] -= 1
+                if m.gate_pending[gate_name] <= 0:
+                    work.extend(self._close_gate(tx, m, gate_name))
+        self.store.submit(tx)
+        if m.open_tasks <= 0:
+            self.complete_mission(m)
+
+    # -- gates ----------------------------------------------------------------------------------------------
+    def _close_gate(self, tx: Tx, m: Mission, gate_name: str) -> list[Task]:
+        """Decide a gate whose afterTasks all finished; returns the blocked tasks it failed."""
+        if m.gate_state.get(gate_name, GateStatus.WAITING) is not GateStatus.WAITING:
+            return []
+        gate = next(g for g in m.spec.quality_gates if g.name == gate_name)
+        after = {title: t for title in gate.after_tasks if (t := m.task_by_title(title)) is not None}
+        verdict = evaluate_gate(gate, {title: (t.status, t.score) for title, t in after.items()})
+        if verdict.status == "waiting":  # an afterTask was re-opened meanwhile; its end counts down again
+            return []
+        status = GateStatus(verdict.status)
+        m.gate_state[gate_name] = status
+        tx.gate(m.id, gate_name, status, verdict.reason, verdict.avg_score, self.clock.now())
+        channels = list(gate.notify_channels) or None
+        avg = round(verdict.avg_score, 3) if verdict.avg_score is not None else None
+        failed: list[Task] = []
+        if status is GateStatus.PASSED:
+            tx.event(GatePassed(mission_id=m.id, gate_name=gate_name, notify_channels=channels, avg_score=avg),
+                     mission_id=m.id)
+            for title in gate.blocks_tasks:
+                t = m.task_by_title(title)
+                if t is not None:
+                    t.waiting_on -= 1
+                    self.make_ready(t)
+        else:
+            tx.event(GateFailed(mission_id=m.id, gate_name=gate_name, reason=verdict.reason,
+                                notify_channels=channels, avg_score=avg), mission_id=m.id)
+            for title in gate.blocks_tasks:
+                t = m.task_by_title(title)
+                if t is not None and t.status is TaskStatus.PENDING:
+                    self.transition(tx, t, Trigger.GATE_FAILED,
+                                    f"quality gate {gate_name!r} failed: {verdict.reason}")
+                    failed.append(t)
+        return failed
+
+    def settle_gates(self, m: Mission) -> None:
+        """Decide the waiting gates whose afterTasks are all finished already (after a retry re-wired them)."""
+        tx = self.store.tx()
+        failed: list[Task] = []
+        for g in m.spec.quality_gates:
+            if m.gate_pending.get(g.name, 0) <= 0:
+                failed.extend(self._close_gate(tx, m, g.name))
+        self.store.submit(tx)
+        for t in failed:
+            self.after_change(t)
+
+    # -- completion -----------------------------------------------------------------------------------------
+    def complete_mission(self, m: Mission) -> None:
+        if not m.status.open:
+            return
+        now = self.clock.now()
+        tasks = list(m.tasks.values())
+        all_done = all(t.status is TaskStatus.DONE for t in tasks)
+        limit = m.spec.quality_threshold if m.spec.quality_threshold is not None else \
+            self.cfg.defaults.quality_threshold
+        quality = mission_threshold([ScoredTask(t.title, t.status, t.score, t.spec.priority) for t in tasks], limit)
+        below = quality.passed is False
+        if m.status is MissionStatus.CANCELLING:
+            outcome = MissionStatus.CANCELLED
+        else:
+            outcome = MissionStatus.COMPLETED if all_done and not below else MissionStatus.FAILED
+        m.status = outcome
+        m.finished_at = now
+        m.report = mission_report(m, tasks, now)
+        m.report["quality"] = {"average": None if quality.avg_score is None else round(quality.avg_score, 4),
+                               "kind": "priority-weighted average of the scores of done tasks with an llm_review",
+                               "threshold": limit, "passed": quality.passed, "explanation": quality.explanation}
+        if below and all_done:
+            m.report["summary"] += f"; quality threshold not met ({quality.avg_score:.2f} < {limit:g})"
+        m.reason = None if outcome is MissionStatus.COMPLETED else m.report.get("summary")
+        tx = self.store.tx().mission(m)
+        if below and limit is not None:
+            tx.event(ThresholdFailed(avg_score=round(quality.avg_score or 0, 4), threshold=limit), mission_id=m.id)
+        if self.hooks is not None:
+            self.hooks.on_mission_complete(tx, m)
+        tx.event(MissionCompleted(outcome=outcome, all_passed=all_done and not below, report=m.report),
+                 mission_id=m.id)
+        self.store.submit(tx)
+        self.forget(m)
+
+    # -- a bug while handling a task ------------------------------------------------------------------------
+    def fail_internal(self, task: Task, error: str, where: str) -> None:
+        """A polpo bug hit this task: it fails with the error and an event; every other task goes on."""
+        if task.terminal or task.mission_id not in self.missions:
+            return
+        tx = self.store.tx()
+        attempt = self.attempts.get(task.id)
+        if attempt is not None and attempt.status.live:
+            attempt.status = AttemptStatus.INTERRUPTED
+            attempt.error = f"internal error: {error}"
+            attempt.finished_at = self.clock.now()
+            tx.attempt(attempt)
+        tx.event(TaskError(error=error, where=where), mission_id=task.mission_id, task_id=task.id)
+        self.transition(tx, task, Trigger.INTERNAL_ERROR, f"internal error in polpo ({where}): {error}")
+        self.store.submit(tx)
+        self.after_change(task)
+
+
+def wire(m: Mission) -> None:
+    """Derive dependency links, gate counters and waiting counts from the tasks' current states."""
+    by_title = {t.title: t for t in m.tasks.values()}
+    for t in m.tasks.values():
+        t.deps = [by_title[d].id for d in t.spec.depends_on if d in by_title]
+        t.dependents = []
+        t.gates = []
+    for t in m.tasks.values():
+        for d in t.deps:
+            m.tasks[d].dependents.append(t.id)
+    m.gates_after = {}
+    m.gate_pending = {}
+    for g in m.spec.quality_gates:
+        for title in g.blocks_tasks:
+            if title in by_title:
+                by_title[title].gates.append(g.name)
+        after = [by_title[a] for a in dict.fromkeys(g.after_tasks) if a in by_title]
+        m.gate_pending[g.name] = sum(1 for t in after if not t.terminal)
+        for t in after:
+            m.gates_after.setdefault(t.title, []).append(g.name)
+    for t in m.tasks.values():
+        t.waiting_on = sum(1 for d in t.deps if m.tasks[d].status is not TaskStatus.DONE) + sum(
+            1 for g in t.gates if m.gate_state.get(g, GateStatus.WAITING) is not GateStatus.PASSED)
+    m.open_tasks = sum(1 for t in m.tasks.values() if not t.terminal)

@@ -1,0 +1,155 @@
+"""What a person asks of running work: cancel a mission, retry a failed task, approve a blocked one.
+
+The CLI queues these in the store's command inbox (a CLI has no other channel into a running daemon); the
+daemon polls the inbox every ``COMMAND_POLL`` seconds — never on a task's path — and answers in the same row.
+An SLA violation with ``violation_action = "fail"`` comes through here too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from polpo.clock import Clock
+from polpo.config import Config
+from polpo.engine.board import MissionBoard, wire
+from polpo.engine.budget import budget
+from polpo.engine.dispatcher import Dispatcher
+from polpo.engine.lifecycle import Trigger
+from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry
+from polpo.model.records import Mission, Task
+from polpo.model.status import AttemptKind, GateStatus, MissionStatus, StopReason, TaskStatus
+from polpo.store.protocol import Store
+from polpo.store.tx import Tx
+
+log = logging.getLogger("polpo.commands")
+
+__all__ = ["COMMAND_POLL", "SLA_REASON", "CommandRefused", "Commands"]
+
+COMMAND_POLL = 0.25  # seconds
+SLA_REASON = "SLA violated: deadline passed"
+
+
+class CommandRefused(Exception):
+    """A command that does not apply; the message says why."""
+
+
+class Commands:
+    def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
+                 load: Callable[[str], Awaitable[Mission | None]]) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.board = board
+        self.dispatcher = dispatcher
+        self._load = load  # a finished mission, read back into the board (for a retry)
+
+    def cancel_mission(self, mid: str, by: str = "user") -> str:
+        m = self.board.missions.get(mid)
+        if m is None:
+            raise CommandRefused(f"mission {mid!r} is not running")
+        m.status = MissionStatus.CANCELLING
+        tx = self.store.tx().mission(m)
+        tx.event(MissionCancelled(by=by), mission_id=m.id)
+        for t in m.tasks.values():
+            if self.dispatcher.stop_task(t.id, StopReason.CANCEL):
+                continue  # the runner records the cancellation once its agent is stopped
+            if not t.terminal:
+                self.board.transition(tx, t, Trigger.CANCEL, "mission cancelled")
+                m.open_tasks -= 1
+        self.store.submit(tx)
+        if m.open_tasks <= 0:
+            self.board.complete_mission(m)
+        return f"cancelling mission {mid}"
+
+    async def retry_task(self, task_id: str) -> str:
+        mid = task_id.rsplit(":", 1)[0]
+        m = self.board.missions.get(mid) or await self._load(mid)
+        task = m.tasks.get(task_id) if m else None
+        if m is None or task is None:
+            raise CommandRefused(f"no task {task_id!r}")
+        if task.status is not TaskStatus.FAILED:
+            raise CommandRefused(f"task {task_id} is {task.status}; only failed tasks can be retried")
+        tx = self.store.tx()
+        if m.status is not MissionStatus.RUNNING:
+            m.status = MissionStatus.RUNNING
+            m.finished_at = None
+            m.report = None
+            tx.mission(m)
+            tx.event(MissionResumed(by="retry", task_id=task_id), mission_id=m.id)
+        task.retries = task.fix_attempts = task.interruptions = 0
+        task.next_kind = AttemptKind.RETRY
+        self.board.transition(tx, task, Trigger.MANUAL_RETRY, "retried by user")
+        max_retries = budget(task.spec, m.spec, self.cfg.defaults).max_retries
+        tx.event(TaskRetry(attempt=1, max_retries=max_retries, manual=True), mission_id=m.id, task_id=task.id)
+        reopened = self._reopen_cascade(tx, m)
+        wire(m)
+        self.store.submit(tx)
+        for t in [task, *reopened]:
+            self.board.make_ready(t)
+        self.board.settle_gates(m)
+        return f"retrying {task_id}" + (f" (and {len(reopened)} task(s) that waited on it)" if reopened else "")
+
+    def _reopen_cascade(self, tx: Tx, m: Mission) -> list[Task]:
+        """Re-open tasks that failed only because of a dependency or a gate, and reset failed gates."""
+        for g in m.spec.quality_gates:
+            if m.gate_state.get(g.name) is GateStatus.FAILED:
+                m.gate_state[g.name] = GateStatus.WAITING
+                tx.gate(m.id, g.name, GateStatus.WAITING, "re-opened by a retry", None, self.clock.now())
+        out = []
+        for t in m.tasks.values():
+            if t.status is TaskStatus.FAILED and t.reason and t.reason.startswith(("dependency failed",
+                                                                                 "quality gate")):
+                t.retries = t.fix_attempts = 0
+                self.board.transition(tx, t, Trigger.REOPEN, "re-opened: what it waited on is being retried")
+                out.append(t)
+        return out
+
+    def approve_task(self, task_id: str) -> str:
+        task = self.board.tasks.get(task_id)
+        if task is None:
+            raise CommandRefused(f"no running task {task_id!r}")
+        if task.status is not TaskStatus.AWAITING_APPROVAL:
+            raise CommandRefused(f"task {task_id} is {task.status}, not awaiting approval")
+        tx = self.store.tx()
+        tx.event(TaskApproved(next=task.next_kind), mission_id=task.mission_id, task_id=task.id)
+        self.board.transition(tx, task, Trigger.APPROVE, "approved by user")
+        self.store.submit(tx)
+        self.board.make_ready(task)
+        return f"approved {task_id}: its {task.next_kind} runs next"
+
+    def fail_for_sla(self, t: Task) -> None:
+        """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry."""
+        if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
+            return  # a running one: the runner kills the process group and records the failure
+        tx = self.store.tx()
+        self.board.transition(tx, t, Trigger.SLA_FAIL, SLA_REASON)
+        self.store.submit(tx)
+        self.board.after_change(t)
+
+    async def apply(self, kind: str, target: str) -> tuple[str, str]:
+        """(status, answer) of one command: ``done`` or ``refused``."""
+        try:
+            if kind == "cancel":
+                return "done", self.cancel_mission(target)
+            if kind == "retry":
+                return "done", await self.retry_task(target)
+            if kind == "approve":
+                return "done", self.approve_task(target)
+            return "refused", f"unknown command {kind!r}"
+        except CommandRefused as e:
+            return "refused", str(e)
+
+    async def run_inbox(self, poll: float = COMMAND_POLL) -> None:
+        """Apply the commands the CLI queued in the store, until cancelled."""
+        while True:
+            for c in await self.store.queued_commands():
+                try:
+                    status, answer = await self.apply(c.kind, c.target)
+                except Exception as exc:  # a bug in one command must not end the inbox (or the daemon)
+                    log.exception("command %s %s failed", c.kind, c.target)
+                    status, answer = "refused", f"internal error: {type(exc).__name__}: {exc}"
+                await self.store.commit(self.store.tx().command_done(c.id, status, answer, self.clock.now()))
+            await anyio.sleep(poll)

@@ -1,0 +1,153 @@
+"""The dispatcher: starts every startable task each time something changes, within the concurrency limits.
+
+Event-driven: a task that becomes ready, a freed slot or a command wakes the loop at once; there is no polling
+interval on a task's path. Each run is guarded: an unexpected exception in one task's runner fails that task
+with an ``internal error`` reason and an event, and every other task and mission goes on — one bug in one
+task never ends the daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio.abc import TaskGroup
+
+from polpo.agents.registry import AgentFactory, AgentSlot
+from polpo.engine.board import MissionBoard
+from polpo.engine.handles import RunHandle
+from polpo.engine.ready import ReadyQueue
+from polpo.model.records import Mission, Task
+from polpo.model.status import MissionStatus, StopReason, TaskStatus
+from polpo.tools.procs import kill_group
+
+log = logging.getLogger("polpo.dispatcher")
+
+__all__ = ["Dispatcher"]
+
+RunTask = Callable[[Task, RunHandle], Awaitable[None]]
+
+
+class Dispatcher:
+    def __init__(self, board: MissionBoard, agents: AgentFactory, max_concurrency: int, run_task: RunTask) -> None:
+        self.board = board
+        self.agents = agents
+        self.run_task = run_task
+        self.queue = ReadyQueue(max_concurrency)
+        self.running: dict[str, RunHandle] = {}
+        self.resuming: set[str] = set()  # tasks in review whose checks resume after a restart
+        self.stopping = False
+        self._wake = anyio.Event()
+        self._all_released = anyio.Event()
+        self._slots: dict[tuple[str, str], AgentSlot] = {}
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # -- readiness ------------------------------------------------------------------------------------------
+    def make_ready(self, task: Task) -> None:
+        m = self.board.missions.get(task.mission_id)
+        if m is not None:
+            self.queue.push(task.spec.priority, m.seq, task.idx, task.id)
+            self.wake()
+
+    def resume(self, task: Task) -> None:
+        """After a restart: a task in review runs its remaining checks (the agent does not run again)."""
+        self.resuming.add(task.id)
+        self.make_ready(task)
+
+    def slot(self, task: Task) -> AgentSlot:
+        key = (task.mission_id, task.agent)
+        s = self._slots.get(key)
+        if s is None:
+            m = self.board.missions[task.mission_id]
+            s = self._slots[key] = self.agents.resolve(m.id, m.spec, task.agent)
+        return s
+
+    def forget(self, m: Mission) -> None:
+        """A finished mission: drop its resolved agents and wake the loop (its slots may free others)."""
+        for key in [k for k in self._slots if k[0] == m.id]:
+            del self._slots[key]
+        self.wake()
+
+    def _is_ready(self, task_id: str) -> bool:
+        t = self.board.tasks.get(task_id)
+        if t is None or task_id in self.running:
+            return False
+        if self.board.missions[t.mission_id].status is not MissionStatus.RUNNING:
+            return False
+        if task_id in self.resuming:
+            return t.status is TaskStatus.REVIEW
+        return t.status is TaskStatus.PENDING and t.waiting_on == 0
+
+    def _limits_of(self, task_id: str) -> list[tuple[str, int | None]]:
+        t = self.board.tasks[task_id]
+        s = self.slot(t)
+        m = self.board.missions[t.mission_id]
+        return [(f"agent:{s.limit_key}", s.max_concurrency), (f"mission:{m.id}", m.spec.settings.max_concurrency)]
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    async def run(self, tg: TaskGroup) -> None:
+        while not self.stopping:
+            self._wake = anyio.Event()
+            while not self.stopping:
+                task_id = self.queue.pop_startable(self._is_ready, self._limits_of)
+                if task_id is None:
+                    break
+                self.resuming.discard(task_id)
+                task = self.board.tasks[task_id]
+                handle = RunHandle(task_id, [k for k, _ in self._limits_of(task_id)])
+                self.running[task_id] = handle
+                self.queue.started(handle.keys)
+                tg.start_soon(self._guarded, task, handle, name=f"task {task_id}")
+            await self._wake.wait()
+
+    async def _guarded(self, task: Task, handle: RunHandle) -> None:
+        try:
+            await self.run_task(task, handle)
+        except Exception as exc:
+            log.error("internal error while running task %s:\n%s", task.id, traceback.format_exc())
+            self._contain(task, handle, exc)
+        finally:
+            self.release(handle)
+
+    def _contain(self, task: Task, handle: RunHandle, exc: Exception) -> None:
+        """Fail the task whose runner raised; the daemon, and every other task, go on."""
+        try:
+            attempt = handle.attempt
+            if attempt is not None and attempt.pid is not None and attempt.status.live:
+                kill_group(attempt.pid)  # nothing of the failed run may outlive it
+            self.board.fail_internal(task, f"{type(exc).__name__}: {exc}", "task runner")
+        except Exception:  # the containment itself failed: log it, never let it end the daemon
+            log.exception("could not record the internal error of task %s", task.id)
+
+    def release(self, handle: RunHandle) -> None:
+        self.running.pop(handle.task_id, None)
+        self.queue.finished(handle.keys)
+        if not self.running:
+            self._all_released.set()
+        self.wake()
+
+    def stop_task(self, task_id: str, reason: StopReason) -> bool:
+        """Stop a running task's run (cancel, SLA, shutdown); False when it is not running."""
+        handle = self.running.get(task_id)
+        if handle is None:
+            return False
+        handle.stop(reason)
+        return True
+
+    async def stop(self, grace: float) -> None:
+        """Stop dispatching; give running agents ``grace`` seconds, then stop what is left."""
+        self.stopping = True
+        self.wake()
+        if not self.running:
+            return
+        self._all_released = anyio.Event()
+        with anyio.move_on_after(grace):
+            await self._all_released.wait()
+        for handle in list(self.running.values()):
+            handle.stop(StopReason.SHUTDOWN)
+        if self.running:
+            await self._all_released.wait()

@@ -1,0 +1,138 @@
+"""What every store backend shares: the queue, the single group-commit writer, stamping and publishing events.
+
+Callers ``submit`` a ``Tx`` (no wait) or ``commit`` it (wait until durable). One writer task drains everything
+queued into ONE backend transaction (rows grouped by table, then the event rows), and only after it commits
+writes each event to ``events.jsonl`` and hands it to subscribers, in ``seq`` order. So state is durable before
+its event is seen, the cost per change does not grow with the number of tasks, and under load many changes
+share a commit. A backend implements :meth:`StoreCore._apply` and the named reads of the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import anyio
+
+from polpo.clock import Clock, iso
+from polpo.events.catalog import Event
+from polpo.events.log import EventLog
+from polpo.events.pipeline import event_data
+from polpo.store.protocol import StoreError, Subscriber
+from polpo.store.rows import Row, Table
+from polpo.store.tx import Tx
+
+log = logging.getLogger("polpo.store")
+
+__all__ = ["StoreCore"]
+
+
+class StoreCore:
+    def __init__(self, clock: Clock, max_seq: int) -> None:
+        self.clock = clock
+        self._seq = max_seq
+        self._queue: deque[Tx] = deque()
+        self._wake = anyio.Event()
+        self._subscribers: list[Subscriber] = []
+        self.event_log: EventLog | None = None
+        self._closed = False
+        self.commits = 0  # batches written, for benchmarks
+
+    # -- backend hooks -------------------------------------------------------------------------------------
+    async def _apply(self, rows: dict[Table, list[Row]], events: list[Event]) -> None:
+        """Write one batch in one transaction (all or nothing)."""
+        raise NotImplementedError
+
+    async def _close_backend(self) -> None:
+        raise NotImplementedError
+
+    async def events_after(self, seq: int) -> list[Event]:
+        raise NotImplementedError
+
+    # -- writing -------------------------------------------------------------------------------------------
+    def tx(self) -> Tx:
+        return Tx()
+
+    def submit(self, tx: Tx) -> Tx:
+        if self._closed:
+            raise StoreError("store is closed")
+        tx.ts = iso(self.clock.now())
+        self._queue.append(tx)
+        self._wake.set()
+        return tx
+
+    async def commit(self, tx: Tx) -> None:
+        self.submit(tx)
+        await tx.done.wait()
+
+    async def flush(self) -> None:
+        await self.commit(Tx())
+
+    def subscribe(self, fn: Subscriber) -> None:
+        self._subscribers.append(fn)
+
+    async def run_writer(self) -> None:
+        try:
+            while True:
+                if not self._queue:
+                    self._wake = anyio.Event()
+                    await self._wake.wait()
+                await self._write_batch()
+        finally:
+            with anyio.CancelScope(shield=True):
+                while self._queue:
+                    await self._write_batch()
+
+    async def _write_batch(self) -> None:
+        batch = list(self._queue)
+        self._queue.clear()
+        rows: dict[Table, list[Row]] = {}
+        events: list[Event] = []
+        first_seq = self._seq
+        for tx in batch:
+            for table, row in tx.ops:
+                rows.setdefault(table, []).append(row)
+            for payload, mission_id, task_id in tx.pending:
+                self._seq += 1
+                ev = Event(self._seq, tx.ts or "", payload.NAME, mission_id, task_id, event_data(payload))
+                tx.events.append(ev)
+                events.append(ev)
+        if rows or events:
+            try:
+                await self._apply(rows, events)
+            except BaseException:
+                self._seq = first_seq
+                raise
+            self.commits += 1
+        for ev in events:
+            self._publish(ev)
+        for tx in batch:
+            tx.done.set()
+
+    def _publish(self, ev: Event) -> None:
+        if self.event_log is not None:
+            self.event_log.write(ev)
+        for fn in self._subscribers:
+            try:
+                fn(ev)
+            except Exception:  # a subscriber never stops the writer
+                log.exception("event subscriber failed on %s", ev.event)
+
+    async def catch_up_log(self) -> int:
+        """Write to the log every stored event it lacks (after a crash between commit and write)."""
+        if self.event_log is None:
+            return 0
+        missing = await self.events_after(self.event_log.last_seq)
+        for ev in missing:
+            self.event_log.write(ev)
+        return len(missing)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._close_backend()
+        finally:
+            if self.event_log is not None:
+                self.event_log.close()

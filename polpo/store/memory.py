@@ -1,0 +1,128 @@
+"""An in-memory store: the same protocol and the same writer as SQLite, with tables as dictionaries.
+
+For fast unit tests of the engine, the runner and recovery: a test can commit through it, read what a crash
+would leave behind, and drive the engine without a file. Rows are kept as dictionaries of the same columns as
+the SQL tables, converted by the same functions, so a store-level test runs unchanged against both backends.
+Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from polpo.clock import Clock, iso
+from polpo.events.catalog import Event
+from polpo.model.records import Assessment
+from polpo.model.status import GateStatus, SourceOutcome
+from polpo.store import rows as R
+from polpo.store.core import StoreCore
+from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord
+
+__all__ = ["MemoryStore"]
+
+Rec = dict[str, Any]
+
+
+class MemoryStore(StoreCore):
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock, 0)
+        self.tables: dict[str, dict[tuple[Any, ...], Rec]] = {t.name: {} for t in R.UPSERT_TABLES}
+        self.tables["commands"] = {}
+        self.events: list[Event] = []
+        self._next_command = 0
+
+    async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> None:
+        for table, group in rows.items():  # validated first, applied after: all or nothing
+            for row in group:
+                if len(row) != len(table.cols):
+                    raise ValueError(f"{table.name}: row of {len(row)} values for {len(table.cols)} columns")
+        for table, group in rows.items():
+            target = self.tables[table.name]
+            for row in group:
+                rec = dict(zip(table.cols, row, strict=True))
+                key = tuple(rec[k] for k in table.key)
+                old = target.get(key)
+                if table is R.COMMANDS_DONE:
+                    if old is not None:
+                        old.update(rec)
+                elif old is None:
+                    target[key] = rec
+                else:
+                    old.update({c: v for c, v in rec.items() if c not in table.insert_only})
+        self.events.extend(events)
+
+    async def _close_backend(self) -> None:
+        return None
+
+    # -- what the CLI does on SQLite ---------------------------------------------------------------------------
+    def queue_command(self, kind: str, target: str) -> int:
+        """Queue a retry / cancel / approve as the CLI would."""
+        self._next_command += 1
+        self.tables["commands"][(self._next_command,)] = {
+            "id": self._next_command, "kind": kind, "target": target, "created_at": iso(self.clock.now()),
+            "status": "queued", "result": None, "handled_at": None}
+        return self._next_command
+
+    def rows(self, table: str, where: Callable[[Rec], bool] = lambda _: True) -> list[Rec]:
+        """The stored rows of ``table`` that ``where`` accepts (tests read the state through this)."""
+        return [dict(r) for r in self.tables[table].values() if where(r)]
+
+    # -- named reads ---------------------------------------------------------------------------------------
+    async def sources(self) -> list[SourceRecord]:
+        return [SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"])
+                for r in self.tables["sources"].values()]
+
+    async def mission_index(self) -> list[MissionIndexEntry]:
+        ms = sorted(self.tables["missions"].values(), key=lambda r: r["seq"])
+        return [MissionIndexEntry(r["id"], r["source"], r["run"], r["seq"]) for r in ms]
+
+    async def open_mission_ids(self) -> list[str]:
+        ms = sorted(self.tables["missions"].values(), key=lambda r: r["seq"])
+        return [r["id"] for r in ms if r["status"] in ("running", "cancelling")]
+
+    async def load_mission(self, mission_id: str) -> LoadedMission | None:
+        row = self.tables["missions"].get((mission_id,))
+        if row is None:
+            return None
+        m = R.mission_from_row(row)
+        for g in self.tables["gates"].values():
+            if g["mission_id"] == mission_id:
+                m.gate_state[g["name"]] = GateStatus(g["status"])
+        for t in sorted((t for t in self.tables["tasks"].values() if t["mission_id"] == mission_id),
+                        key=lambda t: t["idx"]):
+            task = R.task_from_row(t, m)
+            m.tasks[task.id] = task
+        loaded = LoadedMission(m)
+        attempts = sorted((a for a in self.tables["attempts"].values() if a["mission_id"] == mission_id),
+                          key=lambda a: (a["task_id"], a["number"]))
+        for a in attempts:
+            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
+        return loaded
+
+    async def open_assessment(self, attempt_id: str) -> Assessment | None:
+        open_ = sorted((a for a in self.tables["assessments"].values()
+                        if a["attempt_id"] == attempt_id and a["status"] == "running"), key=lambda a: a["id"])
+        if not open_:
+            return None
+        row = open_[-1]
+        checks = sorted((c for c in self.tables["checks"].values() if c["assessment_id"] == row["id"]),
+                        key=lambda c: c["idx"])
+        return R.assessment_from_row(row, checks)
+
+    async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
+        return [(r["entity_id"], r["kind"]) for r in self.tables["sla_marks"].values()
+                if r["mission_id"] == mission_id]
+
+    async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
+        row = self.tables["dimensions"].get((task_id, check_idx))
+        return (row["source"], orjson.loads(row["data"])) if row else None
+
+    async def queued_commands(self) -> list[CommandRecord]:
+        return [CommandRecord(r["id"], r["kind"], r["target"])
+                for r in sorted(self.tables["commands"].values(), key=lambda r: r["id"]) if r["status"] == "queued"]
+
+    async def events_after(self, seq: int) -> list[Event]:
+        return [ev for ev in self.events if ev.seq > seq]

@@ -1,0 +1,119 @@
+"""The store seam: what the engine needs from a store, whatever keeps the data (SQLite, memory, PostgreSQL).
+
+Writing is one primitive: submit a :class:`~polpo.store.tx.Tx` (rows + events); the store makes it durable, in
+submission order, then publishes its events. Reading is a handful of named queries that return records, so
+no SQL leaves ``polpo/store/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from polpo.events.catalog import Event
+from polpo.events.log import EventLog
+from polpo.model.records import Assessment, Attempt, Mission
+from polpo.model.status import SourceOutcome
+from polpo.store.tx import Tx
+
+__all__ = ["CommandRecord", "LoadedMission", "MissionIndexEntry", "SourceRecord", "Store", "StoreError",
+           "Subscriber"]
+
+Subscriber = Callable[[Event], None]
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used (closed, newer schema, unwritable)."""
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """What became of the last bytes seen at a mission-file path."""
+
+    path: str
+    hash: str
+    outcome: SourceOutcome
+    mission_id: str | None
+
+
+@dataclass(frozen=True)
+class MissionIndexEntry:
+    id: str
+    source: str
+    run: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """A retry / cancel / approve request queued by the CLI."""
+
+    id: int
+    kind: str
+    target: str
+
+
+@dataclass
+class LoadedMission:
+    """A mission with its tasks and gate states, and each task's latest attempt."""
+
+    mission: Mission
+    attempts: dict[str, Attempt] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    event_log: EventLog | None
+    commits: int
+
+    # -- writing -------------------------------------------------------------------------------------------
+    def tx(self) -> Tx: ...
+
+    def submit(self, tx: Tx) -> Tx:
+        """Queue a change; it becomes durable in submission order. Does not wait."""
+        ...
+
+    async def commit(self, tx: Tx) -> None:
+        """Queue a change and wait until it is durable and its events are published."""
+        ...
+
+    async def flush(self) -> None: ...
+
+    def subscribe(self, fn: Subscriber) -> None: ...
+
+    async def run_writer(self) -> None:
+        """The single writer. Runs until cancelled; drains what is queued before it stops."""
+        ...
+
+    async def catch_up_log(self) -> int: ...
+
+    async def close(self) -> None: ...
+
+    # -- reading -------------------------------------------------------------------------------------------
+    async def sources(self) -> list[SourceRecord]: ...
+
+    async def mission_index(self) -> list[MissionIndexEntry]:
+        """Every mission ever accepted (id, source file, run number, acceptance order)."""
+        ...
+
+    async def open_mission_ids(self) -> list[str]:
+        """Missions still running or cancelling, in acceptance order."""
+        ...
+
+    async def load_mission(self, mission_id: str) -> LoadedMission | None: ...
+
+    async def open_assessment(self, attempt_id: str) -> Assessment | None:
+        """The attempt's unfinished assessment with the checks already stored, if any."""
+        ...
+
+    async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
+        """(entity id, kind) of every SLA mark recorded for the mission and its tasks."""
+        ...
+
+    async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
+        """(source, dimension list) stored for a task's review check, if any."""
+        ...
+
+    async def queued_commands(self) -> list[CommandRecord]: ...
+
+    async def events_after(self, seq: int) -> list[Event]: ...

@@ -1,0 +1,91 @@
+"""A unit of change: row upserts and the events that announce them, committed together.
+
+Backend-neutral: a ``Tx`` holds (table, row) pairs and typed event payloads; the store it is submitted to turns
+them into statements. Building one does no I/O, so state code can describe a change without awaiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from polpo.clock import iso
+from polpo.events.catalog import Event, Payload
+from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.status import GateStatus, SourceOutcome
+from polpo.store import rows as R
+
+__all__ = ["PendingEvent", "Tx"]
+
+PendingEvent = tuple[Payload, str | None, str | None]  # payload, mission id, task id
+
+
+class Tx:
+    __slots__ = ("done", "events", "ops", "pending", "ts")
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[R.Table, R.Row]] = []
+        self.pending: list[PendingEvent] = []
+        self.events: list[Event] = []  # stamped by the store's writer, in commit order
+        self.ts: str | None = None  # when it was submitted; the events' timestamp
+        self.done = anyio.Event()
+
+    # -- rows -----------------------------------------------------------------------------------------------
+    def mission(self, m: Mission, spec_json: str | None = None) -> Tx:
+        self.ops.append((R.MISSIONS, R.mission_row(m, spec_json)))
+        return self
+
+    def task(self, t: Task) -> Tx:
+        self.ops.append((R.TASKS, R.task_row(t)))
+        return self
+
+    def attempt(self, a: Attempt) -> Tx:
+        self.ops.append((R.ATTEMPTS, R.attempt_row(a)))
+        return self
+
+    def assessment(self, a: Assessment) -> Tx:
+        self.ops.append((R.ASSESSMENTS, R.assessment_row(a)))
+        return self
+
+    def check(self, assessment_id: str, task_id: str, result: Mapping[str, Any], at: datetime) -> Tx:
+        self.ops.append((R.CHECKS, R.check_row(assessment_id, task_id, result, at)))
+        return self
+
+    def gate(self, mission_id: str, name: str, status: GateStatus, reason: str | None, avg_score: float | None,
+             at: datetime) -> Tx:
+        self.ops.append((R.GATES, (mission_id, name, status.value, reason, avg_score, iso(at))))
+        return self
+
+    def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime) -> Tx:
+        self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at))))
+        return self
+
+    def transcript(self, attempt_id: str, task_id: str, data_json: str) -> Tx:
+        self.ops.append((R.TRANSCRIPTS, (attempt_id, task_id, data_json)))
+        return self
+
+    def review(self, assessment_id: str, check_idx: int, reviewer: int, task_id: str, model: str, ok: bool,
+               data_json: str, at: datetime) -> Tx:
+        self.ops.append((R.REVIEWS, (assessment_id, check_idx, reviewer, task_id, model, int(ok), data_json, iso(at))))
+        return self
+
+    def dimensions(self, task_id: str, check_idx: int, source: str, data_json: str, at: datetime) -> Tx:
+        self.ops.append((R.DIMENSIONS, (task_id, check_idx, source, data_json, iso(at))))
+        return self
+
+    def sla_mark(self, entity_id: str, kind: str, entity_type: str, mission_id: str, data_json: str,
+                 at: datetime) -> Tx:
+        self.ops.append((R.SLA_MARKS, (entity_id, kind, entity_type, mission_id, data_json, iso(at))))
+        return self
+
+    def command_done(self, command_id: int, status: str, result: str, at: datetime) -> Tx:
+        self.ops.append((R.COMMANDS_DONE, (command_id, status, result, iso(at))))
+        return self
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def event(self, payload: Payload, *, mission_id: str | None = None, task_id: str | None = None) -> Tx:
+        self.pending.append((payload, mission_id, task_id))
+        return self
