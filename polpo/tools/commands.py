@@ -72,7 +72,7 @@ def _describe(proc: ProcResult, timeout: float) -> ToolOutput:
         "stderr_bytes": proc.stderr_bytes,
     }
     if proc.timed_out:
-        head = f"Error: the command timed out after {timeout:g} s; it and everything it started were killed"
+        head = f"the command timed out after {timeout:g} s; it and everything it started were killed"
     elif proc.signal is not None:
         head = f"killed by signal {proc.signal}"
     else:
@@ -85,7 +85,7 @@ def _describe(proc: ProcResult, timeout: float) -> ToolOutput:
     if not proc.stdout_bytes and not proc.stderr_bytes:
         parts.append("(no output)")
     if proc.timed_out:
-        return ToolOutput(ok=False, text="\n".join(parts), data={"error": "timeout", **data})
+        return fail("\n".join(parts), "timeout", **data)
     return ToolOutput(ok=True, text="\n".join(parts), data=data)
 
 
