@@ -1,11 +1,11 @@
 """LLM agents: a model works on the task through tools, in a loop, until it answers without calling one.
 
 Each attempt is one conversation through :meth:`polpo.llm.client.LLMClient.chat` (the only door to a model: it
-retries transient errors and limits per-model concurrency). The model gets the workspace file tools
-(:mod:`polpo.tools.files`), ``run_command`` (:mod:`polpo.tools.commands`) and ``register_outcome``
-(:mod:`polpo.tools.outcomes`). A tool problem — malformed JSON arguments, an unknown tool, a path the sandbox
-refuses, a failing command — goes back to the model as a tool result starting with ``Error:`` so it can correct
-itself; it never ends the session. What ends it:
+retries transient errors and limits per-model concurrency). The model gets every tool of
+:data:`polpo.tools.catalog.TOOLS` (the workspace file tools, ``run_command``, ``register_outcome``), called through
+the registry's dispatcher with the attempt's :class:`~polpo.tools.registry.ToolContext`. A tool problem — malformed
+JSON arguments, an unknown tool, a path the sandbox refuses, a failing command — goes back to the model as a tool
+result starting with ``Error:`` so it can correct itself; it never ends the session. What ends it:
 
 * an answer without tool calls → exit code 0, the answer is ``stdout_tail``;
 * ``max_turns`` model calls without such an answer → exit code 1, the reason in ``stderr_tail``;
@@ -34,15 +34,12 @@ from polpo.agents.prompts import describe_expectation
 from polpo.agents.transcript import Transcript
 from polpo.clock import Clock
 from polpo.llm.client import LLMClient, LLMError, ModelSettings, ToolCallOut
-from polpo.tools.commands import RUN_COMMAND_SCHEMA, run_command_tool
-from polpo.tools.files import ALL_TOOLS, ToolOutput, dispatch, tool_schemas
-from polpo.tools.outcomes import REGISTER_OUTCOME_SCHEMA, register_outcome
-from polpo.tools.sandbox import Sandbox
+from polpo.tools.catalog import TOOLS
+from polpo.tools.output import ToolError
+from polpo.tools.registry import ToolContext, decode_arguments
 
-__all__ = ["AGENT_TOOLS", "DEFAULT_SYSTEM_PROMPT", "TAIL_CHARS", "LLMAgent", "build_system_prompt",
-           "build_task_message", "parse_arguments"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "TAIL_CHARS", "LLMAgent", "build_system_prompt", "build_task_message"]
 
-AGENT_TOOLS: tuple[str, ...] = (*ALL_TOOLS, "run_command", "register_outcome")
 TAIL_CHARS = 4_000
 """stdout_tail / stderr_tail bound, like a command agent's tails (the full text is in the transcript)."""
 WRAP_UP_TURNS = 2
@@ -113,29 +110,6 @@ def build_task_message(request: AgentRequest) -> str:
     return "\n\n".join(parts)
 
 
-def _fail(message: str, kind: str, **data: Any) -> ToolOutput:
-    return ToolOutput(ok=False, text=f"Error: {message}", data={"error": kind, **data})
-
-
-def parse_arguments(name: str, raw: str) -> Mapping[str, Any] | ToolOutput:
-    """The model's JSON arguments as a mapping, or an ``Error:`` result explaining what is wrong with them."""
-    if not raw.strip():
-        return {}
-    try:
-        args: Any = json.loads(raw)
-        if isinstance(args, str):  # some models encode the object twice
-            args = json.loads(args)
-    except (ValueError, RecursionError) as exc:
-        return _fail(f"the arguments of {name} are not valid JSON ({exc}); send one JSON object, "
-                     'for example {"path": "src/main.py"}', "invalid_json", tool=name)
-    if args is None:
-        return {}
-    if not isinstance(args, Mapping):
-        return _fail(f"the arguments of {name} must be a JSON object, got {type(args).__name__}",
-                     "invalid_arguments", tool=name)
-    return args
-
-
 def _replayable(message: dict[str, Any]) -> dict[str, Any]:
     """The assistant message to send back, with malformed tool arguments replaced by ``{}``.
 
@@ -145,11 +119,13 @@ def _replayable(message: dict[str, Any]) -> dict[str, Any]:
     """
     for call in message.get("tool_calls") or []:
         fn = call["function"]
-        parsed = parse_arguments(fn["name"], fn["arguments"])
-        if isinstance(parsed, ToolOutput):
+        try:
+            parsed = decode_arguments(fn["name"], fn["arguments"])
+        except ToolError:
             fn["arguments"] = "{}"
-        elif not fn["arguments"].lstrip().startswith("{"):  # empty, null, or encoded twice
-            fn["arguments"] = json.dumps(dict(parsed))
+            continue
+        if not fn["arguments"].lstrip().startswith("{"):  # empty, null, or encoded twice
+            fn["arguments"] = json.dumps(parsed)
     return message
 
 
@@ -173,7 +149,6 @@ class _Session:
 
     request: AgentRequest
     settings: ModelSettings
-    sandbox: Sandbox
     transcript: Transcript
     messages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     outcomes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -225,7 +200,7 @@ class LLMAgent:
         self.default_timeout = default_timeout
         self.role = role
         self.command_timeout = command_timeout
-        self.tools: list[dict[str, Any]] = [*tool_schemas(ALL_TOOLS), RUN_COMMAND_SCHEMA, REGISTER_OUTCOME_SCHEMA]
+        self.tools: list[dict[str, Any]] = TOOLS.schemas()
 
     def __repr__(self) -> str:
         return f"LLMAgent(name={self.name!r}, model={self.settings.model!r})"
@@ -241,11 +216,13 @@ class LLMAgent:
         except OSError as exc:
             message = f"cannot create workspace {request.workspace}: {exc.strerror or exc}"
             return self._result(_End(None, error=message), transcript, None, start, settings)
-        session = _Session(request, settings, Sandbox(request.workspace), transcript)
+        session = _Session(request, settings, transcript)
+        context = ToolContext(request.workspace, clock=self.clock, env_marker=request.env_marker,
+                              command_timeout=self.command_timeout, outcome_sink=session.add_outcome)
         limit = request.timeout if request.timeout is not None else self.default_timeout
         end: _End | None = None
         with anyio.move_on_after(math.inf if limit is None else max(0.0, limit)):
-            end = await self._converse(session)
+            end = await self._converse(session, context)
         if end is None:
             reason = f"timed out after {limit:g} s (turn {session.turn} of at most {self.max_turns})"
             transcript.error(session.turn, reason, kind="timeout")
@@ -254,7 +231,7 @@ class LLMAgent:
 
     # ------------------------------------------------------------------------------------------- conversation
 
-    async def _converse(self, s: _Session) -> _End:
+    async def _converse(self, s: _Session, context: ToolContext) -> _End:
         s.messages = [{"role": "system", "content": self.system_prompt},
                       {"role": "user", "content": build_task_message(s.request)}]
         while s.turn < self.max_turns:
@@ -273,7 +250,7 @@ class LLMAgent:
             if not reply.tool_calls:
                 return _End(0, final_text=s.transcript.redact(reply.content or ""))
             for call in reply.tool_calls:
-                await self._tool_turn(s, call)
+                await self._tool_turn(s, context, call)
         reason = (f"max_turns ({self.max_turns}) reached: the model was still calling tools and never gave its "
                   "final answer")
         s.transcript.error(s.turn, reason, kind="max_turns")
@@ -285,8 +262,8 @@ class LLMAgent:
         s.transcript.error(s.turn, text, kind=kind)
         return _End(None, reason=text, error=text)
 
-    async def _tool_turn(self, s: _Session, call: ToolCallOut) -> None:
-        output = await self._execute(s, call)
+    async def _tool_turn(self, s: _Session, context: ToolContext, call: ToolCallOut) -> None:
+        output = await TOOLS.dispatch(context, call.name, call.arguments)
         s.transcript.tool(s.turn, call, output)
         content = s.transcript.redact(output.text)
         left = self.max_turns - s.turn
@@ -294,27 +271,6 @@ class LLMAgent:
             content += (f"\n\n[Note: {left} model turn(s) left. Finish now: reply without tool calls with your "
                         "summary.]")
         s.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-
-    async def _execute(self, s: _Session, call: ToolCallOut) -> ToolOutput:
-        """Run one tool call; every problem becomes an ``Error:`` result, only cancellation propagates."""
-        if call.name not in AGENT_TOOLS:
-            return _fail(f"unknown tool {call.name!r}; available tools: {', '.join(AGENT_TOOLS)}",
-                         "unknown_tool", tool=call.name)
-        args = parse_arguments(call.name, call.arguments)
-        if isinstance(args, ToolOutput):
-            return args
-        try:
-            if call.name == "run_command":
-                return await run_command_tool(s.request.workspace, args, max_timeout=self.command_timeout,
-                                              clock=self.clock, env_marker=s.request.env_marker)
-            if call.name == "register_outcome":
-                output = await register_outcome(s.sandbox, args)
-                if output.ok:
-                    s.add_outcome(output.data["outcome"])
-                return output
-            return await dispatch(s.sandbox, call.name, args, allowed=ALL_TOOLS)
-        except Exception as exc:  # the tools do not raise; a bug must still not end the attempt
-            return _fail(f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}", "internal", tool=call.name)
 
     # ------------------------------------------------------------------------------------------------ result
 

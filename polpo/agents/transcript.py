@@ -26,7 +26,7 @@ from typing import Any
 from polpo.clock import Clock, iso
 from polpo.llm.client import ChatReply, ToolCallOut
 from polpo.llm.secrets import _BEARER, redact, secret_values
-from polpo.tools.files import ToolOutput
+from polpo.tools.output import ToolOutput
 
 __all__ = [
     "ARGUMENT_CHARS",

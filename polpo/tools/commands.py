@@ -6,32 +6,35 @@ Its environment is :func:`~polpo.tools.procs.minimal_env` with secret-looking na
 API keys — plus the attempt's marker variable, so orphans can still be found after a daemon crash. stdin is
 ``/dev/null``: an interactive program gets end-of-file instead of hanging until the timeout.
 
-Like the file tools it never raises for a bad request: the problem comes back as ``ToolOutput(ok=False,
-text="Error: …")``. A command that runs and exits non-zero is *not* a tool failure (``ok=True``, the exit code is
-in the text): the model needs its output to decide what to do next.
+Like every tool it never raises for a bad request: the problem comes back as ``ToolOutput(ok=False,
+text="Error: …")``, its arguments bound by :mod:`polpo.tools.registry` from :class:`RunCommandArgs`. A command
+that runs and exits non-zero is *not* a tool failure (``ok=True``, the exit code is in the text): the model needs
+its output to decide what to do next. The timeout the model asks for is capped by the session's
+:attr:`~polpo.tools.registry.ToolContext.command_timeout`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from polpo.clock import Clock
 from polpo.llm.secrets import scrubbed_env
-from polpo.tools.files import ToolOutput
+from polpo.tools.output import ToolOutput, fail
 from polpo.tools.procs import ProcResult, minimal_env, run_process
+from polpo.tools.registry import Number, Tool, ToolArgs, ToolContext
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
     "MAX_COMMAND_CHARS",
-    "RUN_COMMAND_SCHEMA",
+    "RUN_COMMAND",
     "SHOWN_STDERR_CHARS",
     "SHOWN_STDOUT_CHARS",
+    "RunCommandArgs",
     "command_env",
     "run_command",
-    "run_command_tool",
 ]
 
 DEFAULT_COMMAND_TIMEOUT = 60.0
@@ -41,37 +44,6 @@ SHOWN_STDOUT_CHARS = 10_000
 SHOWN_STDERR_CHARS = 5_000
 _OUTPUT_LIMIT = 64 * 1024  # bytes kept per stream by run_process (tails); the model sees less, see above
 _GRACE = 3.0  # SIGTERM → SIGKILL delay on timeout
-
-RUN_COMMAND_SCHEMA: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "run_command",
-        "description": (
-            "Run a shell command with `bash -c` in the workspace root (e.g. run the tests, a build, a script). "
-            "No interactive input (stdin is empty); no API keys in the environment. Returns the exit code and the "
-            f"end of stdout (last {SHOWN_STDOUT_CHARS} characters) and stderr (last {SHOWN_STDERR_CHARS}). "
-            "The command and everything it started are killed at the timeout or when it exits."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The bash command line to run."},
-                "timeout": {
-                    "type": "integer",
-                    "description": f"Seconds before the command is killed (default {DEFAULT_COMMAND_TIMEOUT:.0f}; "
-                    "capped by the agent's limit).",
-                    "minimum": 1,
-                },
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-
-def _fail(message: str, kind: str, **data: Any) -> ToolOutput:
-    return ToolOutput(ok=False, text=f"Error: {message}", data={"error": kind, "tool": "run_command", **data})
 
 
 def command_env(env_marker: tuple[str, str] | None = None) -> dict[str, str]:
@@ -100,7 +72,7 @@ def _describe(proc: ProcResult, timeout: float) -> ToolOutput:
         "stderr_bytes": proc.stderr_bytes,
     }
     if proc.timed_out:
-        head = f"Error: the command timed out after {timeout:g} s; it and everything it started were killed"
+        head = f"the command timed out after {timeout:g} s; it and everything it started were killed"
     elif proc.signal is not None:
         head = f"killed by signal {proc.signal}"
     else:
@@ -113,7 +85,7 @@ def _describe(proc: ProcResult, timeout: float) -> ToolOutput:
     if not proc.stdout_bytes and not proc.stderr_bytes:
         parts.append("(no output)")
     if proc.timed_out:
-        return ToolOutput(ok=False, text="\n".join(parts), data={"error": "timeout", **data})
+        return fail("\n".join(parts), "timeout", **data)
     return ToolOutput(ok=True, text="\n".join(parts), data=data)
 
 
@@ -136,44 +108,52 @@ async def run_command(
         output_limit=_OUTPUT_LIMIT,
     )
     if proc.error is not None:
-        return _fail(f"the command could not be started: {proc.error}", "spawn")
+        return fail(f"the command could not be started: {proc.error}", "spawn")
     return _describe(proc, timeout)
 
 
-def _timeout_arg(value: Any, cap: float) -> float | ToolOutput:
-    if value is None:
-        return min(DEFAULT_COMMAND_TIMEOUT, cap)
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return _fail("argument 'timeout' must be a number of seconds", "invalid_arguments")
-    try:
-        seconds = float(value)
-    except ValueError:
-        return _fail(f"argument 'timeout' must be a number of seconds, got {value!r}", "invalid_arguments")
-    if not math.isfinite(seconds) or seconds <= 0:
-        return _fail("argument 'timeout' must be a positive number of seconds", "invalid_arguments")
-    return min(seconds, cap)
+class RunCommandArgs(ToolArgs):
+    command: str = Field(description="The bash command line to run.")
+    timeout: Number = Field(
+        DEFAULT_COMMAND_TIMEOUT,
+        gt=0,
+        allow_inf_nan=False,
+        description=f"Seconds before the command is killed (default {DEFAULT_COMMAND_TIMEOUT:.0f}; "
+        "capped by the agent's limit).",
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _usable(cls, command: str) -> str:
+        if not command.strip():
+            raise ValueError("must be a non-empty string")
+        if len(command) > MAX_COMMAND_CHARS:
+            raise ValueError(
+                f"is {len(command)} characters long; at most {MAX_COMMAND_CHARS} are accepted "
+                "(write a script file with write_file and run it instead)"
+            )
+        return command
 
 
-async def run_command_tool(
-    workspace: Path,
-    args: Mapping[str, Any],
-    *,
-    max_timeout: float,
-    clock: Clock,
-    env_marker: tuple[str, str] | None = None,
-) -> ToolOutput:
-    """``run_command`` with the model's parsed arguments, validated first; errors come back as results."""
-    unknown = sorted(set(args) - {"command", "timeout"})
-    if unknown:
-        return _fail(f"unexpected argument(s) {', '.join(map(repr, unknown))}; it accepts 'command', 'timeout'",
-                     "invalid_arguments")
-    command = args.get("command")
-    if not isinstance(command, str) or not command.strip():
-        return _fail("argument 'command' must be a non-empty string", "invalid_arguments")
-    if len(command) > MAX_COMMAND_CHARS:
-        return _fail(f"the command is {len(command)} characters long; at most {MAX_COMMAND_CHARS} are accepted "
-                     "(write a script file with write_file and run it instead)", "invalid_arguments")
-    timeout = _timeout_arg(args.get("timeout"), max_timeout)
-    if isinstance(timeout, ToolOutput):
-        return timeout
-    return await run_command(workspace, command, timeout=timeout, clock=clock, env_marker=env_marker)
+async def _run(ctx: ToolContext, args: RunCommandArgs) -> ToolOutput:
+    return await run_command(
+        ctx.workspace,
+        args.command,
+        timeout=min(args.timeout, ctx.command_timeout),
+        clock=ctx.clock,
+        env_marker=ctx.env_marker,
+    )
+
+
+RUN_COMMAND = Tool(
+    name="run_command",
+    description=(
+        "Run a shell command with `bash -c` in the workspace root (e.g. run the tests, a build, a script). "
+        "No interactive input (stdin is empty); no API keys in the environment. Returns the exit code and the "
+        f"end of stdout (last {SHOWN_STDOUT_CHARS} characters) and stderr (last {SHOWN_STDERR_CHARS}). "
+        "The command and everything it started are killed at the timeout or when it exits."
+    ),
+    args=RunCommandArgs,
+    handler=_run,
+    read_only=False,
+)

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from polpo.agents.base import Agent, AgentRequest, AgentResult
-from polpo.agents.llm import AGENT_TOOLS, LLMAgent
+from polpo.agents.llm import LLMAgent
 from polpo.agents.transcript import files_touched, timeline_text
 from polpo.clock import SystemClock
 from polpo.llm.client import LLMClient, ModelSettings
-from polpo.tools.commands import command_env, run_command_tool
+from polpo.tools.catalog import TOOLS
+from polpo.tools.commands import command_env
+from polpo.tools.registry import ToolContext
 from tests.support.fake_llm import FakeLLM, delay, error, raw, text, tool_call, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -134,7 +136,7 @@ async def test_a_session_lists_reads_edits_writes_and_finishes(srv: FakeLLM, ws:
     first = srv.requests[0]
     assert first["model"] == "fake-model" and first["tool_choice"] == "auto"
     assert first.headers["authorization"] == f"Bearer {KEY}"
-    assert sorted(t["function"]["name"] for t in first["tools"]) == sorted(AGENT_TOOLS)
+    assert [t["function"]["name"] for t in first["tools"]] == list(TOOLS.names)
     system, user = first["messages"][0]["content"], first["messages"][1]["content"]
     assert "without calling any tool" in system.lower()
     for needle in ("Fix the greeting", "Make greet() say hello", "Greeter", "A friendly greeter package.",
@@ -436,16 +438,20 @@ def test_llm_agent_satisfies_the_protocol(srv: FakeLLM) -> None:
         make_agent(srv, max_turns=0)
 
 
-async def test_run_command_tool_validates_its_arguments(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_run_command_validates_its_arguments(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-should-not-be-seen")
-    clock = SystemClock()
-    for args, needle in [({"command": "true", "timeout": 0}, "positive"), ({"command": "true", "timeout": "x"}, "number"),
-                         ({"command": "true", "timeout": True}, "number"), ({"command": 3}, "non-empty string"),
+    ctx = ToolContext(ws, clock=SystemClock(), command_timeout=5)
+    for args, needle in [({"command": "true", "timeout": 0}, "greater than 0"),
+                         ({"command": "true", "timeout": "x"}, "must be a number"),
+                         ({"command": "true", "timeout": True}, "must be a number"),
+                         ({"command": "true", "timeout": "nan"}, "finite"),
+                         ({"command": 3}, "must be a string"), ({"command": " "}, "non-empty string"),
                          ({"command": "true", "shell": "zsh"}, "'shell'"), ({"command": "x" * 20_001}, "at most")]:
-        out = await run_command_tool(ws, args, max_timeout=5, clock=clock)
+        out = await TOOLS.dispatch(ctx, "run_command", args)
         assert not out.ok and out.text.startswith("Error:") and needle in out.text, (args, out.text)
-    out = await run_command_tool(ws, {"command": "echo $GITHUB_TOKEN; printf 'x%.0s' $(seq 12000)", "timeout": "2"},
-                                 max_timeout=5, clock=clock)
+        assert out.data == {"error": "invalid_arguments", "tool": "run_command"}
+    out = await TOOLS.dispatch(ctx, "run_command",
+                               {"command": "echo $GITHUB_TOKEN; printf 'x%.0s' $(seq 12000)", "timeout": "2"})
     assert out.ok and "ghp-" not in out.text and "earlier bytes not shown" in out.text
     assert len(out.text) < 10_200
     env = command_env(("MARK", "v"))

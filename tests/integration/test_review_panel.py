@@ -29,7 +29,6 @@ from polpo.assessment.review.panel import ReviewContext, run_panel
 from polpo.assessment.review.reviewer import ReviewerTrace, run_reviewer, validate_submission
 from polpo.llm.client import LLMClient, ModelSettings
 from polpo.mission.schema import LlmReviewExpectation
-from polpo.tools.files import READ_ONLY_TOOLS
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, error, text, tool_call, tool_calls
 from tests.support.judges import phase
 
@@ -147,7 +146,7 @@ async def test_reviewer_explores_with_tools_then_submits_with_forced_tool_choice
 
     reqs = srv.requests
     assert [phase(r) for r in reqs] == ["explore"] * 3 + ["forced"]
-    assert {t["function"]["name"] for t in reqs[0]["tools"]} == set(READ_ONLY_TOOLS)
+    assert [t["function"]["name"] for t in reqs[0]["tools"]] == ["read_file", "glob", "grep", "list_dir"]
     assert reqs[0]["tool_choice"] == "auto"
     tool_msgs = [m for m in reqs[1]["messages"] if m["role"] == "tool"]
     assert "return a + b" in tool_msgs[0]["content"]

@@ -1,32 +1,20 @@
-"""polpo.tools.files on real folders: bounded reads, Python glob/grep, safe writes, edits, JSON dispatch."""
+"""The file tools on real folders: bounded reads, Python glob/grep, safe writes, edits (dispatch: test_tool_registry)."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path
 
 import pytest
 
-from polpo.tools import files
-from polpo.tools.files import (
-    ALL_TOOLS,
-    MAX_GLOB_RESULTS,
-    MAX_GREP_MATCHES,
-    MAX_LINE_CHARS,
-    READ_ONLY_TOOLS,
-    TOOL_SCHEMAS,
-    ToolOutput,
-    dispatch,
-    edit_file,
-    glob,
-    grep,
-    list_dir,
-    read_file,
-    tool_schemas,
-    write_file,
-)
+from polpo.tools import walk
+from polpo.tools.edit import edit_file, write_file
+from polpo.tools.globbing import MAX_GLOB_RESULTS, glob
+from polpo.tools.grep import MAX_GREP_FILE_BYTES, MAX_GREP_MATCHES, grep
+from polpo.tools.listing import list_dir
+from polpo.tools.output import ToolOutput
+from polpo.tools.read import MAX_LINE_CHARS, MAX_READ_BYTES, read_file
 from polpo.tools.sandbox import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -190,7 +178,7 @@ async def test_read_file_byte_budget(sb: Sandbox, ws: Path) -> None:
     (ws / "wide.txt").write_text((line + "\n") * 400)
     out = await read_file(sb, "wide.txt", limit=2000)
     assert out.ok and out.data["truncated"]
-    assert len(out.text) < files.MAX_READ_BYTES + 20_000
+    assert len(out.text) < MAX_READ_BYTES + 20_000
     assert "output limit" in out.text.splitlines()[-1]
     assert out.data["lines"] < 400
 
@@ -312,7 +300,7 @@ async def test_grep_invalid_regex_and_bad_paths(sb: Sandbox) -> None:
 
 
 async def test_grep_skips_large_and_binary_files(sb: Sandbox, ws: Path) -> None:
-    (ws / "huge.txt").write_bytes(b"needle\n" + b"x" * (files.MAX_GREP_FILE_BYTES + 10))
+    (ws / "huge.txt").write_bytes(b"needle\n" + b"x" * (MAX_GREP_FILE_BYTES + 10))
     (ws / "bin.dat").write_bytes(b"needle\x00\x01")
     (ws / "ok.txt").write_text("a needle here\n")
     out = await grep(sb, "needle")
@@ -356,8 +344,8 @@ async def test_a_search_worker_that_stalls_is_abandoned(monkeypatch: pytest.Monk
         release.wait(10)  # ignores `stop`, like a worker stuck in a slow read
         return ToolOutput(True, "late")
 
-    monkeypatch.setattr(files, "HARD_STOP_GRACE", 0.2)
-    out = await files._bounded_search("grep", stalled, 0.1)
+    monkeypatch.setattr(walk, "HARD_STOP_GRACE", 0.2)
+    out = await walk.bounded_search("grep", stalled, 0.1)
     release.set()
     assert "did not finish" in _err(out, "timeout")
 
@@ -423,71 +411,3 @@ async def test_edit_file_keeps_crlf_and_hints_about_it(sb: Sandbox, ws: Path) ->
     assert "CRLF" in _err(await edit_file(sb, "win.txt", "one\ntwo", "x"))
     assert (await edit_file(sb, "win.txt", "two", "2")).ok
     assert (ws / "win.txt").read_bytes() == b"one\r\n2\r\n"
-
-
-# ---------------------------------------------------------------------------------------------- schemas & dispatch
-
-
-def test_schemas_cover_every_tool() -> None:
-    assert set(TOOL_SCHEMAS) == set(ALL_TOOLS)
-    assert READ_ONLY_TOOLS == ("read_file", "glob", "grep", "list_dir")
-    for name, schema in TOOL_SCHEMAS.items():
-        assert schema["type"] == "function"
-        fn = schema["function"]
-        assert fn["name"] == name and fn["description"]
-        params = fn["parameters"]
-        assert params["type"] == "object"
-        assert set(params["required"]) <= set(params["properties"])
-        json.dumps(schema)  # serialisable as is
-    assert [s["function"]["name"] for s in tool_schemas(READ_ONLY_TOOLS)] == list(READ_ONLY_TOOLS)
-    assert TOOL_SCHEMAS["edit_file"]["function"]["parameters"]["required"] == ["path", "old", "new"]
-
-
-async def test_dispatch_runs_tools(sb: Sandbox, ws: Path) -> None:
-    out = await dispatch(sb, "write_file", json.dumps({"path": "a/b.txt", "content": "hi\n"}))
-    assert out.ok and (ws / "a" / "b.txt").read_text() == "hi\n"
-    out = await dispatch(sb, "read_file", '{"path": "a/b.txt", "offset": "1", "limit": 10.0}')
-    assert out.ok and out.text == "   1| hi"
-    out = await dispatch(sb, "list_dir", "")
-    assert out.ok and "a/" in out.text
-    out = await dispatch(sb, "grep", '{"pattern": "hi", "include": null}')
-    assert out.data["matches"] == ["a/b.txt:1: hi"]
-    out = await dispatch(sb, "edit_file", {"path": "a/b.txt", "old": "hi", "new": "ho"})
-    assert out.ok and (ws / "a" / "b.txt").read_text() == "ho\n"
-
-
-async def test_dispatch_malformed_json(sb: Sandbox) -> None:
-    text = _err(await dispatch(sb, "read_file", '{"path": "src/main.py"'), "invalid_json")
-    assert "arguments are not valid JSON" in text
-    text = _err(await dispatch(sb, "read_file", '["src/main.py"]'), "invalid_arguments")
-    assert "JSON object" in text
-
-
-async def test_dispatch_unknown_tool_lists_the_tools(sb: Sandbox) -> None:
-    text = _err(await dispatch(sb, "delete_everything", "{}"), "unknown_tool")
-    for name in ALL_TOOLS:
-        assert name in text
-    text = _err(await dispatch(sb, "write_file", '{"path": "x", "content": "y"}', allowed=READ_ONLY_TOOLS))
-    assert "unknown tool 'write_file'" in text and "edit_file" not in text
-
-
-async def test_dispatch_wrong_or_missing_arguments(sb: Sandbox) -> None:
-    assert "missing required argument(s) 'path'" in _err(
-        await dispatch(sb, "read_file", "{}"), "invalid_arguments"
-    )
-    assert "unexpected argument(s) 'file'" in _err(
-        await dispatch(sb, "read_file", '{"file": "src/main.py"}'), "invalid_arguments"
-    )
-    assert "must be a string" in _err(await dispatch(sb, "read_file", '{"path": 3}'), "invalid_arguments")
-    assert "must be an integer" in _err(
-        await dispatch(sb, "read_file", '{"path": "src/main.py", "offset": "first"}'), "invalid_arguments"
-    )
-    assert "must be an integer" in _err(
-        await dispatch(sb, "read_file", '{"path": "src/main.py", "limit": true}'), "invalid_arguments"
-    )
-    _err(await dispatch(sb, "edit_file", '{"path": "src/main.py", "old": "a"}'), "invalid_arguments")
-
-
-async def test_dispatch_sandbox_errors_reach_the_model(sb: Sandbox) -> None:
-    out = await dispatch(sb, "read_file", '{"path": "../../etc/passwd"}')
-    assert not out.ok and "'..' is not allowed" in out.text and "root:" not in out.text

@@ -17,7 +17,7 @@ from polpo.agents.transcript import (
 )
 from polpo.clock import FakeClock
 from polpo.llm.client import ChatReply, ToolCallOut
-from polpo.tools.files import ToolOutput
+from polpo.tools.output import ToolOutput
 
 SECRET = "sk-unit-secret-0123456789"
 

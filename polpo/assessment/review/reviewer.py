@@ -1,10 +1,10 @@
 """One G-Eval reviewer: Phase 1 gathers evidence, Phase 2 turns it into validated scores. Never raises.
 
 Phase 1 — evidence. If the attempt changed files, the reviewer explores the workspace through the sandboxed
-read-only tools (``read_file``, ``glob``, ``grep``, ``list_dir``) for up to ``max_turns`` model calls; five turns
-before the end it is told to wrap up, and the last turn is sent with ``tool_choice="none"`` so it has to write its
-analysis. If the attempt changed no files there is nothing to explore: the timeline and output are in the prompt
-and one tool-less call writes the analysis.
+read-only tools (:data:`REVIEW_TOOLS`: ``read_file``, ``glob``, ``grep``, ``list_dir``) for up to ``max_turns``
+model calls; five turns before the end it is told to wrap up, and the last turn is sent with
+``tool_choice="none"`` so it has to write its analysis. If the attempt changed no files there is nothing to
+explore: the timeline and output are in the prompt and one tool-less call writes the analysis.
 
 Phase 2 — scoring. A separate conversation that only sees the analysis and the rubric, and must produce
 ``submit_review {scores: [{dimension, score, reasoning, evidence}], summary, suggestions?}``. Strategies, in order,
@@ -44,12 +44,13 @@ from polpo.assessment.review.dimensions import Dim, dim_key, render_rubric
 from polpo.assessment.review.parsing import JSONNotFound, extract_json, json_number
 from polpo.llm.client import ChatReply, LLMClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
-from polpo.tools.files import READ_ONLY_TOOLS, dispatch, tool_schemas
-from polpo.tools.sandbox import Sandbox
+from polpo.tools.catalog import TOOLS
+from polpo.tools.registry import ToolContext
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
     "MODEL_TOOL_RESULT_MAX",
+    "REVIEW_TOOLS",
     "STRATEGIES",
     "TRACE_TOOL_RESULT_MAX",
     "ReviewContext",
@@ -65,6 +66,8 @@ MODEL_TOOL_RESULT_MAX = 60_000
 TRACE_TOOL_RESULT_MAX = 4_000
 TRACE_TEXT_MAX = 40_000
 STRATEGIES: tuple[str, ...] = ("forced_tool", "auto_tool", "json_text")
+REVIEW_TOOLS = TOOLS.read_only()
+"""What a reviewer may call in phase 1: the tools whose ``read_only`` flag is set."""
 Mode = Literal["files", "output"]
 
 
@@ -385,8 +388,8 @@ async def _review(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: int
 
 async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: int) -> str:
     names = [d.name for d in dims]
-    sb = Sandbox(ctx.workspace)
-    tools = tool_schemas(READ_ONLY_TOOLS)
+    context = ToolContext(ctx.workspace)
+    tools = REVIEW_TOOLS.schemas()
     convo: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.REVIEW_FILES_SYSTEM},
         {"role": "user", "content": redact(prompts.review_files_user(
@@ -418,7 +421,7 @@ async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: in
             texts.append(text)
         if reply.tool_calls and not last:
             for call in reply.tool_calls:
-                out = await dispatch(sb, call.name, call.arguments, allowed=READ_ONLY_TOOLS)
+                out = await REVIEW_TOOLS.dispatch(context, call.name, call.arguments)
                 if out.ok and call.name == "read_file":
                     path = out.data.get("path")
                     if isinstance(path, str) and path not in run.trace.files_read:
