@@ -40,10 +40,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import anyio
 import httpx
 
-from polpo.assessment.review import prompts
-from polpo.assessment.review.dimensions import Dim
-from polpo.assessment.review.panel import PanelResult, ReviewContext, run_panel
 from polpo.llm.client import ChatReply, LLMClient, ModelSettings
+from polpo.review import prompts
+from polpo.review.dimensions import Dim
+from polpo.review.panel import PanelResult, ReviewContext, run_panel
 from tests.support import fake_llm
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, text, tool_call
 

@@ -30,8 +30,8 @@ from typing import Any
 import anyio
 
 from polpo.agents.base import AgentRequest, AgentResult
-from polpo.agents.prompts import describe_expectation
 from polpo.agents.transcript import Transcript
+from polpo.checks.registry import describe_expectation
 from polpo.clock import Clock
 from polpo.llm.client import LLMClient, LLMError, ModelSettings, ToolCallOut
 from polpo.tools.catalog import TOOLS

@@ -5,18 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-
-def describe_expectation(exp: Mapping[str, Any]) -> str:
-    kind = exp.get("type")
-    if kind == "file_exists":
-        paths = exp.get("paths") or [exp.get("path")]
-        return "file_exists: " + ", ".join(str(p) for p in paths)
-    if kind in ("test", "script"):
-        extra = f" (expected exit code {exp['expectExitCode']})" if exp.get("expectExitCode") else ""
-        return f"{kind}: `{exp.get('command')}`{extra}"
-    if kind == "llm_review":
-        return f"llm_review: {exp.get('criteria') or exp.get('prompt') or 'reviewed by LLM judges'}"
-    return str(kind)
+from polpo.checks.registry import describe_expectation
 
 
 def build_prompt(*, title: str, description: str, mission_name: str, mission_description: str | None,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from polpo.checks.base import CheckOutcome
 
 __all__ = ["feedback_text", "first_line"]
 
 
-def feedback_text(*, checks: Sequence[Mapping[str, Any]], exit_code: int | None, timed_out: bool,
+def feedback_text(*, checks: Sequence[CheckOutcome], exit_code: int | None, timed_out: bool,
                   error: str | None, stderr_tail: str) -> str:
     """What went wrong, for the next attempt: the agent's own failure first, then each failed check."""
     lines: list[str] = []
@@ -20,13 +21,13 @@ def feedback_text(*, checks: Sequence[Mapping[str, Any]], exit_code: int | None,
         lines.append(f"The agent exited with code {exit_code}.")
     if (error or timed_out or exit_code not in (0, None)) and stderr_tail.strip():
         lines.append("Its stderr ended with:\n" + _indent(stderr_tail.strip()[-2000:]))
-    failed = [c for c in checks if not c.get("passed")]
+    failed = [c for c in checks if not c.passed]
     if failed:
         lines.append("Failed checks:")
         for c in failed:
-            lines.append(f"- {c.get('type')}: {c.get('message')}")
-            if c.get("details"):
-                lines.append(_indent(str(c["details"]).strip()[-2000:], "    "))
+            lines.append(f"- {c.type}: {c.message}")
+            if c.details:
+                lines.append(_indent(c.details.strip()[-2000:], "    "))
     return "\n".join(lines) if lines else "The previous attempt did not pass its checks."
 
 

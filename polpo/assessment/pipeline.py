@@ -1,21 +1,27 @@
-"""Assessment of one attempt: expectations in order, cheapest first, each result stored as it completes.
+"""Assessment of one attempt: expectations in rank order, cheapest first, each result stored as it completes.
 
-Order: ``file_exists`` → ``test``/``script`` → ``llm_review``. When a cheap check fails the LLM review is
-skipped for that attempt (no API calls spent on work that is known to be wrong) and the feedback names the
-failed check. A resumed assessment (after a restart) skips checks whose result is already stored.
+Each expectation is run by its registered check type (:mod:`polpo.checks.registry`), which gives its rank:
+files, then commands, then LLM reviews. A check that needs a successful agent (the review panel) is skipped
+when the agent failed or a cheaper check failed: no API calls are spent on work that is known to be wrong, and
+the feedback names the check that failed. A resumed assessment (after a restart) skips checks whose result is
+already stored.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic import TypeAdapter
 
-from polpo.assessment.checks import check_label, run_command_check, run_file_exists
-from polpo.assessment.llm_review import Reviews, judge_settings
-from polpo.assessment.review.judge import judge_expectations
+from polpo.assessment.evidence import changed_files, evidence
+from polpo.assessment.judge import judge_expectations
+from polpo.assessment.review_backend import AssessmentReviews, judge_settings
+from polpo.checks.base import CheckContext, CheckOutcome
+from polpo.checks.registry import Expectation, check_for
 from polpo.clock import Clock
 from polpo.config import Config
 from polpo.events.catalog import (
@@ -27,33 +33,26 @@ from polpo.events.catalog import (
     CheckStarted,
 )
 from polpo.llm.client import LLMClient
-from polpo.mission.schema import (
-    Expectation,
-    FileExistsExpectation,
-    LlmReviewExpectation,
-    ScriptExpectation,
-    TestExpectation,
-)
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.status import AssessmentStatus, AttemptKind
 from polpo.store.protocol import Store
+from polpo.tools.marks import attempt_env
 
 __all__ = ["Assessor", "Verdict", "combine_scores", "expectations_of", "ordered"]
 
 _EXPECTATION: TypeAdapter[Any] = TypeAdapter(Expectation)
-_RANK = {"file_exists": 0, "test": 1, "script": 1, "llm_review": 2}
 
 
 @dataclass(frozen=True)
 class Verdict:
     passed: bool
-    checks: list[dict[str, Any]]
+    checks: list[CheckOutcome]
     message: str
 
 
-def ordered(expectations: list[Any]) -> list[tuple[int, Any]]:
+def ordered(expectations: Sequence[Any]) -> list[tuple[int, Any]]:
     """(original index, expectation) sorted cheapest first, file order within a rank."""
-    return sorted(enumerate(expectations), key=lambda p: (_RANK.get(p[1].type, 3), p[0]))
+    return sorted(enumerate(expectations), key=lambda p: (check_for(p[1].type).rank, p[0]))
 
 
 def expectations_of(task: Task) -> list[Any]:
@@ -71,57 +70,55 @@ class Assessor:
         self.store = store
         self.clock = clock
         self.llm = llm
-        self.reviews = Reviews(cfg, store, clock, llm)
+
+    def _context(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment) -> CheckContext:
+        files, timeline = evidence(attempt)
+        reviews = AssessmentReviews(self.cfg, self.store, self.clock, self.llm, task_id=task.id,
+                                    assessment_id=assessment.id)
+        return CheckContext(workspace=m.workspace, clock=self.clock,
+                            check_timeout=self.cfg.defaults.check_timeout.total_seconds(), task_title=task.title,
+                            task_description=task.spec.description, attempt_number=attempt.number,
+                            agent_ok=attempt.agent_ok, files_changed=files, timeline=timeline,
+                            env=attempt_env(self.cfg.state_dir, attempt.id), review=reviews)
 
     async def assess(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment) -> Verdict:
         store = self.store
         exps = expectations_of(task)
         total = len(exps)
-        done = {c["index"]: c for c in assessment.checks}
-        results: list[dict[str, Any]] = []
+        done = {c.index: c for c in assessment.checks}
+        results: list[CheckOutcome] = []
         skipped: list[str] = []
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
-        default_timeout = self.cfg.defaults.check_timeout.total_seconds()
+        ctx = self._context(m, task, attempt, assessment)
         for idx, exp in ordered(exps):
             if idx in done:
                 results.append(done[idx])
                 continue
-            cheap_failed = [r for r in results if not r["passed"]]
-            if isinstance(exp, LlmReviewExpectation) and (cheap_failed or not attempt.agent_ok):
-                why = ", ".join(f"{r['type']} ({r['label']})" for r in cheap_failed) or "the agent did not succeed"
-                skipped.append(f"llm_review #{idx + 1} skipped: {why} failed first")
+            check = check_for(exp.type)
+            cheap_failed = [r for r in results if not r.passed]
+            if check.needs_agent_success and (cheap_failed or not attempt.agent_ok):
+                why = ", ".join(f"{r.type} ({r.label})" for r in cheap_failed) or "the agent did not succeed"
+                skipped.append(f"{exp.type} #{idx + 1} skipped: {why} failed first")
                 continue
-            label = _label(exp)
+            label = check.label(exp)
             store.submit(store.tx().event(CheckStarted(index=idx, total=total, type=exp.type, label=label), **ids))
-            start = self.clock.now()
-            if isinstance(exp, FileExistsExpectation):
-                c = _check_dict(await run_file_exists(exp.all_paths, workspace=m.workspace, clock=self.clock))
-            elif isinstance(exp, TestExpectation | ScriptExpectation):
-                timeout = exp.timeout.total_seconds() if exp.timeout is not None else default_timeout
-                c = _check_dict(await run_command_check(
-                    exp.type, exp.command, workspace=m.workspace, clock=self.clock, timeout=timeout,
-                    expect_exit_code=exp.expect_exit_code if isinstance(exp, ScriptExpectation) else 0))
-            else:
-                c = await self.reviews.review(m, task, attempt, assessment, idx, exp)
-                c.update(type=exp.type, label=label,
-                         duration=round((self.clock.now() - start).total_seconds(), 4))
-            c["index"] = idx
+            start = self.clock.monotonic()
+            outcome = await check.run(exp, dataclasses.replace(ctx, index=idx))
+            c = outcome.at(idx, None if outcome.duration else self.clock.monotonic() - start)
             results.append(c)
             assessment.checks.append(c)
             tx = store.tx().check(assessment.id, task.id, c, self.clock.now())
-            tx.event(CheckComplete(index=idx, total=total, type=c["type"], label=c["label"], passed=c["passed"],
-                                   message=c["message"], global_score=c.get("globalScore"),
-                                   scores=c.get("scores")), **ids)
+            tx.event(CheckComplete(index=idx, total=total, type=c.type, label=c.label, passed=c.passed,
+                                   message=c.message, global_score=c.global_score, scores=c.scores), **ids)
             store.submit(tx)
-        passed = all(r["passed"] for r in results)
-        failed = [r for r in results if not r["passed"]]
+        passed = all(r.passed for r in results)
+        failed = [r for r in results if not r.passed]
         if not exps:
             message = "no expectations: the agent's exit code decides"
         elif passed:
             message = f"{len(results)}/{total} checks passed"
         else:
-            message = f"{len(failed)}/{total} checks failed: " + "; ".join(
-                f"{r['type']}: {r['message']}" for r in failed)
+            message = f"{len(failed)}/{total} checks failed: " + "; ".join(f"{r.type}: {r.message}" for r in failed)
         if skipped:
             message += " (" + "; ".join(skipped) + ")"
         global_score, scores = combine_scores(results)
@@ -155,13 +152,13 @@ class Assessor:
         await store.commit(store.tx().task(task))  # at most once, even across a crash
         current = task.expectations or [
             e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
-        failed = [{k: c.get(k) for k in ("index", "type", "label", "message", "details", "globalScore")}
-                  for c in verdict.checks if not c["passed"]]
+        failed = [{"index": c.index, "type": c.type, "label": c.label, "message": c.message, "details": c.details,
+                   "globalScore": c.global_score} for c in verdict.checks if not c.passed]
         output = "\n".join(x for x in (attempt.stdout_tail[-3000:], attempt.stderr_tail[-1500:]) if x.strip())
         judge = judge_settings(self.cfg)[0]
         result = await judge_expectations(self.llm, judge, title=task.title, description=task.spec.description,
                                           agent_output=output, failed=failed, expectations=current,
-                                          floor=self.cfg.judge.threshold_floor, files_changed=_changed_files(attempt))
+                                          floor=self.cfg.judge.threshold_floor, files_changed=changed_files(attempt))
         tx = store.tx().review(f"{attempt.id}/judge", -1, 0, task.id, judge.model, result.error is None,
                                orjson.dumps(result.to_json()).decode(), self.clock.now())
         if not result.changed:
@@ -180,31 +177,11 @@ class Assessor:
         return await self.assess(m, task, attempt, again)
 
 
-def combine_scores(results: list[dict[str, Any]]) -> tuple[float | None, list[dict[str, Any]] | None]:
+def combine_scores(results: Sequence[CheckOutcome]) -> tuple[float | None, list[dict[str, Any]] | None]:
     """The assessment's score: the mean of its llm_review global scores (one review: that review's score)."""
-    reviewed = [r for r in results if r.get("globalScore") is not None]
+    reviewed = [r for r in results if r.global_score is not None]
     if not reviewed:
         return None, None
-    global_score = round(sum(r["globalScore"] for r in reviewed) / len(reviewed), 4)
-    scores = [s for r in reviewed for s in r.get("scores") or []]
+    global_score = round(sum(r.global_score or 0.0 for r in reviewed) / len(reviewed), 4)
+    scores = [s for r in reviewed for s in r.scores or []]
     return global_score, scores
-
-
-def _changed_files(attempt: Attempt) -> list[str]:
-    files = attempt.files or {}
-    return sorted({*files.get("created", []), *files.get("modified", [])})
-
-
-def _check_dict(r: Any) -> dict[str, Any]:
-    return {"type": r.type, "label": r.label, "passed": r.passed, "message": r.message,
-            "details": r.details, "duration": round(r.duration, 4)}
-
-
-def _label(exp: Any) -> str:
-    if isinstance(exp, FileExistsExpectation):
-        return check_label("file_exists", paths=exp.all_paths)
-    if isinstance(exp, TestExpectation | ScriptExpectation):
-        return check_label(exp.type, command=exp.command)
-    if isinstance(exp, LlmReviewExpectation):
-        return (exp.criteria or exp.prompt or "LLM review")[:60]
-    return str(exp.type)

@@ -25,12 +25,12 @@ from polpo.engine.budget import budget
 from polpo.engine.commands import Commands
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.lifecycle import Trigger
-from polpo.engine.runner import ATTEMPT_MARK, attempt_mark
 from polpo.events.catalog import TaskMaxRetries, TaskRecovered, TaskRetry
 from polpo.model.records import Attempt, Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, MissionStatus, TaskStatus
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
+from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
 from polpo.tools.procs import find_processes_with_env, process_start_ticks
 
 log = logging.getLogger("polpo.recovery")
@@ -102,7 +102,7 @@ class Recovery:
 
     def _interrupted(self, tx: Tx, m: Mission, task: Task, attempt: Attempt | None, orphans: list[int]) -> None:
         if attempt is not None and attempt.status.live:
-            orphans.extend(_orphan_groups(attempt, attempt_mark(self.cfg, attempt.id)))
+            orphans.extend(_orphan_groups(attempt, attempt_mark(self.cfg.state_dir, attempt.id)))
             attempt.status = AttemptStatus.INTERRUPTED
             attempt.error = "interrupted: the daemon stopped while the agent ran"
             attempt.finished_at = self.clock.now()

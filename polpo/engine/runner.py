@@ -43,20 +43,15 @@ from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.status import AssessmentStatus, AttemptKind, AttemptStatus, StopReason, TaskStatus
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
+from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
 from polpo.tools.procs import process_start_ticks
 from polpo.workspace import diff, snapshot
 
 log = logging.getLogger("polpo.runner")
 
-__all__ = ["ATTEMPT_MARK", "MAX_SIBLINGS", "TaskRunner", "attempt_mark"]
+__all__ = ["MAX_SIBLINGS", "TaskRunner"]
 
-ATTEMPT_MARK = "POLPO_ATTEMPT_MARK"
 MAX_SIBLINGS = 50  # other tasks' titles and states an LLM agent is told about
-
-
-def attempt_mark(cfg: Config, attempt_id: str) -> str:
-    """The value of the marker variable every process of an attempt carries (found again after a crash)."""
-    return f"{cfg.state_dir}|{attempt_id}"
 
 
 class TaskRunner:
@@ -122,7 +117,7 @@ class TaskRunner:
             task_id=task.id, mission_id=m.id, mission_name=m.name, attempt_id=attempt.id, attempt_number=n,
             kind=kind, title=task.title, description=task.spec.description, prompt=prompt,
             feedback=task.feedback, workspace=m.workspace, timeout=timeout, expectations=expectations,
-            env_marker=(ATTEMPT_MARK, attempt_mark(self.cfg, attempt.id)), mission_goal=m.spec.description or "",
+            env_marker=(ATTEMPT_MARK, attempt_mark(self.cfg.state_dir, attempt.id)), mission_goal=m.spec.description or "",
             siblings=_siblings(m, task) if slot.kind == "llm" else (),  # O(tasks): only for agents that read it
             model=task.model)
         if slot.kind == "llm":
@@ -200,7 +195,7 @@ class TaskRunner:
             next_kind = decision.action
         feedback = feedback_text(checks=verdict.checks, exit_code=attempt.exit_code, timed_out=attempt.timed_out,
                                  error=attempt.error, stderr_tail=attempt.stderr_tail)
-        failed_check = next((f"{c['type']} {c['label']}" for c in verdict.checks if not c["passed"]), None)
+        failed_check = next((f"{c.type} {c.label}" for c in verdict.checks if not c.passed), None)
         attempt.verdict = "passed" if verdict.passed and attempt.agent_ok else "failed"
         tx = self.store.tx().attempt(attempt)
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}

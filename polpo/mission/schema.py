@@ -9,88 +9,13 @@ Cross-field checks that need the whole document (titles, references, cycles) liv
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import Field, model_validator
 
-from polpo.docmodel import Confidence, Model, Name, NonEmpty
+from polpo.checks.registry import EXPECTATION_TYPES, Expectation
+from polpo.docmodel import Model, Name, NonEmpty
 from polpo.durations import Deadline, Duration
-
-# ---------------------------------------------------------------------------------------------- expectations
-
-
-class FileExistsExpectation(Model):
-    type: Literal["file_exists"]
-    path: NonEmpty | None = None
-    paths: list[NonEmpty] | None = None
-    confidence: Confidence | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        if (self.path is None) == (self.paths is None):
-            raise ValueError("give exactly one of path or paths")
-        if self.paths is not None and not self.paths:
-            raise ValueError("paths must list at least one file")
-        return self
-
-    @property
-    def all_paths(self) -> list[str]:
-        return [self.path] if self.path is not None else list(self.paths or ())
-
-
-class TestExpectation(Model):
-    __test__ = False  # tell pytest this is not a test class
-    type: Literal["test"]
-    command: NonEmpty
-    timeout: Duration | None = None
-    confidence: Confidence | None = None
-
-
-class ScriptExpectation(Model):
-    type: Literal["script"]
-    command: NonEmpty
-    expect_exit_code: int = 0
-    timeout: Duration | None = None
-    confidence: Confidence | None = None
-
-
-def _check_rubric(v: object) -> object:
-    """One clear message instead of pydantic's per-union-member errors."""
-    if v is None or isinstance(v, str):
-        return v
-    if isinstance(v, dict) and all(k in ("1", "2", "3", "4", "5") and isinstance(t, str) for k, t in v.items()):
-        return v
-    raise ValueError('a rubric is text or a map from "1".."5" to text')
-
-
-class Dimension(Model):
-    name: NonEmpty
-    weight: float = Field(gt=0, le=1)
-    description: str = ""
-    rubric: Annotated[str | dict[Literal["1", "2", "3", "4", "5"], str] | None,
-                      BeforeValidator(_check_rubric)] = None
-
-
-class LlmReviewExpectation(Model):
-    type: Literal["llm_review"]
-    criteria: str | None = None
-    prompt: str | None = None
-    dimensions: list[Dimension] | None = None
-    threshold: float = Field(3.0, ge=1, le=5)
-    confidence: Confidence | None = None
-
-    @model_validator(mode="after")
-    def _something_to_judge(self) -> Self:
-        if not (self.criteria or "").strip() and not (self.prompt or "").strip() and not self.dimensions:
-            raise ValueError("an llm_review needs criteria, a prompt or dimensions")
-        return self
-
-
-Expectation = Annotated[
-    FileExistsExpectation | TestExpectation | ScriptExpectation | LlmReviewExpectation,
-    Field(discriminator="type"),
-]
-EXPECTATION_TYPES: tuple[str, ...] = ("file_exists", "test", "script", "llm_review")
 
 # ------------------------------------------------------------------------------------------------- tasks
 
@@ -219,7 +144,6 @@ def mission_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
-    "EXPECTATION_TYPES", "TOLERANT_MODELS", "Dimension", "Expectation", "ExpectedOutcome", "FileExistsExpectation",
-    "LlmReviewExpectation", "MissionSettings", "MissionSpec", "QualityGate", "RetryPolicy", "ScriptExpectation",
-    "TaskSpec", "TeamAgent", "TestExpectation", "mission_json_schema",
+    "EXPECTATION_TYPES", "TOLERANT_MODELS", "Expectation", "ExpectedOutcome", "MissionSettings", "MissionSpec",
+    "QualityGate", "RetryPolicy", "TaskSpec", "TeamAgent", "mission_json_schema",
 ]

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from polpo.checks.base import CheckOutcome
 from polpo.mission.schema import MissionSpec, TaskSpec
 from polpo.model.status import (
     AssessmentStatus,
@@ -72,7 +73,7 @@ class Assessment:
     passed: bool | None = None
     message: str | None = None
     finished_at: datetime | None = None
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[CheckOutcome] = field(default_factory=list)
     global_score: float | None = None
     scores: list[dict[str, Any]] | None = None
 

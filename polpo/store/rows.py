@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
 from polpo.mission.schema import MissionSpec
 from polpo.model.records import Assessment, Attempt, Mission, Task
@@ -115,12 +116,10 @@ def assessment_row(a: Assessment) -> Row:
             a.global_score, _json(a.scores))
 
 
-def check_row(assessment_id: str, task_id: str, c: Mapping[str, Any], at: datetime) -> Row:
-    """A check result (the pipeline's dict: index, type, label, passed, message, details, duration, scores)."""
-    scores = ({"globalScore": c["globalScore"], "scores": c.get("scores") or []}
-              if c.get("globalScore") is not None else None)
-    return (assessment_id, c["index"], task_id, c["type"], c["label"], int(c["passed"]), c["message"],
-            c.get("details"), c["duration"], iso(at), _json(scores))
+def check_row(assessment_id: str, task_id: str, c: CheckOutcome, at: datetime) -> Row:
+    scores = {"globalScore": c.global_score, "scores": c.scores or []} if c.global_score is not None else None
+    return (assessment_id, c.index, task_id, c.type, c.label, int(c.passed), c.message, c.details, c.duration,
+            iso(at), _json(scores))
 
 
 # -------------------------------------------------------------------------------------------- from rows
@@ -161,11 +160,10 @@ def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]
     a = Assessment(id=r["id"], attempt_id=r["attempt_id"], task_id=r["task_id"], trigger=AttemptKind(r["trigger"]),
                    status=AssessmentStatus(r["status"]), created_at=parse_iso(r["created_at"]))
     for c in checks:
-        row = {"index": c["idx"], "type": c["type"], "label": c["label"], "passed": bool(c["passed"]),
-               "message": c["message"], "details": c["details"], "duration": c["duration"]}
-        if c["scores"]:
-            row.update(orjson.loads(c["scores"]))
-        a.checks.append(row)
+        scores = orjson.loads(c["scores"]) if c["scores"] else {}
+        a.checks.append(CheckOutcome(type=c["type"], label=c["label"], passed=bool(c["passed"]), message=c["message"],
+                                     details=c["details"], duration=c["duration"], index=c["idx"],
+                                     global_score=scores.get("globalScore"), scores=scores.get("scores")))
     return a
 
 

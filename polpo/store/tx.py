@@ -6,12 +6,11 @@ them into statements. Building one does no I/O, so state code can describe a cha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 import anyio
 
+from polpo.checks.base import CheckOutcome
 from polpo.clock import iso
 from polpo.events.catalog import Event, Payload
 from polpo.model.records import Assessment, Attempt, Mission, Task
@@ -50,7 +49,7 @@ class Tx:
         self.ops.append((R.ASSESSMENTS, R.assessment_row(a)))
         return self
 
-    def check(self, assessment_id: str, task_id: str, result: Mapping[str, Any], at: datetime) -> Tx:
+    def check(self, assessment_id: str, task_id: str, result: CheckOutcome, at: datetime) -> Tx:
         self.ops.append((R.CHECKS, R.check_row(assessment_id, task_id, result, at)))
         return self
 

@@ -25,9 +25,9 @@ from typing import Any
 import anyio
 import pytest
 
-from polpo.assessment.review import prompts
 from polpo.config import Config, load_config
 from polpo.events.catalog import Event
+from polpo.review import prompts
 from tests.support.daemon import mission_json, run_cli, running_daemon, shell_task, submit, write_config
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text, tool_call
 from tests.support.judges import phase, requested_dimensions

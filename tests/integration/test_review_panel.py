@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 
-from polpo.assessment.review import prompts
-from polpo.assessment.review.dimensions import (
+from polpo.assessment.judge import judge_expectations
+from polpo.checks.llm_review import LlmReviewExpectation
+from polpo.llm.client import LLMClient, ModelSettings
+from polpo.review import prompts
+from polpo.review.dimensions import (
     DEFAULT_DIMENSIONS,
     Dim,
     choose,
     generate_dimensions,
     generate_dimensions_traced,
 )
-from polpo.assessment.review.judge import judge_expectations
-from polpo.assessment.review.panel import ReviewContext, run_panel
-from polpo.assessment.review.reviewer import ReviewerTrace, run_reviewer, validate_submission
-from polpo.llm.client import LLMClient, ModelSettings
-from polpo.mission.schema import LlmReviewExpectation
+from polpo.review.panel import ReviewContext, run_panel
+from polpo.review.reviewer import ReviewerTrace, run_reviewer, validate_submission
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, error, text, tool_call, tool_calls
 from tests.support.judges import phase
 
@@ -382,7 +382,7 @@ async def test_a_crashing_reviewer_does_not_abort_the_panel(
         if kwargs["index"] == 1:
             raise RuntimeError("bug in reviewer")
         return await run_reviewer(*args, **kwargs)
-    monkeypatch.setattr("polpo.assessment.review.panel.run_reviewer", flaky)
+    monkeypatch.setattr("polpo.review.panel.run_reviewer", flaky)
     srv.responder = simple_responder({"correctness": 4, "tests": 4})
     result = await run_panel(client, panel_models(srv), context(ws, files=[]), DIMS, 3.0)
     assert result.passed
@@ -454,7 +454,7 @@ async def test_generate_dimensions_valid(srv: FakeLLM, client: LLMClient, bare_a
     (req,) = srv.requests
     assert phase(req) == "dimensions" and "Users API" in req["messages"][1]["content"]
     exp = LlmReviewExpectation(type="llm_review", criteria="RESTful")
-    assert choose(exp, got) == (got, "generated")
+    assert choose(exp.dimensions, got) == (got, "generated")
 
 
 @pytest.mark.parametrize(
@@ -473,7 +473,7 @@ async def test_generate_dimensions_invalid_falls_back(srv: FakeLLM, client: LLMC
     gen = await generate_dimensions_traced(client, model(srv), title="T", description="D", criteria="C")
     assert gen.dims is None and gen.error is not None and why in gen.error
     json.dumps(gen.to_json())
-    dims, source = choose(LlmReviewExpectation(type="llm_review", criteria="C"), gen.dims)
+    dims, source = choose(LlmReviewExpectation(type="llm_review", criteria="C").dimensions, gen.dims)
     assert source == "default" and dims == list(DEFAULT_DIMENSIONS)
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from polpo.assessment.review import prompts
-from polpo.assessment.review.dimensions import Dim
-from polpo.assessment.review.panel import PanelResult, ReviewContext, run_panel
 from polpo.llm.client import LLMClient, ModelSettings
+from polpo.review import prompts
+from polpo.review.dimensions import Dim
+from polpo.review.panel import PanelResult, ReviewContext, run_panel
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, error, text, tool_call
 from tests.support.judges import phase
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from polpo.assessment.review import prompts
+from polpo.review import prompts
 from tests.support.fake_llm import RecordedRequest, Reply, text, tool_call
 
 

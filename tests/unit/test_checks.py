@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from polpo.assessment.checks import check_label, run_command_check, run_file_exists
+from polpo.checks.command import run_command_check
+from polpo.checks.file_exists import run_file_exists
+from polpo.checks.labels import command_label, truncate
 from polpo.clock import FakeClock, SystemClock
 
 
@@ -54,19 +56,25 @@ async def test_file_exists_single_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_file_exists_several_paths_nested_dirs_and_absolute(tmp_path: Path) -> None:
+async def test_file_exists_several_paths_and_nested_dirs(tmp_path: Path) -> None:
     (tmp_path / "src" / "pkg").mkdir(parents=True)
     (tmp_path / "src" / "pkg" / "mod.py").write_text("")
-    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
-    outside.write_text("x")
-    try:
-        res = await run_file_exists(
-            ["src/pkg/mod.py", "src", str(outside)], workspace=tmp_path, clock=SystemClock()
-        )
-    finally:
-        outside.unlink()
+    res = await run_file_exists(["src/pkg/mod.py", "src"], workspace=tmp_path, clock=SystemClock())
     assert res.passed
-    assert res.message == "All 3 file(s) exist"
+    assert res.message == "All 2 file(s) exist"
+
+
+@pytest.mark.anyio
+async def test_file_exists_never_looks_outside_the_workspace(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    (ws / "link").symlink_to(outside)
+    res = await run_file_exists([str(outside), "../outside.txt", "link"], workspace=ws, clock=SystemClock())
+    assert not res.passed
+    assert res.message.startswith("Missing 3/3 file(s)")
+    assert res.details is not None and "absolute" in res.details and "outside" in res.details
 
 
 @pytest.mark.anyio
@@ -291,13 +299,13 @@ async def test_missing_workspace_fails_with_details(tmp_path: Path) -> None:
 
 
 def test_labels() -> None:
-    assert check_label("test", command="pytest -q") == "pytest -q"
-    assert check_label("script", command="a\nb\nc") == "a (3 lines)"
+    assert command_label("test", "pytest -q") == "pytest -q"
+    assert command_label("script", "a\nb\nc") == "a (3 lines)"
     long = "x" * 200
-    assert len(check_label("test", command=long)) == 80
-    assert check_label("test", command=long).endswith("…")
-    multi = check_label("script", command=long + "\necho done")
+    assert len(command_label("test", long)) == 80
+    assert command_label("test", long).endswith("…")
+    multi = command_label("script", long + "\necho done")
     assert len(multi) == 80
     assert multi.endswith("… (2 lines)")
-    assert check_label("file_exists", paths=["a", "b"]) == "a, b"
-    assert len(check_label("file_exists", paths=["p" * 50, "q" * 50])) == 80
+    assert truncate(", ".join(["a", "b"])) == "a, b"
+    assert len(truncate(", ".join(["p" * 50, "q" * 50]))) == 80

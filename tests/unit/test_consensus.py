@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from polpo.assessment.review.consensus import (
+from polpo.review.consensus import (
     OUTLIER_DISTANCE,
     DimScore,
     Review,
@@ -16,7 +16,7 @@ from polpo.assessment.review.consensus import (
     robust_median,
     weighted_score,
 )
-from polpo.assessment.review.dimensions import DEFAULT_DIMENSIONS, Dim
+from polpo.review.dimensions import DEFAULT_DIMENSIONS, Dim
 
 ONE = [Dim("quality", 1.0)]
 

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis) of :mod:`polpo.assessment.review.consensus`: what its docstring promises.
+"""Property tests (hypothesis) of :mod:`polpo.review.consensus`: what its docstring promises.
 
 Votes are drawn from the 1..5 scale the reviewer enforces (half steps, which make ties and exact outlier
 boundaries likely, and arbitrary floats). Weights are positive. Every property is stated against the docstring
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from polpo.assessment.review.consensus import (
+from polpo.review.consensus import (
     OUTLIER_DISTANCE,
     Consensus,
     DimScore,
@@ -26,7 +26,7 @@ from polpo.assessment.review.consensus import (
     robust_median,
     weighted_score,
 )
-from polpo.assessment.review.dimensions import dim_key
+from polpo.review.dimensions import dim_key
 
 PROPS = settings(deadline=None, max_examples=100)  # no deadline: a loaded CI machine must not fail a pure test
 

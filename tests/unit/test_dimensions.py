@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from polpo.assessment.review.dimensions import (
+from polpo.checks.llm_review import Dimension, LlmReviewExpectation
+from polpo.review.dimensions import (
     DEFAULT_DIMENSIONS,
     LEVELS,
     SCORE_SCALE,
@@ -22,8 +23,7 @@ from polpo.assessment.review.dimensions import (
     render_rubric,
     validate_generated,
 )
-from polpo.assessment.review.parsing import JSONNotFound, extract_json
-from polpo.mission.schema import Dimension, LlmReviewExpectation
+from polpo.review.parsing import JSONNotFound, extract_json
 
 
 def review(**kw: Any) -> LlmReviewExpectation:
@@ -99,23 +99,20 @@ def test_dim_key() -> None:
 def test_choose_given_generated_default() -> None:
     given = review(dimensions=[{"name": "api", "weight": 1.0, "description": "REST"}])
     generated = [Dim("x", 0.5), Dim("y", 0.25), Dim("z", 0.25)]
-    dims, source = choose(given, generated)
+    dims, source = choose(given.dimensions, generated)
     assert source == "given" and [d.name for d in dims] == ["api"]
-    dims, source = choose(review(criteria="c"), generated)
+    dims, source = choose(review(criteria="c").dimensions, generated)
     assert source == "generated" and dims == generated
-    dims, source = choose(review(criteria="c"), None)
+    dims, source = choose(review(criteria="c").dimensions, None)
     assert source == "default" and dims == list(DEFAULT_DIMENSIONS)
-    dims, source = choose(review(criteria="c", dimensions=[]), [])
-    assert source == "default"
-    # the JSON form the engine keeps after corrections
-    dims, source = choose({"type": "llm_review", "criteria": "c", "threshold": 3.5}, None)
+    dims, source = choose(review(criteria="c", dimensions=[]).dimensions, [])
     assert source == "default"
 
 
 def test_needs_generation() -> None:
-    assert needs_generation(review(criteria="c"))
-    assert needs_generation({"type": "llm_review", "prompt": "p", "dimensions": []})
-    assert not needs_generation(review(dimensions=[{"name": "a", "weight": 1}]))
+    assert needs_generation(review(criteria="c").dimensions)
+    assert needs_generation(review(prompt="p", dimensions=[]).dimensions)
+    assert not needs_generation(review(dimensions=[{"name": "a", "weight": 1}]).dimensions)
 
 
 # ------------------------------------------------------------------------------------------------ JSON

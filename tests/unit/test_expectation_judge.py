@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from polpo.assessment.review.judge import apply_corrections, plan_corrections
+from polpo.assessment.judge import apply_corrections, plan_corrections
 
 EXPS: list[dict[str, Any]] = [
     {"type": "test", "command": "npm test -- --grep users"},

@@ -10,14 +10,11 @@ from typing import Any
 
 import pytest
 
+from polpo.checks.command import TestExpectation
+from polpo.checks.file_exists import FileExistsExpectation
 from polpo.durations import format_duration, parse_iso_duration
 from polpo.mission.loader import LoadResult, Problem, format_problems, load_mission
-from polpo.mission.schema import (
-    FileExistsExpectation,
-    MissionSpec,
-    TestExpectation,
-    mission_json_schema,
-)
+from polpo.mission.schema import MissionSpec, mission_json_schema
 
 # Polpo's workflow templates: a copy in the repo if there is one, else the shared seeds.
 EXAMPLES = next(

@@ -2,18 +2,14 @@ from __future__ import annotations
 
 from polpo.agents.prompts import build_prompt
 from polpo.assessment.feedback import feedback_text
+from polpo.checks.base import CheckOutcome
 
 
 def test_feedback_names_failed_checks_and_agent_failure() -> None:
     text = feedback_text(
         checks=[
-            {
-                "type": "file_exists",
-                "passed": False,
-                "message": "Missing 1/1 file(s): a.txt",
-                "details": "a.txt",
-            },
-            {"type": "test", "passed": True, "message": "Test passed: true"},
+            CheckOutcome("file_exists", "a.txt", False, "Missing 1/1 file(s): a.txt", "a.txt"),
+            CheckOutcome("test", "true", True, "Test passed: true"),
         ],
         exit_code=2,
         timed_out=False,

@@ -2,7 +2,7 @@
 
 A reviewer that fails (provider error, no valid scores, timeout, a bug) simply does not vote; it never aborts
 the panel. With two or three votes the consensus is the robust median of
-:mod:`~polpo.assessment.review.consensus`; with one, that reviewer's scores are used and ``single_reviewer`` is
+:mod:`~polpo.review.consensus`; with one, that reviewer's scores are used and ``single_reviewer`` is
 set; with none, the whole panel runs once more (reviewer indices continue: 3, 4, 5) and, if that fails too,
 the check fails with every reviewer's error in ``error``. That is an infrastructure failure, not a verdict on
 the work, so ``feedback`` stays empty and the engine can tell the two apart.
@@ -17,11 +17,11 @@ from typing import Any
 
 import anyio
 
-from polpo.assessment.review.consensus import Consensus, DimensionResult, Review, consensus
-from polpo.assessment.review.dimensions import Dim
-from polpo.assessment.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, run_reviewer
 from polpo.llm.client import LLMClient, ModelSettings
 from polpo.llm.secrets import redact
+from polpo.review.consensus import Consensus, DimensionResult, Review, consensus
+from polpo.review.dimensions import Dim
+from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, run_reviewer
 
 __all__ = ["PanelResult", "ReviewContext", "feedback_text", "run_panel"]
 

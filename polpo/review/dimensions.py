@@ -15,15 +15,14 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from polpo.assessment.review import prompts
-from polpo.assessment.review.parsing import JSONNotFound, extract_json, json_number
 from polpo.llm.client import LLMClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
-from polpo.mission.schema import Dimension, LlmReviewExpectation
+from polpo.review import prompts
+from polpo.review.parsing import JSONNotFound, extract_json, json_number
 
 __all__ = [
     "DEFAULT_DIMENSIONS",
@@ -141,7 +140,23 @@ DEFAULT_DIMENSIONS: tuple[Dim, ...] = (
 # ------------------------------------------------------------------------------------------------- given
 
 
-def from_given(given: Sequence[Dimension]) -> list[Dim]:
+class GivenDimension(Protocol):
+    """A dimension as a mission writes it (``polpo.checks.llm_review.Dimension`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def weight(self) -> float: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def rubric(self) -> str | Mapping[Any, str] | None: ...
+
+
+def from_given(given: Sequence[GivenDimension]) -> list[Dim]:
     """The mission's dimensions as :class:`Dim` (rubric text → ``guidance``, a "1".."5" map → ``levels``).
 
     Two names with the same :func:`dim_key` would make reviewers' answers ambiguous, so later ones get a
@@ -168,28 +183,21 @@ def from_given(given: Sequence[Dimension]) -> list[Dim]:
     return out
 
 
-def needs_generation(expectation: LlmReviewExpectation | Mapping[str, Any]) -> bool:
+def needs_generation(given: Sequence[GivenDimension] | None) -> bool:
     """Whether the engine should call :func:`generate_dimensions` before :func:`choose` (none were given)."""
-    return not _expectation(expectation).dimensions
+    return not given
 
 
-def choose(expectation: LlmReviewExpectation | Mapping[str, Any],
-           generated: Sequence[Dim] | None) -> tuple[list[Dim], DimSource]:
+def choose(given: Sequence[GivenDimension] | None, generated: Sequence[Dim] | None) -> tuple[list[Dim], DimSource]:
     """The dimensions to score on and where they came from: the mission's own, else generated, else defaults.
 
-    Pure. ``dimensions: []`` counts as not given. ``expectation`` may be the model or its JSON form (the engine
-    keeps corrected expectations as JSON).
+    Pure. ``dimensions: []`` counts as not given.
     """
-    exp = _expectation(expectation)
-    if exp.dimensions:
-        return from_given(exp.dimensions), "given"
+    if given:
+        return from_given(given), "given"
     if generated:
         return list(generated), "generated"
     return list(DEFAULT_DIMENSIONS), "default"
-
-
-def _expectation(value: LlmReviewExpectation | Mapping[str, Any]) -> LlmReviewExpectation:
-    return value if isinstance(value, LlmReviewExpectation) else LlmReviewExpectation.model_validate(value)
 
 
 def dims_to_json(dims: Sequence[Dim]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ wrong correction turns a failing task into a false pass:
 * with ``known_files`` (the files the attempt created or changed), a corrected file_exists path must be one of
   them: a file_exists expectation is about something the agent was to produce, and pointing it at any file that
   happens to exist (a README) would be a false pass;
-* a threshold can only go down, by at most :data:`MAX_THRESHOLD_DROP` (1.0) and never below ``floor``
+* a threshold can only go down, by at most 1.0 and never below ``floor``
   (default 2.5); a larger drop is clamped to that bound (recorded in ``note``), and an expectation already at
   the bound cannot be relaxed;
 * an expectation marked ``"confidence": "firm"`` is never corrected; expectations that did not fail are not
@@ -27,24 +27,21 @@ the engine's decision.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from polpo.assessment.review import prompts
-from polpo.assessment.review.parsing import JSONNotFound, extract_json
+from polpo.checks.registry import CHECKS
 from polpo.llm.client import LLMClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
-from polpo.mission.schema import Expectation
+from polpo.review import prompts
+from polpo.review.parsing import JSONNotFound, extract_json
 
 __all__ = [
     "DEFAULT_FLOOR",
-    "MAX_THRESHOLD_DROP",
     "Correction",
     "CorrectionPlan",
     "JudgeResult",
@@ -55,12 +52,6 @@ __all__ = [
 ]
 
 DEFAULT_FLOOR = 2.5
-MAX_THRESHOLD_DROP = 1.0
-MAX_COMMAND_CHARS = 4_000
-MAX_PATHS = 50
-_FIELDS: dict[str, tuple[str, ...]] = {"test": ("command",), "script": ("command",),
-                                       "file_exists": ("path", "paths"), "llm_review": ("threshold",)}
-_EXPECTATION: TypeAdapter[Any] = TypeAdapter(Expectation)
 
 
 @dataclass(frozen=True)
@@ -95,17 +86,6 @@ class CorrectionPlan:
     rejected: list[Rejected]
 
 
-def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _safe_path(p: object) -> bool:
-    if not isinstance(p, str) or not p.strip() or "\x00" in p:
-        return False
-    pp = PurePosixPath(p.strip())
-    return not pp.is_absolute() and ".." not in pp.parts and not p.strip().startswith("~")
-
-
 def _resolve_index(p: Mapping[str, Any], expectations: Sequence[Mapping[str, Any]],
                    failed: Collection[int] | None) -> int | str:
     """The targeted expectation's index, or the reason it cannot be determined."""
@@ -132,8 +112,9 @@ def _correct(exp: Mapping[str, Any], fix: Mapping[str, Any], floor: float,
              known_files: Collection[str] | None) -> tuple[dict[str, Any], str, Any, Any, str] | str:
     """``(new_expectation, field, old, new, note)`` or the reason the fix is refused."""
     kind = str(exp.get("type"))
-    allowed = _FIELDS.get(kind)
-    if allowed is None:
+    check = CHECKS.get(kind)
+    allowed = check.correctable if check is not None else ()
+    if check is None or not allowed:
         return f"{kind} expectations cannot be corrected"
     given = {k: v for k, v in fix.items() if v is not None}
     if len(given) != 1:
@@ -141,59 +122,14 @@ def _correct(exp: Mapping[str, Any], fix: Mapping[str, Any], floor: float,
     (name, value), = given.items()
     if name not in allowed:
         return f"{name!r} cannot be changed on a {kind} expectation (only {', '.join(allowed)})"
-    new = dict(exp)
-    note = ""
-    if name == "command":
-        if not isinstance(value, str) or not value.strip():
-            return "the new command is empty or not a string"
-        if len(value) > MAX_COMMAND_CHARS:
-            return "the new command is too long"
-        value = value.strip()
-        old: Any = exp.get("command")
-        if value == old:
-            return "the new command is the same as the old one"
-        new["command"] = value
-    elif name in ("path", "paths"):
-        values = [value] if name == "path" else value
-        if not isinstance(values, list) or not values or len(values) > MAX_PATHS:
-            return f"{name} must be a non-empty path or list of at most {MAX_PATHS} paths"
-        if not all(_safe_path(v) for v in values):
-            return "paths must be relative to the workspace, without '..'"
-        paths: list[str] = [v.strip() for v in values]
-        value = paths[0] if name == "path" else paths
-        if known_files is not None:
-            known = {str(PurePosixPath(f)) for f in known_files}
-            unknown = [p for p in paths if str(PurePosixPath(p)) not in known]
-            if unknown:
-                return f"{', '.join(unknown)} is not among the files the attempt created or changed"
-        old = exp.get("path") if exp.get("path") is not None else exp.get("paths")
-        old_list = [old] if isinstance(old, str) else list(old or [])
-        if paths == old_list:
-            return "the new paths are the same as the old ones"
-        new.pop("path", None)
-        new.pop("paths", None)
-        new[name] = value
-    else:  # threshold
-        if not _is_number(value):
-            return f"threshold {value!r} is not a number"
-        old = exp.get("threshold", 3.0)
-        if not _is_number(old):
-            return "the current threshold is not a number"
-        bound = max(floor, float(old) - MAX_THRESHOLD_DROP)
-        if float(value) >= float(old):
-            return f"threshold {value:g} does not relax {old:g} (only lowering is a correction)"
-        if bound >= float(old):
-            return f"threshold {old:g} is already at the lowest allowed ({floor:g} floor, at most {MAX_THRESHOLD_DROP:g} lower)"
-        clamped = round(max(float(value), bound), 4)
-        if clamped != float(value):
-            note = f"proposed {value:g}, clamped to {clamped:g} (never below {floor:g}, at most {MAX_THRESHOLD_DROP:g} lower)"
-        value = clamped
-        new["threshold"] = value
+    result = check.correct(exp, name, value, floor=floor, known_files=known_files)
+    if isinstance(result, str):
+        return result
     try:
-        _EXPECTATION.validate_python(new)
+        check.model.model_validate(result.expectation)
     except ValidationError as exc:
         return f"the corrected expectation is invalid: {exc.errors()[0]['msg']}"
-    return new, name, old, value, note
+    return result.expectation, name, result.old, result.new, result.note
 
 
 def plan_corrections(expectations_json: Sequence[Mapping[str, Any]], proposals: object, *,

@@ -38,12 +38,12 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from polpo.assessment.review import prompts
-from polpo.assessment.review.consensus import DimScore, weighted_score
-from polpo.assessment.review.dimensions import Dim, dim_key, render_rubric
-from polpo.assessment.review.parsing import JSONNotFound, extract_json, json_number
 from polpo.llm.client import ChatReply, LLMClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
+from polpo.review import prompts
+from polpo.review.consensus import DimScore, weighted_score
+from polpo.review.dimensions import Dim, dim_key, render_rubric
+from polpo.review.parsing import JSONNotFound, extract_json, json_number
 from polpo.tools.catalog import TOOLS
 from polpo.tools.registry import ToolContext
 

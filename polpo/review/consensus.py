@@ -19,7 +19,7 @@ A reviewer that did not score a dimension simply does not vote on it: that dimen
 scores (with one voter left, that voter's score). A dimension nobody scored is listed in ``unscored``, left out of
 the global score, and makes the check fail, because passing on part of the rubric would hide a gap. Scores for
 names that are not in the dimension list are ignored. Names are matched with
-:func:`~polpo.assessment.review.dimensions.dim_key` (case and punctuation insensitive).
+:func:`~polpo.review.dimensions.dim_key` (case and punctuation insensitive).
 
 Global score = Σ score·weight / Σ weight over the scored dimensions, rounded to 9 decimals only to absorb float
 noise (0.35·3 + 0.30·3 + … must be exactly 3.0, so an all-3 review passes a 3.0 threshold); pass iff
@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from polpo.assessment.review.dimensions import dim_key
+from polpo.review.dimensions import dim_key
 
 __all__ = [
     "OUTLIER_DISTANCE",

@@ -1,0 +1,75 @@
+"""The daemon's side of ``llm_review`` checks: judges from the config, the stored yardstick, the stored traces.
+
+The check (:mod:`polpo.checks.llm_review`) and the panel (:mod:`polpo.review`) know nothing of the store. For
+one assessment this backend gives them the judges' model settings, the task's dimension set (chosen the first
+time, stored, and reused on every fix and retry so each attempt is measured with the same yardstick), and keeps
+every reviewer's whole trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import orjson
+
+from polpo.checks.base import Chosen
+from polpo.clock import Clock
+from polpo.config import Config
+from polpo.llm.client import LLMClient, ModelSettings
+from polpo.llm.secrets import redact
+from polpo.review.dimensions import dims_from_json, dims_to_json
+from polpo.review.reviewer import ReviewerTrace
+from polpo.store.protocol import Store
+
+__all__ = ["AssessmentReviews", "judge_settings"]
+
+
+def judge_settings(cfg: Config) -> list[ModelSettings]:
+    """One ModelSettings per reviewer (three), or [] when no judge is configured."""
+    j = cfg.judge
+    return [ModelSettings(model=m, api_base=j.api_base, api_key_env=j.api_key_env, temperature=j.temperature,
+                          timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
+
+
+class AssessmentReviews:
+    """A :class:`~polpo.checks.base.ReviewBackend` for one assessment of one task."""
+
+    def __init__(self, cfg: Config, store: Store, clock: Clock, llm: LLMClient, *, task_id: str,
+                 assessment_id: str) -> None:
+        self.store = store
+        self.clock = clock
+        self._llm = llm
+        self._judges = judge_settings(cfg)
+        self._timeout = cfg.judge.reviewer_timeout.total_seconds()
+        self.task_id = task_id
+        self.assessment_id = assessment_id
+
+    @property
+    def llm(self) -> LLMClient:
+        return self._llm
+
+    @property
+    def judges(self) -> Sequence[ModelSettings]:
+        return self._judges
+
+    @property
+    def reviewer_timeout(self) -> float:
+        return self._timeout
+
+    async def dimensions(self, check_idx: int, choose: Callable[[], Awaitable[Chosen]]) -> Chosen:
+        stored = await self.store.task_dimensions(self.task_id, check_idx)
+        if stored is not None:
+            return dims_from_json(stored[1]), stored[0], None
+        dims, source, note = await choose()
+        await self.store.commit(self.store.tx().dimensions(self.task_id, check_idx, source,
+                                                           orjson.dumps(dims_to_json(dims)).decode(),
+                                                           self.clock.now()))
+        return dims, source, note
+
+    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace]) -> None:
+        now = self.clock.now()
+        tx = self.store.tx()
+        for trace in traces:
+            tx.review(self.assessment_id, check_idx, trace.index, self.task_id, trace.model, trace.ok,
+                      redact(orjson.dumps(trace.to_json()).decode()), now)
+        self.store.submit(tx)

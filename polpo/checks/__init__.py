@@ -1,0 +1,1 @@
+"""Expectation types as registered checks: one module per type; see :mod:`polpo.checks.registry`."""

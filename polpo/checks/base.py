@@ -1,0 +1,138 @@
+"""What every check type provides, what it is given, and what it returns.
+
+A check type (``file_exists``, ``test``, ``script``, ``llm_review`` …) lives in one module: the expectation's
+model (how a mission file writes it), its rank (cheap checks run first), a label and a description, the fields
+the expectation judge may correct, and ``run``. Adding a type means adding a module and listing it in
+:mod:`polpo.checks.registry`; nothing else in the daemon names a type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from polpo.clock import Clock
+from polpo.docmodel import Model
+from polpo.llm.client import LLMClient, ModelSettings
+from polpo.review.dimensions import Dim
+from polpo.review.reviewer import ReviewerTrace
+
+__all__ = ["CheckContext", "CheckOutcome", "CheckType", "Chosen", "Correction", "ReviewBackend"]
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One check's result: stored as a row, announced by an event, fed back to the agent, read by gates."""
+
+    type: str
+    label: str
+    passed: bool
+    message: str
+    details: str | None = None
+    duration: float = 0.0
+    index: int = -1
+    global_score: float | None = None  # llm_review: the consensus score the threshold was compared with
+    scores: list[dict[str, Any]] | None = None  # llm_review: per dimension, with every reviewer's vote
+    dimension_source: str | None = None  # llm_review: given | generated | default
+    tokens: int | None = None
+    cost: float | None = None
+
+    def at(self, index: int, duration: float | None = None) -> CheckOutcome:
+        """The same outcome, placed at expectation ``index`` (and timed, when the check did not time itself)."""
+        return replace(self, index=index, duration=self.duration if duration is None else round(duration, 4))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index, "type": self.type, "label": self.label, "passed": self.passed,
+                               "message": self.message, "details": self.details, "duration": self.duration}
+        if self.global_score is not None:
+            out["globalScore"] = self.global_score
+            out["scores"] = self.scores or []
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CheckOutcome:
+        return cls(type=d["type"], label=d["label"], passed=bool(d["passed"]), message=d["message"],
+                   details=d.get("details"), duration=d.get("duration") or 0.0, index=d.get("index", -1),
+                   global_score=d.get("globalScore"), scores=d.get("scores"))
+
+
+Chosen = tuple[list[Dim], str, str | None]  # dimensions, source (given | generated | default), a note
+
+
+class ReviewBackend(Protocol):
+    """What an ``llm_review`` check needs from the daemon: judges, a stored yardstick, a place for traces."""
+
+    @property
+    def llm(self) -> LLMClient: ...
+
+    @property
+    def judges(self) -> Sequence[ModelSettings]: ...
+
+    @property
+    def reviewer_timeout(self) -> float: ...
+
+    async def dimensions(self, check_idx: int, choose: Callable[[], Awaitable[Chosen]]) -> Chosen:
+        """The check's stored dimension set, else ``choose()``'s, stored so every later attempt uses it."""
+        ...
+
+    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace]) -> None:
+        """Store each reviewer's whole trace."""
+        ...
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What a check may look at: the workspace and the attempt's evidence. No store, no engine."""
+
+    workspace: Path
+    clock: Clock
+    check_timeout: float  # seconds, unless the expectation sets its own
+    task_title: str = ""
+    task_description: str = ""
+    attempt_number: int = 1
+    agent_ok: bool = True
+    files_changed: list[str] = field(default_factory=list)
+    timeline: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)  # added to a command's minimal environment
+    index: int = 0  # the expectation's position in the task (a review's stored yardstick is kept per index)
+    review: ReviewBackend | None = None
+
+
+@dataclass(frozen=True)
+class Correction:
+    """A corrected expectation (JSON), the old and new value, and a note (e.g. a clamped threshold)."""
+
+    expectation: dict[str, Any]
+    old: Any
+    new: Any
+    note: str = ""
+
+
+ExpectationModel = type[Model]
+
+
+class CheckType:
+    """Base of the check types; subclasses set the class attributes and implement ``run``."""
+
+    type: ClassVar[str]
+    rank: ClassVar[int]  # 0 files, 1 commands, 2 LLM calls: cheaper first, an LLM review only if they passed
+    model: ClassVar[ExpectationModel]
+    correctable: ClassVar[tuple[str, ...]] = ()  # fields the expectation judge may change (one per correction)
+    needs_agent_success: ClassVar[bool] = False  # skipped when the agent failed or a cheaper check failed
+
+    def label(self, exp: Any) -> str:
+        return self.type
+
+    def describe(self, exp: Mapping[str, Any]) -> str:
+        """One line telling an agent how its work will be checked (from the expectation's JSON)."""
+        return str(exp.get("type"))
+
+    async def run(self, exp: Any, ctx: CheckContext) -> CheckOutcome:
+        raise NotImplementedError
+
+    def correct(self, exp: Mapping[str, Any], field_name: str, value: Any, *, floor: float,
+                known_files: Collection[str] | None) -> Correction | str:
+        """The expectation with ``field_name`` set to ``value``, or the reason the correction is refused."""
+        return f"{self.type} expectations cannot be corrected"
