@@ -1,10 +1,13 @@
-"""Shared test set-up: asyncio backend for anyio tests, offline litellm, and daemon helpers."""
+"""Shared test set-up: asyncio backend for anyio tests, offline litellm, and a private PostgreSQL cluster."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from tests.support.postgres import PgCluster, PostgresUnavailable, find_bindir, running_cluster
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -12,3 +15,28 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PgCluster]:
+    """One private PostgreSQL server for the whole run, started on first use (~1 s) and removed at the end.
+
+    Skipped only when the machine has no PostgreSQL server binaries; in CI (CI=true) that is a failure,
+    since .ci/run installs them.
+    """
+    try:
+        find_bindir()
+    except PostgresUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have PostgreSQL: {e}")
+        pytest.skip(str(e))
+    with running_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PgCluster) -> Iterator[str]:
+    """A fresh, empty database of its own for one test, as a TCP libpq URL; dropped afterwards."""
+    name = postgres_cluster.create_database()
+    yield postgres_cluster.url(name)
+    postgres_cluster.drop_database(name)
