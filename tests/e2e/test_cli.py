@@ -99,3 +99,17 @@ def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     r = run_cli("status", "--config", str(config))
     assert r.returncode == 1 and "start the daemon" in r.stderr
+
+
+def test_help_lists_every_command_in_one_aligned_block() -> None:
+    r = run_cli("--help")
+    assert r.returncode == 0
+    block = [ln for ln in r.stdout.splitlines() if ln.strip().split(":")[0] in
+             ("Start", "Watch", "Inspect", "Quality", "Act")]
+    assert len(block) == 5
+    assert len({len(ln) - len(ln.lstrip()) for ln in block}) == 1, block  # same indent
+    assert len({ln.index(":") + len(ln[ln.index(":") + 1:]) - len(ln[ln.index(":") + 1:].lstrip())
+                for ln in block}) == 1, block  # the commands start in one column
+    for command in ("daemon", "validate", "submit", "status", "show", "tail", "retry", "cancel", "approve",
+                    "schema", "metrics"):
+        assert f"  {command} " in r.stdout

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from polpo.cli_metrics import metrics as metrics_cmd
+from polpo.cli.metrics_cmd import metrics as metrics_cmd
 from polpo.metrics import AssessmentRow, dimension_averages, quality_metrics
 from polpo.store.schema import MIGRATIONS, SCHEMA_VERSION
 

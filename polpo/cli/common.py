@@ -1,0 +1,31 @@
+"""What every command shares: the --config option, loading the config, JSON output."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+__all__ = ["CONFIG_HELP", "config_option", "load_config_or_exit", "print_json"]
+
+CONFIG_HELP = "Config file (default: $POLPO_CONFIG or config/polpo.toml)."
+
+
+def config_option(f: Any) -> Any:
+    return click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP)(f)
+
+
+def load_config_or_exit(config_path: str | None) -> Any:
+    from polpo.config import ConfigError, load_config
+
+    try:
+        return load_config(config_path)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def print_json(obj: Any) -> None:
+    import orjson
+
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")

@@ -1,0 +1,64 @@
+"""Acting on running work: ``polpo retry``, ``polpo cancel``, ``polpo approve``."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import click
+
+from polpo.cli.common import config_option, load_config_or_exit
+
+
+def _queue(kind: str, target: str, config_path: str | None) -> None:
+    from polpo.daemon_probe import daemon_pid
+    from polpo.store import read
+
+    cfg = load_config_or_exit(config_path)
+    try:
+        con = read.connect(cfg.db_path)
+    except read.NoState as e:
+        raise click.ClickException(str(e)) from None
+    exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)
+    if exists is None:
+        raise click.ClickException(f"no {'task' if kind != 'cancel' else 'mission'} {target!r}; "
+                                   "see `polpo status --all`")
+    target = exists["id"]
+    cid = read.queue_command(con, kind, target, datetime.now(UTC).isoformat())
+    if daemon_pid(cfg.state_dir) is None:
+        click.echo(f"queued {kind} {target}: no daemon is running; it applies when the daemon starts")
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = read.command(con, cid)
+        if row and row["status"] != "queued":
+            if row["status"] == "refused":
+                raise click.ClickException(row["result"])
+            click.echo(row["result"])
+            return
+        time.sleep(0.1)
+    click.echo(f"queued {kind} {target}; the daemon has not picked it up yet")
+
+
+@click.command()
+@click.argument("task_id", metavar="TASK")
+@config_option
+def retry(task_id: str, config_path: str | None) -> None:
+    """Run a failed task again with a fresh retry budget (tasks that failed because of it re-open too)."""
+    _queue("retry", task_id, config_path)
+
+
+@click.command()
+@click.argument("mission_id", metavar="MISSION")
+@config_option
+def cancel(mission_id: str, config_path: str | None) -> None:
+    """Cancel a running mission: its agents' process groups are killed, open tasks fail."""
+    _queue("cancel", mission_id, config_path)
+
+
+@click.command()
+@click.argument("task_id", metavar="TASK")
+@config_option
+def approve(task_id: str, config_path: str | None) -> None:
+    """Let a task with sideEffects run its fix or retry (it waits in awaiting_approval until then)."""
+    _queue("approve", task_id, config_path)

@@ -1,0 +1,26 @@
+"""``polpo daemon``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from polpo.cli.common import config_option, load_config_or_exit
+
+
+@click.command()
+@config_option
+def daemon(config_path: str | None) -> None:
+    """Run the daemon in the foreground until SIGTERM/SIGINT.
+
+    It watches [daemon] missions_dir, keeps its state in [daemon] state_dir (SQLite + events.jsonl) and
+    resumes unfinished missions after a restart or a crash.
+    """
+    from polpo.daemon import run_daemon
+
+    cfg = load_config_or_exit(config_path)
+    click.echo(f"polpo: watching {cfg.missions_dir}; state in {cfg.state_dir}; log {cfg.events_path}",
+               err=True)
+    click.echo(f"polpo: follow it with `polpo tail -f --config {cfg.source}`", err=True)
+    sys.exit(run_daemon(cfg))
