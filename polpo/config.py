@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,9 +19,7 @@ from polpo.durations import Duration
 DEFAULT_CONFIG = Path("config/polpo.toml")
 
 
-def _secs(n: float) -> Any:
-    from datetime import timedelta
-
+def _secs(n: float) -> timedelta:
     return timedelta(seconds=n)
 
 

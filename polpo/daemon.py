@@ -53,14 +53,16 @@ class DaemonError(Exception):
 
 class Daemon:
     def __init__(self, cfg: Config, *, clock: Clock | None = None, console: TextIO | None = sys.stderr,
-                 handle_signals: bool = True) -> None:
+                 handle_signals: bool = True, agents: AgentFactory | None = None) -> None:
         self.cfg = cfg
         self.clock = clock or SystemClock()
         self.console = console
         self.handle_signals = handle_signals
+        self.agents = agents
         self.started = anyio.Event()
         self.engine: Engine | None = None
         self.store: Store | None = None
+        self.intake: Intake | None = None
         self._stop = anyio.Event()
         self._lock_file: Any = None
         self._printer: ConsolePrinter | None = None
@@ -83,7 +85,7 @@ class Daemon:
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
             store.subscribe(self._print)
-        engine = Engine(cfg, store, self.clock, AgentFactory(cfg, self.clock))
+        engine = Engine(cfg, store, self.clock, self.agents or AgentFactory(cfg, self.clock))
         self.engine = engine
         notifier = Notifier(self.notify, clock=self.clock,
                             on_failed=lambda ch, ev, err: self._notification(ch, ev, err),
@@ -98,6 +100,7 @@ class Daemon:
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
                                 channels=set(self.notify.channels))
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling)
+        self.intake = intake
         try:
             await engine.load()
             async with anyio.create_task_group() as tg:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -42,7 +43,10 @@ def _secs(d: timedelta | None) -> float | None:
 
 
 class AgentFactory:
-    def __init__(self, cfg: Config, clock: Clock, llm: LLMClient | None = None) -> None:
+    def __init__(self, cfg: Config, clock: Clock, llm: LLMClient | None = None,
+                 extra: Mapping[str, Agent] | None = None) -> None:
+        """``extra``: agents built by the caller (an embedding program, a test), available by name like
+        configured ones, with the default timeout."""
         self.cfg = cfg
         self.clock = clock
         self.llm = llm or LLMClient(per_model=cfg.llm.max_concurrency_per_model,
@@ -50,6 +54,8 @@ class AgentFactory:
         self._config_agents: dict[str, AgentSlot] = {
             name: self._build(name, a, limit_key=name) for name, a in cfg.agents.items()
         }
+        for name, agent in (extra or {}).items():
+            self._config_agents[name] = AgentSlot(agent, name, None, _secs(cfg.defaults.agent_timeout), "custom")
 
     def known_names(self) -> list[str]:
         return sorted(self._config_agents)

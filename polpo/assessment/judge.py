@@ -5,11 +5,13 @@ One LLM call (:func:`judge_expectations`) gives a verdict per failed expectation
 wrong correction turns a failing task into a false pass:
 
 * a proposal targets an expectation by its **index** (Polpo corrected the first expectation of the same type,
-  spec §14 G6); a proposal with only a ``type`` is accepted when exactly one candidate expectation has that type;
+  which is wrong with several expectations of one type); a proposal with only a ``type`` is accepted when
+  exactly one candidate expectation has that type;
 * only verdict ``expectation_wrong`` with a ``fix`` changes anything; ``work_wrong``, ``unsure`` or anything else
   leaves the expectation as it is;
-* one field per type: ``command`` for test/script, ``path`` or ``paths`` for file_exists (relative, no ``..``),
-  ``threshold`` for llm_review; any other field, several fields, or a type without corrections → rejected;
+* one field per correction, among those the check type declares correctable (``command`` for test/script,
+  ``path`` or ``paths`` for file_exists, ``threshold`` for llm_review); any other field, several fields, or a
+  type without corrections → rejected;
 * with ``known_files`` (the files the attempt created or changed), a corrected file_exists path must be one of
   them: a file_exists expectation is about something the agent was to produce, and pointing it at any file that
   happens to exist (a README) would be a false pass;

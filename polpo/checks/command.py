@@ -1,6 +1,6 @@
 """``test`` and ``script``: a command in the workspace, judged by its exit code.
 
-Unlike Polpo (G1/G2), a ``test`` is judged by its exit code like a ``script`` (``exit 3`` fails), and every
+Unlike Polpo, whose ``test`` passed whatever its exit code and whose checks had no timeout, a ``test`` is judged by its exit code like a ``script`` (``exit 3`` fails), and every
 command runs with a timeout, in its own process group, killed whole when the time is up. A multi-line command
 runs under ``set -euo pipefail``. The environment is minimal (no API keys) plus ``POLPO_WORKSPACE`` and the
 attempt's marker, so a check left running by a crashed daemon is found and killed like an agent.

@@ -1,4 +1,8 @@
-"""What every command shares: the --config option, loading the config, JSON output."""
+"""What every command shares: the --config option, loading the config, JSON output.
+
+Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
+commands start fast.
+"""
 
 from __future__ import annotations
 

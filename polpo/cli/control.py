@@ -1,4 +1,8 @@
-"""Acting on running work: ``polpo retry``, ``polpo cancel``, ``polpo approve``."""
+"""Acting on running work: ``polpo retry``, ``polpo cancel``, ``polpo approve``.
+
+Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
+commands start fast.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Looking at state: ``polpo status`` and ``polpo show``."""
+"""Looking at state: ``polpo status`` and ``polpo show``.
+
+Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
+commands start fast.
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 
 Kept out of ``polpo/cli.py`` so the command and its table formatting live next to nothing else; it imports
 neither anyio nor litellm, like the other quick commands.
+
+Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
+commands start fast.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Mission files: ``polpo validate``, ``polpo submit``, ``polpo schema``."""
+"""Mission files: ``polpo validate``, ``polpo submit``, ``polpo schema``.
+
+Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
+commands start fast.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,14 @@
-"""``polpo tail``: the event log, readable."""
+"""``polpo tail``: the event log, readable.
+
+Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
+commands start fast.
+"""
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from typing import Any
 
 import click
@@ -47,8 +52,6 @@ def tail(follow: bool, mission_id: str | None, pattern: str | None, as_json: boo
         if not follow:
             raise click.ClickException(f"no event log at {path} yet: start the daemon first")
         time.sleep(0.2)
-    from collections import deque
-
     with open(path, "rb") as f:
         recent: deque[bytes] = deque(maxlen=max(lines, 0) or None)
         for raw in f:

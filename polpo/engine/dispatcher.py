@@ -21,7 +21,7 @@ from polpo.engine.handles import RunHandle
 from polpo.engine.ready import ReadyQueue
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, StopReason, TaskStatus
-from polpo.tools.procs import kill_group
+from polpo.tools.proctable import kill_group
 
 log = logging.getLogger("polpo.dispatcher")
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol, overload
+from typing import Literal, NamedTuple, Protocol
 
-__all__ = ["GateDecision", "GateLike", "GateVerdict", "TaskState", "evaluate_gate"]
+__all__ = ["GateDecision", "GateLike", "TaskState", "evaluate_gate"]
 
 TERMINAL = frozenset({"done", "failed"})
 _EPS = 1e-9
@@ -56,43 +56,8 @@ class GateDecision:
     avg_score: float | None = None  # only when minScore is set and some done afterTask has a score
 
 
-GateVerdict = GateDecision  # the previous name, kept for callers not yet renamed
-
-
-@dataclass(frozen=True)
-class _Gate:
-    after_tasks: Sequence[str]
-    min_score: float | None
-    require_all_passed: bool
-
-
-@overload
-def evaluate_gate(gate: GateLike, after_states: Mapping[str, tuple[str, float | None]], /) -> GateDecision: ...
-
-
-@overload
-def evaluate_gate(*, after_tasks: Sequence[str], states: Mapping[str, str],
-                  scores: Mapping[str, float | None], min_score: float | None,
-                  require_all_passed: bool) -> GateDecision: ...
-
-
-def evaluate_gate(gate: GateLike | None = None,
-                  after_states: Mapping[str, tuple[str, float | None]] | None = None, /, *,
-                  after_tasks: Sequence[str] | None = None, states: Mapping[str, str] | None = None,
-                  scores: Mapping[str, float | None] | None = None, min_score: float | None = None,
-                  require_all_passed: bool = False) -> GateDecision:
-    """Decide ``gate`` from ``after_states`` (title → ``(status, score|None)``); see the module docstring.
-
-    The keyword form (``after_tasks=…, states=…, scores=…``) is the older signature, kept working.
-    """
-    if gate is None:
-        if after_tasks is None or states is None:
-            raise TypeError("evaluate_gate needs (gate, after_states) or after_tasks=/states=/scores=")
-        sc = scores or {}
-        gate = _Gate(after_tasks, min_score, require_all_passed)
-        after_states = {t: TaskState(s, sc.get(t)) for t, s in states.items()}
-    elif after_states is None:
-        raise TypeError("evaluate_gate(gate, after_states): after_states is missing")
+def evaluate_gate(gate: GateLike, after_states: Mapping[str, tuple[str, float | None]]) -> GateDecision:
+    """Decide ``gate`` from ``after_states`` (title → ``(status, score|None)``); see the module docstring."""
     return _decide(gate, after_states)
 
 

@@ -10,10 +10,8 @@ resume from the stored result.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 
 import anyio
 
@@ -31,7 +29,7 @@ from polpo.model.status import AttemptKind, AttemptStatus, MissionStatus, TaskSt
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
-from polpo.tools.procs import find_processes_with_env, process_start_ticks
+from polpo.tools.proctable import find_processes_with_env, process_start_ticks, terminate_group
 
 log = logging.getLogger("polpo.recovery")
 
@@ -147,23 +145,10 @@ def _orphan_groups(attempt: Attempt, mark: str) -> list[int]:
 
 
 async def _kill(groups: list[int], grace: float = 2.0) -> None:
+    """SIGTERM each orphaned group, SIGKILL what is left after ``grace`` seconds (all groups at once)."""
     if not groups:
         return
-    for g in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(g, signal.SIGTERM)
-    with anyio.move_on_after(grace):
-        while any(_alive(g) for g in groups):  # noqa: ASYNC110 - polling processes we do not own
-            await anyio.sleep(0.05)
-    for g in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(g, signal.SIGKILL)
+    async with anyio.create_task_group() as tg:
+        for g in groups:
+            tg.start_soon(terminate_group, g, grace)
     log.warning("killed %d orphaned process group(s) of a previous daemon", len(groups))
-
-
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False

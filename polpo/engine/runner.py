@@ -44,7 +44,7 @@ from polpo.model.status import AssessmentStatus, AttemptKind, AttemptStatus, Sto
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
-from polpo.tools.procs import process_start_ticks
+from polpo.tools.proctable import process_start_ticks
 from polpo.workspace import diff, snapshot
 
 log = logging.getLogger("polpo.runner")

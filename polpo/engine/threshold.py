@@ -9,7 +9,7 @@ count: a mission with a failed task has already failed for that reason. The verd
 score: a project-wide ``[defaults] quality_threshold`` must not fail every mission that has no LLM review.
 The explanation says which case it was.
 
-This is deliberately not the report's unweighted mean over every scored task (spec G17): the two numbers
+This is deliberately not the report's unweighted mean over every scored task (Polpo reported both under one name): the two numbers
 answer different questions and are named differently.
 """
 

@@ -80,6 +80,7 @@ class Intake:
         self._pending: dict[Path, anyio.CancelScope] = {}
         self._lock = anyio.Lock()  # files are handled one at a time, in arrival order
         self.ready = anyio.Event()
+        self.handled = 0  # files read and handed to the handler (duplicates included)
 
     async def run(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -125,6 +126,13 @@ class Intake:
                 await self.handler(path, raw)
             except Exception:
                 log.exception("could not handle %s", path)
+            finally:
+                self.handled += 1
+
+    @property
+    def idle(self) -> bool:
+        """No file is waiting to settle or being handled."""
+        return not self._pending and not self._lock.locked()
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -7,8 +7,6 @@ defensively, so one run reports everything a person has to fix. Linear in the si
 
 from __future__ import annotations
 
-import difflib
-import itertools
 import json
 import re
 import types
@@ -17,10 +15,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
-from pydantic.alias_generators import to_snake
 
 from polpo.docmodel import Model
-from polpo.mission.graph import find_cycle
+from polpo.mission.crosscheck import CrossChecker
+from polpo.mission.rawdoc import Loc, Suggester, as_list, get, name_of
 from polpo.mission.schema import (
     EXPECTATION_TYPES,
     MissionSettings,
@@ -30,9 +28,7 @@ from polpo.mission.schema import (
     TeamAgent,
 )
 
-Loc = tuple[str | int, ...]
 _IGNORED = "Polpo field not implemented by polpo; ignored"
-_MAX_SUGGESTIONS = 50  # difflib is linear in the candidates: cap it so a broken 10 000-task file stays fast
 
 
 @dataclass(frozen=True)
@@ -63,13 +59,13 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
     if not isinstance(data, dict):
         return LoadResult(None, [Problem("$", 'the top level must be a JSON object with a "tasks" list')], [])
     found = duplicates
-    suggest = _Suggester()
+    suggest = Suggester()
     spec: MissionSpec | None = None
     try:
         spec = MissionSpec.model_validate(data, strict=True)  # JSON types as written: no "2" → 2
     except ValidationError as e:
         found.extend(_from_pydantic(e, data, suggest))
-    checker = _Checker(data, known_agents, suggest)
+    checker = CrossChecker(data, known_agents, suggest)
     found.extend(checker.run())
     warnings = _warnings(data, known_agents)
     if not found:
@@ -77,9 +73,6 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
         return LoadResult(_gates_by_title(spec, checker.id_refs), [], warnings)
     unique = dict.fromkeys((loc, msg) for loc, msg in sorted(found, key=lambda p: _sort_key(p[0])))
     return LoadResult(None, [Problem(json_path(loc), msg) for loc, msg in unique], warnings)
-
-
-_TASK_ID = re.compile(r"(?:.+:)?(\d+)")
 
 
 def _gates_by_title(spec: MissionSpec, id_refs: dict[str, str]) -> MissionSpec:
@@ -176,7 +169,7 @@ def _walk(data: Any) -> Iterator[tuple[Loc, dict[str, Any]]]:
 # ------------------------------------------------------------------------------------------ field errors
 
 
-def _from_pydantic(err: ValidationError, data: dict[str, Any], suggest: _Suggester) -> Iterator[tuple[Loc, str]]:
+def _from_pydantic(err: ValidationError, data: dict[str, Any], suggest: Suggester) -> Iterator[tuple[Loc, str]]:
     for e in err.errors(include_url=False):
         raw_loc = tuple(e["loc"])
         loc = _clean_loc(raw_loc, data)
@@ -281,219 +274,6 @@ def _keys_of(model: type[BaseModel] | None) -> list[str]:
     return keys + sorted(model.TOLERATED) if issubclass(model, Model) else keys
 
 
-class _Suggester:
-    """'; did you mean "x"?' for a misspelt key or name; a budget keeps a badly broken big file linear."""
-
-    def __init__(self) -> None:
-        self.budget = _MAX_SUGGESTIONS
-
-    def __call__(self, word: str, choices: Collection[str]) -> str:
-        if not choices or self.budget <= 0:
-            return ""
-        self.budget -= 1
-        lowered = {c.lower(): c for c in choices}
-        match = lowered.get(word.lower()) or lowered.get(word.replace("_", "").lower())
-        if match is None:
-            close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-            match = close[0] if close else None
-        return f'; did you mean "{match}"?' if match else ""
-
-
-# ----------------------------------------------------------------------------------------- cross-checks
-
-
-def _get(obj: Any, camel: str) -> tuple[str, Any]:
-    """The key used (camelCase, or snake_case which is accepted too) and its value; value None if absent."""
-    if not isinstance(obj, dict):
-        return camel, None
-    if camel in obj:
-        return camel, obj[camel]
-    snake = to_snake(camel)
-    return (snake, obj[snake]) if snake in obj else (camel, None)
-
-
-def _name(v: Any) -> str | None:
-    """A reference as the schema stores it (stripped); None for anything the field validation reports."""
-    return v.strip() or None if isinstance(v, str) else None
-
-
-def _list(v: Any) -> list[Any]:
-    return v if isinstance(v, list) else []
-
-
-class _Checker:
-    """Whole-document checks over the raw JSON; every method skips parts with the wrong shape."""
-
-    def __init__(self, data: dict[str, Any], known_agents: Collection[str] | None, suggest: _Suggester) -> None:
-        self.data = data
-        self.suggest = suggest
-        self.known = None if known_agents is None else list(known_agents)
-        self.found: list[tuple[Loc, str]] = []
-        self.tasks = _list(_get(data, "tasks")[1])
-        self.titles: dict[str, int] = {}  # title → index of the first task with it
-        self.id_refs: dict[str, str] = {}  # a gate's task id reference → the title it names
-        self.edges: dict[str, list[str]] = {}  # title → what it waits for (dependsOn + gates)
-        self.dep_key: dict[str, tuple[int, str]] = {}  # title → (task index, its dependsOn key)
-        self.declared: dict[str, set[str]] = {}  # title → its own (valid) dependsOn
-        self.gate_of: dict[tuple[str, str], int] = {}  # gate-made edge → gate index
-        self.gate_names: dict[int, str] = {}
-
-    def run(self) -> list[tuple[Loc, str]]:
-        self._titles()
-        self._agents()
-        self._depends_on()
-        self._gates()
-        self._cycle()
-        self._dimensions()
-        return self.found
-
-    def _dimensions(self) -> None:
-        """Dimension names of an llm_review must be unique (scores are matched to dimensions by name)."""
-        for i, task in enumerate(self.tasks):
-            exp_key, exps = _get(task, "expectations")
-            for j, exp in enumerate(_list(exps)):
-                dims_key, dims = _get(exp, "dimensions")
-                seen: dict[str, int] = {}
-                for k, dim in enumerate(_list(dims)):
-                    name_key, name = _get(dim, "name")
-                    n = _name(name)
-                    if n is None:
-                        continue
-                    norm = "".join(c for c in n.lower() if c.isalnum())
-                    if norm in seen:
-                        self.found.append(((("tasks", i, exp_key, j, dims_key, k, name_key)),
-                                           f'duplicate dimension "{n}" (first at dimensions[{seen[norm]}])'))
-                    else:
-                        seen[norm] = k
-
-    def _titles(self) -> None:
-        for i, task in enumerate(self.tasks):
-            key, title = _get(task, "title")
-            t = _name(title)
-            if t is None:
-                continue
-            if t in self.titles:
-                self.found.append((("tasks", i, key),
-                                   f'duplicate title "{t}" (first used at $.tasks[{self.titles[t]}])'))
-            else:
-                self.titles[t] = i
-                self.edges[t] = []
-
-    def _agents(self) -> None:
-        team_key, team = _get(self.data, "team")
-        names: dict[str, int] = {}
-        for i, agent in enumerate(_list(team)):
-            key, name = _get(agent, "name")
-            n = _name(name)
-            if n is None:
-                continue
-            if n in names:
-                self.found.append(((team_key, i, key), f'duplicate agent name "{n}" (first used at $.team[{names[n]}])'))
-            else:
-                names[n] = i
-        available = list(dict.fromkeys([*names, *(self.known or ())]))
-        listing = ", ".join(available) or "none"
-        for i, task in enumerate(self.tasks):
-            if not isinstance(task, dict):
-                continue
-            key, agent = _get(task, "assignTo")
-            if agent is None:
-                # ambiguous for sure with two team agents, even when the daemon's agents are not known
-                if (self.known is not None and len(available) != 1) or len(names) > 1:
-                    why = ("no agent is available: define one in team or in the daemon config" if not available
-                           else f"assignTo is required when more than one agent is available ({listing})")
-                    self.found.append((("tasks", i), why))
-            elif self.known is not None and (a := _name(agent)) is not None and a not in available:
-                self.found.append((("tasks", i, key), f'no agent named "{a}"; available: {listing}'
-                                   + self.suggest(a, available)))
-            rp_key, policy = _get(task, "retryPolicy")
-            fb_key, fallback = _get(policy, "fallbackAgent")
-            if self.known is not None and (f := _name(fallback)) is not None and f not in available:
-                self.found.append((("tasks", i, rp_key, fb_key), f'no agent named "{f}"; available: {listing}'
-                                   + self.suggest(f, available)))
-
-    def _task_ref(self, loc: Loc, v: Any) -> str | None:
-        """A gate's task reference: a title, or a task id (``MISSION:N`` or ``N``, N counting from 1)."""
-        t = _name(v)
-        if t is None:
-            return None
-        if t in self.titles:
-            return t
-        by_id = _TASK_ID.fullmatch(t)
-        if by_id is not None and 1 <= int(by_id.group(1)) <= len(self.tasks):
-            title = _name(_get(self.tasks[int(by_id.group(1)) - 1], "title")[1])
-            if title is not None:
-                self.id_refs[t] = title
-                return title
-        self.found.append((loc, f'no task titled "{t}"' + self.suggest(t, self.titles)))
-        return None
-
-    def _depends_on(self) -> None:
-        for i, task in enumerate(self.tasks):
-            key, deps = _get(task, "dependsOn")
-            title = _name(_get(task, "title")[1])
-            first = title is not None and self.titles.get(title) == i
-            if title is not None and first:
-                self.dep_key[title] = (i, key)
-                self.declared[title] = set()
-            for j, d in enumerate(_list(deps)):
-                if title is not None and _name(d) == title:
-                    self.found.append((("tasks", i, key, j), "a task cannot depend on itself"))
-                    continue
-                t = self._task_ref(("tasks", i, key, j), d)
-                if t is not None and title is not None and first and t not in self.declared[title]:
-                    self.declared[title].add(t)
-                    self.edges[title].append(t)
-
-    def _gates(self) -> None:
-        gates_key, gates = _get(self.data, "qualityGates")
-        names: dict[str, int] = {}
-        for g, gate in enumerate(_list(gates)):
-            name_key, name = _get(gate, "name")
-            n = _name(name)
-            if n is not None and n in names:
-                self.found.append(((gates_key, g, name_key),
-                                   f'duplicate gate name "{n}" (first used at $.qualityGates[{names[n]}])'))
-            elif n is not None:
-                names[n] = g
-            self.gate_names[g] = n or f"#{g + 1}"
-            after_key, after = _get(gate, "afterTasks")
-            blocks_key, blocks = _get(gate, "blocksTasks")
-            waits = [t for j, v in enumerate(_list(after))
-                     if (t := self._task_ref((gates_key, g, after_key, j), v)) is not None]
-            waits_set = set(waits)
-            for j, v in enumerate(_list(blocks)):
-                b = self._task_ref((gates_key, g, blocks_key, j), v)
-                if b is None:
-                    continue
-                if b in waits_set:
-                    self.found.append(((gates_key, g, blocks_key, j),
-                                       f'"{b}" is also in afterTasks: a gate cannot block a task it waits for'))
-                    continue
-                for a in waits:  # each blocked task waits for every afterTask
-                    if (b, a) not in self.gate_of and a not in self.declared[b]:
-                        self.gate_of[(b, a)] = g
-                        self.edges[b].append(a)
-
-    def _cycle(self) -> None:
-        cycle = find_cycle(self.edges)
-        if cycle is None:
-            return
-        nodes = cycle[:-1]
-        start = min(range(len(nodes)), key=lambda k: self.titles[nodes[k]])
-        nodes = nodes[start:] + nodes[:start]
-        ring = [*nodes, nodes[0]]
-        gates_key = _get(self.data, "qualityGates")[0]
-        via: list[str] = []
-        for a, b in itertools.pairwise(ring):
-            if b not in self.declared[a]:
-                via.append(f'gate "{self.gate_names[self.gate_of[(a, b)]]}" makes "{a}" wait for "{b}"')
-        a, b = ring[0], ring[1]
-        loc: Loc = (("tasks", *self.dep_key[a]) if b in self.declared[a]
-                    else (gates_key, self.gate_of[(a, b)]))
-        self.found.append((loc, "dependency cycle: " + " → ".join(ring) + (f" ({'; '.join(via)})" if via else "")))
-
-
 # ------------------------------------------------------------------------------------------------ warnings
 
 _TOLERANT_PLACES: tuple[tuple[str | None, bool, type[Model]], ...] = (
@@ -505,8 +285,8 @@ def _warnings(data: dict[str, Any], known_agents: Collection[str] | None) -> lis
     """One warning per tolerated Polpo key present, and per team agent that hides a configured one."""
     out: list[str] = []
     for place, many, model in _TOLERANT_PLACES:
-        key, value = (None, data) if place is None else _get(data, place)
-        objs = list(enumerate(_list(value))) if many else [(None, value)]
+        key, value = (None, data) if place is None else get(data, place)
+        objs = list(enumerate(as_list(value))) if many else [(None, value)]
         for i, obj in objs:
             if not isinstance(obj, dict):
                 continue
@@ -514,10 +294,10 @@ def _warnings(data: dict[str, Any], known_agents: Collection[str] | None) -> lis
             out.extend(f"{json_path((*base, k))}: {_IGNORED}"
                        for k in obj if isinstance(k, str) and model.is_tolerated(k))
     if known_agents:
-        team_key, team = _get(data, "team")
-        for i, agent in enumerate(_list(team)):
-            key, name = _get(agent, "name")
-            if (n := _name(name)) is not None and n in known_agents:
+        team_key, team = get(data, "team")
+        for i, agent in enumerate(as_list(team)):
+            key, name = get(agent, "name")
+            if (n := name_of(name)) is not None and n in known_agents:
                 out.append(f'{json_path((team_key, i, key))}: team agent "{n}" is used instead of the configured '
                            "agent of the same name in this mission")
     return out

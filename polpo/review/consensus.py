@@ -6,7 +6,7 @@ Per dimension:
 2. scores more than :data:`OUTLIER_DISTANCE` (1.5) from ``med`` are dropped (if that drops every score, as with
    ``[1, 5]``, all are kept);
 3. the final score is the median of the kept scores, **not rounded**: ``[2, 4, 5]`` → med 4, the 2 is dropped,
-   final 4.5. (Polpo rounded half-up to 5, spec §14 G5; rounding would turn a split panel into a unanimous one.)
+   final 4.5. (Polpo rounded half-up to 5; rounding would turn a split panel into a unanimous one.)
 4. reasoning and evidence come from the kept reviewer whose score is nearest the final score; on a tie the
    *lower* score wins (its reasoning names the problems, which is what a fix needs), then the lower reviewer
    index. So with ``[1, 2, 5]`` (final 1.5) the text comes from the "1" reviewer, and with ``[3, 3, 5]`` from a

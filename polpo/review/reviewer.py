@@ -36,14 +36,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from polpo.llm.client import ChatReply, LLMClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review import prompts
 from polpo.review.consensus import DimScore, weighted_score
-from polpo.review.dimensions import Dim, dim_key, render_rubric
-from polpo.review.parsing import JSONNotFound, extract_json, json_number
+from polpo.review.dimensions import Dim, render_rubric
+from polpo.review.parsing import JSONNotFound, extract_json
+from polpo.review.submission import Submission, validate_submission
 from polpo.tools.catalog import TOOLS
 from polpo.tools.registry import ToolContext
 
@@ -55,9 +55,7 @@ __all__ = [
     "TRACE_TOOL_RESULT_MAX",
     "ReviewContext",
     "ReviewerTrace",
-    "Submission",
     "run_reviewer",
-    "validate_submission",
 ]
 
 DEFAULT_MAX_TURNS = 20
@@ -143,158 +141,6 @@ class ReviewerTrace:
         )
 
 
-# ------------------------------------------------------------------------------------------------- validation
-
-
-class _EvidenceIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    file: str = ""
-    line: int | None = None
-    note: str = ""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _lenient(cls, v: object) -> object:
-        """Evidence is supporting detail: a malformed item becomes a note instead of voiding the scores."""
-        if isinstance(v, str):
-            return {"note": v}
-        if not isinstance(v, Mapping):
-            return {"note": json.dumps(v, default=str)}
-        out = dict(v)
-        for key in ("file", "note"):
-            if key in out and not isinstance(out[key], str):
-                out[key] = "" if out[key] is None else str(out[key])
-        line = out.get("line")
-        if isinstance(line, bool) or not (isinstance(line, int) or (isinstance(line, str) and line.strip().isdigit())):
-            out["line"] = None
-        return out
-
-
-class _ScoreIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    dimension: str = Field(min_length=1)
-    score: float
-    reasoning: str = ""
-    evidence: list[_EvidenceIn] = []
-
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, v: object) -> object:
-        if isinstance(v, Mapping) and not v.get("reasoning"):
-            v = {**v, "reasoning": v.get("reason") or v.get("explanation") or v.get("rationale") or ""}
-        return v
-
-    @field_validator("score", mode="before")
-    @classmethod
-    def _is_number(cls, v: object) -> object:
-        return json_number(v)
-
-    @field_validator("score")
-    @classmethod
-    def _in_scale(cls, v: float) -> float:
-        if not math.isfinite(v) or not 1 <= v <= 5:
-            raise ValueError(f"score {v:g} is outside 1..5")
-        return v
-
-    @field_validator("evidence", mode="before")
-    @classmethod
-    def _evidence_list(cls, v: object) -> object:
-        if v is None:
-            return []
-        return v if isinstance(v, list) else [v]
-
-
-class _ReviewIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    scores: list[_ScoreIn] = Field(min_length=1)
-    summary: str = ""
-    suggestions: list[str] = []
-
-    @field_validator("scores", mode="before")
-    @classmethod
-    def _mapping_form(cls, v: object) -> object:
-        """``{"correctness": 4}`` or ``{"correctness": {"score": 4, …}}`` → the list form."""
-        if isinstance(v, Mapping):
-            return [{"dimension": k, **(s if isinstance(s, Mapping) else {"score": s})} for k, s in v.items()]
-        return v
-
-    @field_validator("summary", mode="before")
-    @classmethod
-    def _text(cls, v: object) -> object:
-        return "" if v is None else v
-
-    @field_validator("suggestions", mode="before")
-    @classmethod
-    def _strings(cls, v: object) -> object:
-        if isinstance(v, str):
-            return [v]
-        return [s for s in v if isinstance(s, str) and s.strip()] if isinstance(v, list) else []
-
-
-@dataclass(frozen=True)
-class Submission:
-    scores: list[DimScore]
-    summary: str
-    suggestions: list[str]
-    ignored: list[str]
-
-
-def _describe(exc: ValidationError, data: object) -> str:
-    items = data.get("scores") if isinstance(data, Mapping) else None
-    parts: list[str] = []
-    for e in exc.errors()[:6]:
-        loc = e["loc"]
-        where = ".".join(str(p) for p in loc) or "payload"
-        if len(loc) >= 2 and loc[0] == "scores" and isinstance(loc[1], int) and isinstance(items, list):
-            item = items[loc[1]] if loc[1] < len(items) else None
-            if isinstance(item, Mapping) and item.get("dimension"):
-                where += f" ({item['dimension']})"
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}")
-    return "; ".join(parts)
-
-
-def validate_submission(data: object, dims: Sequence[Dim]) -> Submission:
-    """A ``submit_review`` payload checked against the dimensions; ValueError with a readable reason. Pure."""
-    if isinstance(data, str):  # some models double-encode the arguments
-        try:
-            data = json.loads(data)
-        except ValueError:
-            raise ValueError("the payload is a string, not a JSON object") from None
-    if not isinstance(data, Mapping):
-        raise ValueError("the payload is not a JSON object")
-    try:
-        parsed = _ReviewIn.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(_describe(exc, data)) from None
-    wanted = {d.key: d for d in dims}
-    seen: dict[str, DimScore] = {}
-    ignored: list[str] = []
-    repeated: list[str] = []
-    for s in parsed.scores:
-        key = dim_key(s.dimension)
-        dim = wanted.get(key)
-        if dim is None:
-            ignored.append(s.dimension)
-            continue
-        if key in seen:
-            repeated.append(dim.name)
-            continue
-        evidence = [e.model_dump() for e in s.evidence]
-        seen[key] = DimScore(dim.name, s.score, s.reasoning.strip(), evidence)
-    missing = [d.name for d in dims if d.key not in seen]
-    problems = []
-    if missing:
-        problems.append("missing score for " + ", ".join(missing))
-    if repeated:
-        problems.append("scored more than once: " + ", ".join(sorted(set(repeated))))
-    if problems:
-        extra = f" (unknown dimensions given: {', '.join(ignored)})" if ignored else ""
-        raise ValueError("; ".join(problems) + extra)
-    return Submission([seen[d.key] for d in dims], parsed.summary.strip(), parsed.suggestions, ignored)
-
-
-# ------------------------------------------------------------------------------------------------- the run
 
 
 class _Run:

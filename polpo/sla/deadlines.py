@@ -1,7 +1,7 @@
 """SLA arithmetic. Pure: times in, the marks (``warning`` / ``violated`` / ``met``) to record out.
 
 Each entity gets at most one mark of each kind, ever: the caller passes the kinds already recorded (the
-``sla_marks`` rows, which survive a restart — Polpo's in-memory sets re-warned after every restart, G19) and
+``sla_marks`` rows, which survive a restart — Polpo's in-memory sets re-warned after every restart) and
 records what comes back.
 
 * ``warning``: the used fraction of the time ``start → deadline`` reached ``warning_threshold`` while the

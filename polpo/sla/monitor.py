@@ -2,7 +2,7 @@
 
 The monitor knows nothing about missions or tasks: each tick reads the injected clock and awaits
 ``check(now)``, and the engine decides which open entities have deadlines and records the marks
-(:mod:`polpo.sla.deadlines`). So the check is awaited (Polpo fired it and forgot, G19), never overlaps
+(:mod:`polpo.sla.deadlines`). So the check is awaited (Polpo fired it and forgot), never overlaps
 itself (``max_instances=1``; a late run is coalesced into one), and runs even when no task is active.
 
 Tests drive :meth:`SlaMonitor.tick` directly with a ``FakeClock``; the scheduler only decides *when*.
@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import anyio.lowlevel
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from polpo.clock import Clock
@@ -46,6 +47,7 @@ class SlaMonitor:
         self._idle.set()
         self.ticks = 0  # completed ticks, for status and tests
         self.errors = 0  # ticks whose check raised
+        self.skipped = 0  # ticks skipped because the previous check was still running
 
     @property
     def running(self) -> bool:
@@ -60,8 +62,15 @@ class SlaMonitor:
         scheduler.add_job(self.tick, "interval", seconds=self._interval, id=_JOB_ID, max_instances=1,
                           coalesce=True, misfire_grace_time=None,
                           **({"next_run_time": first} if first is not None else {}))
+        scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
         scheduler.start()
         self._scheduler = scheduler
+
+    def _skipped(self, _event: object) -> None:
+        self.skipped += 1
+        if self.skipped == 1 or self.skipped % 100 == 0:
+            log.warning("an SLA check is still running after %g s; %d tick(s) skipped", self._interval,
+                        self.skipped)
 
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop scheduling; let a check in flight finish (up to ``grace`` seconds, then it is cancelled)."""

@@ -7,6 +7,8 @@ the ``commands`` inbox, which the daemon applies.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +129,81 @@ def queue_command(con: sqlite3.Connection, kind: str, target: str, now: str) -> 
 
 def command(con: sqlite3.Connection, cid: int) -> dict[str, Any] | None:
     return _dict(con.execute("SELECT * FROM commands WHERE id = ?", (cid,)).fetchone())
+
+
+# ------------------------------------------------------------------------------------ metrics rows
+
+@dataclass(frozen=True)
+class TaskRow:
+    id: str
+    mission_id: str
+    title: str
+    agent: str
+    retries: int
+    total_fixes: int
+
+
+@dataclass(frozen=True)
+class AssessmentRow:
+    task_id: str
+    mission_id: str
+    agent: str  # the agent of the assessed attempt
+    passed: bool
+    global_score: float | None
+    scores: Sequence[dict[str, Any]] = ()
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    task_id: str
+    mission_id: str
+    agent: str
+    kind: str  # initial | fix | retry
+
+
+@dataclass(frozen=True)
+class MarkRow:
+    entity_id: str
+    entity_type: str
+    mission_id: str
+    kind: str  # met | violated (warnings are not deadline outcomes)
+
+
+@dataclass
+class Snapshot:
+    tasks: list[TaskRow]
+    assessments: list[AssessmentRow]
+    attempts: list[AttemptRow]
+    marks: list[MarkRow]
+    mission_order: list[str]  # acceptance order
+
+
+def metrics_snapshot(con: sqlite3.Connection, *, mission: str | None = None) -> Snapshot:
+    """The rows metrics need, optionally of one mission (by id); read-only."""
+    where, args = ("WHERE t.mission_id = ?", (mission,)) if mission is not None else ("", ())
+    tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0) for r in con.execute(
+        f"SELECT t.id, t.mission_id, t.title, t.agent, t.retries, t.total_fixes FROM tasks t {where} "
+        "ORDER BY t.mission_id, t.idx", args)]
+    assessments = [AssessmentRow(r[0], r[1], r[2], bool(r[3]), r[4], _scores(r[5])) for r in con.execute(
+        "SELECT a.task_id, t.mission_id, COALESCE(at.agent, t.agent), a.passed, a.global_score, a.scores "
+        "FROM assessments a JOIN tasks t ON t.id = a.task_id LEFT JOIN attempts at ON at.id = a.attempt_id "
+        f"{where} {'AND' if where else 'WHERE'} a.status = 'complete' ORDER BY a.created_at, a.id", args)]
+    attempts = [AttemptRow(*r) for r in con.execute(
+        "SELECT at.task_id, at.mission_id, at.agent, at.kind FROM attempts at "
+        + ("WHERE at.mission_id = ?" if mission is not None else ""), args)]
+    marks = [MarkRow(*r) for r in con.execute(
+        "SELECT entity_id, entity_type, mission_id, kind FROM sla_marks WHERE kind IN ('met', 'violated') "
+        + ("AND mission_id = ?" if mission is not None else ""), args)]
+    order = [r[0] for r in con.execute(
+        "SELECT id FROM missions " + ("WHERE id = ? " if mission is not None else "") + "ORDER BY seq", args)]
+    return Snapshot(tasks, assessments, attempts, marks, order)
+
+
+def _scores(text: str | None) -> list[dict[str, Any]]:
+    if not text:
+        return []
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    return [s for s in data if isinstance(s, dict)] if isinstance(data, list) else []

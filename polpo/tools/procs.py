@@ -33,17 +33,9 @@ import anyio
 import anyio.abc
 
 from polpo.clock import Clock
+from polpo.tools.proctable import kill_group, terminate_group
 
-__all__ = [
-    "MINIMAL_ENV_KEYS",
-    "ProcResult",
-    "find_processes_with_env",
-    "kill_group",
-    "minimal_env",
-    "process_start_ticks",
-    "run_process",
-    "terminate_group",
-]
+__all__ = ["MINIMAL_ENV_KEYS", "ProcResult", "minimal_env", "run_process"]
 
 #: Variables :func:`minimal_env` copies from the daemon's environment (when present). Nothing else: no API keys.
 MINIMAL_ENV_KEYS: tuple[str, ...] = (
@@ -67,8 +59,6 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 _DRAIN_SECONDS = 2.0
 # Extra time to wait for the leader to be reaped after SIGKILL.
 _REAP_SECONDS = 5.0
-_POLL_START = 0.02
-_POLL_MAX = 0.2
 
 
 @dataclass(frozen=True)
@@ -132,120 +122,6 @@ class _Tail:
                 skip += 1
             data = data[skip:]
         return data.decode("utf-8", errors="replace")
-
-
-# --------------------------------------------------------------------------------------------------- /proc helpers
-
-
-def _read_stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat from field 3 (state) on, or None if unreadable/vanished."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    # Field 2 (comm) is in parentheses and may itself contain spaces and parentheses: split after the last ')'.
-    close = raw.rfind(b")")
-    if close < 0:
-        return None
-    return raw[close + 1 :].decode("ascii", errors="replace").split()
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot (field 22 of /proc/<pid>/stat), or None if it is gone.
-
-    Store it next to a pid: if the value differs later, the pid was reused by another process.
-    """
-    fields = _read_stat_fields(pid)
-    if fields is None or len(fields) < 20:
-        return None
-    try:
-        return int(fields[19])  # field 22; fields[] starts at field 3
-    except ValueError:
-        return None
-
-
-def _pids() -> list[int]:
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    return [int(name) for name in names if name.isdigit()]
-
-
-def _group_has_live_members(pgid: int) -> bool:
-    """True if some process of group ``pgid`` exists and is not a zombie."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # Something answers, but zombies answer too (and nobody may reap them): look at the members' states.
-    for pid in _pids():
-        fields = _read_stat_fields(pid)
-        if fields is None or len(fields) < 3:
-            continue
-        state, pgrp = fields[0], fields[2]
-        if pgrp == str(pgid) and state not in ("Z", "X", "x"):
-            return True
-    return False
-
-
-def find_processes_with_env(key: str, value: str) -> list[int]:
-    """Pids (sorted) whose initial environment contains ``key=value`` exactly.
-
-    Scans ``/proc/*/environ``, skipping processes that vanished or cannot be read (other users', zombies). The
-    calling process itself is never listed. Used after a crash to find the orphans of the previous daemon, whose
-    children carry a per-attempt marker variable.
-    """
-    needle = f"{key}={value}".encode()
-    me = os.getpid()
-    found: list[int] = []
-    for pid in _pids():
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        if needle in data.split(b"\0"):
-            found.append(pid)
-    return sorted(found)
-
-
-# ------------------------------------------------------------------------------------------------- group signals
-
-
-def kill_group(pgid: int, sig: int = signal.SIGKILL) -> bool:
-    """Send ``sig`` to process group ``pgid``; True if something was signalled.
-
-    Refuses (returns False) for pgid ≤ 1 and for the caller's own group, so a bad stored value can never take the
-    daemon down. A vanished group or one we may not signal also gives False.
-    """
-    if pgid <= 1 or pgid == os.getpgrp():
-        return False
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-async def terminate_group(pgid: int, grace: float) -> None:
-    """SIGTERM the group, wait up to ``grace`` seconds for its members to exit, then SIGKILL whatever is left.
-
-    Not shielded by itself: callers that run it during cancellation wrap it in ``CancelScope(shield=True)``.
-    """
-    if not kill_group(pgid, signal.SIGTERM):
-        return
-    with anyio.move_on_after(max(0.0, grace)):
-        delay = _POLL_START
-        while _group_has_live_members(pgid):
-            await anyio.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
-    kill_group(pgid, signal.SIGKILL)
 
 
 # ------------------------------------------------------------------------------------------------------- runner

@@ -11,6 +11,7 @@ import pytest
 
 from polpo.config import load_config
 from tests.support.daemon import mission_json, running_daemon, shell_task, submit, write_config
+from tests.support.procs import dies
 
 pytestmark = pytest.mark.anyio
 
@@ -184,7 +185,37 @@ async def test_cancel_mission_kills_running_agent(cfg) -> None:  # type: ignore[
     states = [r[0] for r in con.execute("SELECT status FROM tasks WHERE mission_id='long' ORDER BY idx")]
     assert states == ["failed", "failed"]
     pid = int(pid_file.read_text())
-    import os
 
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert await dies(pid)
+
+
+class _Broken:
+    """An agent adapter with a bug: every run raises."""
+
+    name = "broken"
+
+    async def run(self, request: object, *, on_start: object) -> object:
+        raise KeyError("a bug in an adapter")
+
+
+async def test_a_task_whose_runner_raises_fails_and_the_daemon_finishes_the_others(cfg) -> None:  # type: ignore[no-untyped-def]
+    from polpo.agents.registry import AgentFactory
+    from polpo.clock import SystemClock
+
+    clock = SystemClock()
+    agents = AgentFactory(cfg, clock, extra={"broken": _Broken()})  # type: ignore[dict-item]
+    async with running_daemon(cfg, clock=clock, agents=agents) as (_, w):
+        submit(cfg, "bad.json", mission_json({"title": "t", "description": "x", "assignTo": "broken"}))
+        submit(cfg, "good.json", mission_json(shell_task("a", "echo a > a.txt"),
+                                              shell_task("b", "test -f a.txt", dependsOn=["a"])))
+        bad = await w.wait_event("mission:completed", mission_id="bad")
+        good = await w.wait_event("mission:completed", mission_id="good")
+        submit(cfg, "later.json", mission_json(shell_task("c", "true")))  # the daemon still takes new work
+        later = await w.wait_event("mission:completed", mission_id="later")
+    assert bad.data["outcome"] == "failed"
+    assert (good.data["outcome"], later.data["outcome"]) == ("completed", "completed")
+    error = w.of("task:error")[0]
+    assert error.task_id == "bad:1" and "KeyError" in error.data["error"]
+    with _db(cfg) as con:
+        row = con.execute("SELECT status, reason FROM tasks WHERE id = 'bad:1'").fetchone()
+    assert row["status"] == "failed" and row["reason"].startswith("internal error in polpo")

@@ -66,14 +66,22 @@ async def test_dot_and_temp_files_are_ignored(cfg) -> None:  # type: ignore[no-u
 
 async def test_same_bytes_again_start_nothing(cfg) -> None:  # type: ignore[no-untyped-def]
     text = mission_json(shell_task("ok", "true"))
-    async with running_daemon(cfg) as (_, w):
+    async with running_daemon(cfg) as (d, w):
         path = submit(cfg, "same.json", text)
         await w.wait_event("mission:completed")
+        assert d.intake is not None
+        handled = d.intake.handled
         for _ in range(3):  # an editor's re-saves of identical bytes
             path.write_text(text)
             os.utime(path)
-        await anyio.sleep(0.6)
-    assert len(w.of("mission:accepted")) == 1
+        # a file written after the re-saves: once it is taken and nothing is pending, the re-saves were read too
+        submit(cfg, "after.json", mission_json(shell_task("after", "true")))
+        await w.wait_event("mission:accepted", mission_id="after")
+        with anyio.fail_after(10):
+            while not d.intake.idle:
+                await anyio.sleep(0.01)
+        assert d.intake is not None and d.intake.handled >= handled + 2  # the re-saves were read, not missed
+    assert [e.mission_id for e in w.of("mission:accepted")] == ["same", "after"]
 
 
 async def test_edit_while_running_is_rejected_then_a_later_save_starts_run_2(cfg) -> None:  # type: ignore[no-untyped-def]

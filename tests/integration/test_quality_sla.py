@@ -4,7 +4,6 @@ in a real daemon."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +28,7 @@ from tests.support.daemon import (
 )
 from tests.support.fake_llm import FakeLLM
 from tests.support.judges import ScriptedJudge
+from tests.support.procs import dies
 
 pytestmark = pytest.mark.anyio
 
@@ -205,8 +205,7 @@ violation_action = "fail"
                                                                             "SLA violated: deadline passed")
     assert not w.of("task:retry")
     pid = int(pid_file.read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert await dies(pid)
     assert {"sla:warning", "sla:violated"} <= set(hook.events())
 
 

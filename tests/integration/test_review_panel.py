@@ -28,7 +28,8 @@ from polpo.review.dimensions import (
     generate_dimensions_traced,
 )
 from polpo.review.panel import ReviewContext, run_panel
-from polpo.review.reviewer import ReviewerTrace, run_reviewer, validate_submission
+from polpo.review.reviewer import ReviewerTrace, run_reviewer
+from polpo.review.submission import validate_submission
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, error, text, tool_call, tool_calls
 from tests.support.judges import phase
 

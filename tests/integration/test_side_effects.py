@@ -26,7 +26,9 @@ async def test_failure_blocks_until_approved_then_the_fix_runs(tmp_path: Path) -
         assert "polpo approve" in blocked.data["reason"]
         status = await anyio.to_thread.run_sync(lambda: run_cli("status", "--config", str(cfg.source)))
         assert "awaiting_approval" in status.stdout
-        await anyio.sleep(0.3)  # nothing re-runs while it waits
+        # other work runs meanwhile (the dispatcher goes round many times); the blocked task is not re-run
+        submit(cfg, "other.json", mission_json(shell_task("other", "true")))
+        await w.wait_event("mission:completed", mission_id="other")
         log = cfg.state_dir / "workspaces" / "mail" / "sent.log"
         assert log.read_text().split() == ["1"]
         approved = await anyio.to_thread.run_sync(lambda: run_cli("approve", "mail:1", "--config", str(cfg.source)))
@@ -36,4 +38,4 @@ async def test_failure_blocks_until_approved_then_the_fix_runs(tmp_path: Path) -
     assert log.read_text().split() == ["1", "2"]
     assert w.of("task:approved")[0].data["next"] == "fix"
     con = sqlite3.connect(cfg.db_path)
-    assert [r[0] for r in con.execute("SELECT kind FROM attempts ORDER BY number")] == ["initial", "fix"]
+    assert [r[0] for r in con.execute("SELECT kind FROM attempts WHERE task_id = 'mail:1' ORDER BY number")] == ["initial", "fix"]

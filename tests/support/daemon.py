@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock
 from polpo.config import Config, load_config
 from polpo.daemon import Daemon
@@ -96,9 +97,10 @@ class EventWaiter:
 
 
 @asynccontextmanager
-async def running_daemon(cfg: Config, *, clock: Clock | None = None) -> AsyncIterator[tuple[Daemon, EventWaiter]]:
+async def running_daemon(cfg: Config, *, clock: Clock | None = None,
+                         agents: AgentFactory | None = None) -> AsyncIterator[tuple[Daemon, EventWaiter]]:
     """Start a daemon in this event loop; stop it (SIGTERM-equivalent) on exit."""
-    daemon = Daemon(cfg, clock=clock, console=None, handle_signals=False)
+    daemon = Daemon(cfg, clock=clock, console=None, handle_signals=False, agents=agents)
     waiter = EventWaiter()
     async with anyio.create_task_group() as tg:
         tg.start_soon(daemon.run)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -12,33 +11,12 @@ from polpo.checks.command import run_command_check
 from polpo.checks.file_exists import run_file_exists
 from polpo.checks.labels import command_label, truncate
 from polpo.clock import FakeClock, SystemClock
+from tests.support.procs import wait_dead
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def _is_dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return True
-    return raw[raw.rfind(b")") + 2 :].split()[0] in (b"Z", b"X")
-
-
-def _wait_dead(pid: int, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if _is_dead(pid):
-            return True
-        time.sleep(0.02)
-    return _is_dead(pid)
 
 
 # ---------------------------------------------------------------------------------------------------- file_exists
@@ -241,7 +219,7 @@ async def test_check_timeout_fails_and_kills_the_group(tmp_path: Path) -> None:
     )
     assert not res.passed
     assert "timed out after 2s" in res.message
-    assert _wait_dead(int((tmp_path / "grandchild.pid").read_text()))
+    assert wait_dead(int((tmp_path / "grandchild.pid").read_text()))
 
 
 @pytest.mark.anyio

@@ -100,12 +100,6 @@ def test_accepts_the_mission_schema_gate_and_plain_tuples() -> None:
         "passed", "average score 4.20 ≥ minScore 4", 4.2)
 
 
-def test_keyword_form_still_works() -> None:
-    d = evaluate_gate(after_tasks=["A", "B"], states={"A": "done", "B": "done", "C": "pending"},
-                      scores={"A": 3.0}, min_score=3.0, require_all_passed=False)
-    assert d.status == "passed" and d.avg_score == 3.0
-
-
 def test_duplicate_after_tasks_count_once() -> None:
     d = evaluate_gate(G(after_tasks=("A", "A", "B"), min_score=3.0),
                       {"A": TaskState(D, 5.0), "B": TaskState(D, 1.0)})

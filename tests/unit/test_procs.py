@@ -13,15 +13,9 @@ import anyio
 import pytest
 
 from polpo.clock import FakeClock, SystemClock
-from polpo.tools.procs import (
-    MINIMAL_ENV_KEYS,
-    find_processes_with_env,
-    kill_group,
-    minimal_env,
-    process_start_ticks,
-    run_process,
-    terminate_group,
-)
+from polpo.tools.procs import MINIMAL_ENV_KEYS, minimal_env, run_process
+from polpo.tools.proctable import find_processes_with_env, kill_group, process_start_ticks, terminate_group
+from tests.support.procs import wait_dead
 
 PY = sys.executable
 
@@ -33,29 +27,6 @@ def anyio_backend() -> str:
 
 def _env(**extra: str) -> dict[str, str]:
     return minimal_env(extra)
-
-
-def _is_dead(pid: int) -> bool:
-    """Gone, or a zombie nobody has reaped yet (PID 1 in some containers never reaps)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return True
-    return raw[raw.rfind(b")") + 2 :].split()[0] in (b"Z", b"X")
-
-
-def _wait_dead(pid: int, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if _is_dead(pid):
-            return True
-        time.sleep(0.02)
-    return _is_dead(pid)
 
 
 async def _wait_for_file(path: Path, seconds: float = 20.0) -> str:
@@ -215,8 +186,8 @@ async def test_timeout_kills_the_whole_group_including_grandchildren(tmp_path: P
     assert res.error is None
     assert "started" in res.stdout_tail  # output collected before the timeout is kept
     grandchild = int(pidfile.read_text())
-    assert _wait_dead(grandchild)
-    assert _wait_dead(leader[0])
+    assert wait_dead(grandchild)
+    assert wait_dead(leader[0])
 
 
 @pytest.mark.anyio
@@ -229,7 +200,7 @@ async def test_timeout_escalates_to_sigkill_when_term_is_ignored(tmp_path: Path)
     )
     assert res.timed_out
     assert res.signal == signal.SIGKILL
-    assert _wait_dead(int(pidfile.read_text()))
+    assert wait_dead(int(pidfile.read_text()))
 
 
 @pytest.mark.anyio
@@ -262,8 +233,8 @@ async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None
         scope.cancel()
 
     assert outcome == ["cancelled"]
-    assert _wait_dead(grandchild)
-    assert _wait_dead(leader[0])
+    assert wait_dead(grandchild)
+    assert wait_dead(leader[0])
 
 
 @pytest.mark.anyio
@@ -273,7 +244,7 @@ async def test_leftover_group_members_are_killed_after_a_normal_exit(tmp_path: P
     res = await run_process(["bash", "-c", script], cwd=tmp_path, env=_env(), clock=SystemClock(), timeout=60)
     assert res.exit_code == 0
     assert not res.timed_out
-    assert _wait_dead(int(pidfile.read_text()))
+    assert wait_dead(int(pidfile.read_text()))
 
 
 @pytest.mark.anyio
@@ -284,7 +255,7 @@ async def test_background_child_holding_the_pipes_does_not_hang_the_run(tmp_path
     res = await run_process(["bash", "-c", script], cwd=tmp_path, env=_env(), clock=SystemClock())
     assert res.exit_code == 4
     assert res.stdout_tail == "bye\n"
-    assert _wait_dead(int(pidfile.read_text()))
+    assert wait_dead(int(pidfile.read_text()))
 
 
 @pytest.mark.anyio
@@ -353,7 +324,7 @@ async def test_env_marker_finds_the_running_child(tmp_path: Path) -> None:
         scope.cancel()
 
     assert len(pids) == 1
-    assert _wait_dead(pids[0])
+    assert wait_dead(pids[0])
     assert find_processes_with_env(*marker) == []
 
 
@@ -387,7 +358,7 @@ async def test_terminate_group_terms_then_kills(tmp_path: Path) -> None:
         with anyio.fail_after(20):
             assert await polite.wait() == -signal.SIGTERM
             assert await stubborn.wait() == -signal.SIGKILL
-        assert _wait_dead(int(await _wait_for_file(ready)))
+        assert wait_dead(int(await _wait_for_file(ready)))
     finally:
         for p in (polite, stubborn):
             if p.returncode is None:

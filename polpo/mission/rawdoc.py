@@ -1,0 +1,57 @@
+"""Reading a mission document as raw JSON, defensively: keys in camelCase or snake_case, wrong shapes skipped.
+
+The loader's whole-document checks and its warnings run on the raw JSON next to pydantic's field errors, so
+one run reports everything a person has to fix; these helpers never raise on a part with the wrong shape.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection
+from typing import Any
+
+from pydantic.alias_generators import to_snake
+
+__all__ = ["Loc", "Suggester", "as_list", "get", "name_of"]
+
+Loc = tuple[str | int, ...]
+MAX_SUGGESTIONS = 50  # difflib is linear in the candidates: cap it so a broken 10 000-task file stays fast
+
+
+
+
+def get(obj: Any, camel: str) -> tuple[str, Any]:
+    """The key used (camelCase, or snake_case which is accepted too) and its value; value None if absent."""
+    if not isinstance(obj, dict):
+        return camel, None
+    if camel in obj:
+        return camel, obj[camel]
+    snake = to_snake(camel)
+    return (snake, obj[snake]) if snake in obj else (camel, None)
+
+
+def name_of(v: Any) -> str | None:
+    """A reference as the schema stores it (stripped); None for anything the field validation reports."""
+    return v.strip() or None if isinstance(v, str) else None
+
+
+def as_list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+class Suggester:
+    """'; did you mean "x"?' for a misspelt key or name; a budget keeps a badly broken big file linear."""
+
+    def __init__(self) -> None:
+        self.budget = MAX_SUGGESTIONS
+
+    def __call__(self, word: str, choices: Collection[str]) -> str:
+        if not choices or self.budget <= 0:
+            return ""
+        self.budget -= 1
+        lowered = {c.lower(): c for c in choices}
+        match = lowered.get(word.lower()) or lowered.get(word.replace("_", "").lower())
+        if match is None:
+            close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+            match = close[0] if close else None
+        return f'; did you mean "{match}"?' if match else ""
