@@ -1,9 +1,9 @@
 """The floor: the least a program must do to run N trivial tasks the way the daemon does.
 
-Usage: .venv/bin/python scripts/bench_floor.py [--sizes 1000] [--runs 3] [--compare]
+Usage: .venv/bin/python scripts/bench_floor.py [--sizes 1000] [--runs 3] [--compare] [--devnull]
 Per task, at concurrency 8 (the throughput bench's): spawn the trivial agent command (`true`) in its own
-process group (start_new_session) with pipes for stdin/stdout/stderr, feed it a small JSON document and
-wait for it; stat the workspace before and after (os.scandir); a single writer commits the finished tasks
+process group (start_new_session) with pipes for stdin/stdout/stderr (--devnull: none), feed it a small
+JSON document and wait for it; stat the workspace before and after (os.scandir); a single writer commits the finished tasks
 in one SQLite (WAL, synchronous=NORMAL) transaction per batch. No log, no validation, no state machine.
 Reports wall, ms/task and CPU ms/task (user+sys of this process and its reaped children, from
 resource.getrusage). With --compare, also runs bench_throughput's polpo measurement for the same N and
@@ -51,7 +51,7 @@ def stat_workspace(path: Path) -> dict[str, tuple[int, int]]:
         return {e.name: (s.st_size, s.st_mtime_ns) for e in it if (s := e.stat(follow_symlinks=False))}
 
 
-async def run_floor(n: int, root: Path) -> None:
+async def run_floor(n: int, root: Path, pipes: bool = True) -> None:
     workspace = root / "ws"
     workspace.mkdir()
     db = sqlite3.connect(root / "floor.db", isolation_level=None)
@@ -62,14 +62,15 @@ async def run_floor(n: int, root: Path) -> None:
     wake = asyncio.Event()
     todo = iter(range(n))
     env = dict(os.environ)
+    stdio = asyncio.subprocess.PIPE if pipes else asyncio.subprocess.DEVNULL
 
     async def worker() -> None:
         for i in todo:
             before = stat_workspace(workspace)
             proc = await asyncio.create_subprocess_exec(
                 *TRIVIAL_COMMAND, cwd=workspace, env=env, start_new_session=True,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-            await proc.communicate(json.dumps({"taskId": f"floor:{i}", "title": f"t{i}"}).encode())
+                stdin=stdio, stdout=stdio, stderr=stdio)
+            await proc.communicate(json.dumps({"taskId": f"floor:{i}", "title": f"t{i}"}).encode() if pipes else None)
             after = stat_workspace(workspace)
             finished.append((f"floor:{i}", proc.returncode, len(after.keys() ^ before.keys())))
             wake.set()
@@ -96,14 +97,14 @@ async def run_floor(n: int, root: Path) -> None:
     assert count == n, count
 
 
-def measure_floor(n: int) -> FloorRun:
+def measure_floor(n: int, pipes: bool = True) -> FloorRun:
     def cpu() -> float:
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
     root = Path(tempfile.mkdtemp(prefix="polpo-floor-"))
     c0, t0 = cpu(), time.perf_counter()
-    asyncio.run(run_floor(n, root))
+    asyncio.run(run_floor(n, root, pipes))
     return FloorRun(n, time.perf_counter() - t0, cpu() - c0)
 
 
@@ -112,9 +113,11 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000])
     ap.add_argument("--runs", type=int, default=3, help="runs per size (medians are reported)")
     ap.add_argument("--compare", action="store_true", help="also measure polpo and print polpo/floor")
+    ap.add_argument("--devnull", action="store_true",
+                    help="no pipes (stdio on /dev/null): the bare spawn, below what the daemon must do")
     args = ap.parse_args()
     for n in args.sizes:
-        floors = [measure_floor(n) for _ in range(args.runs)]
+        floors = [measure_floor(n, not args.devnull) for _ in range(args.runs)]
         f_wall = median([f.ms_per_task for f in floors])
         f_cpu = median([f.cpu_ms_per_task for f in floors])
         print(f"floor N={n:>6}: {f_wall:6.2f} ms/task, CPU {f_cpu:5.2f} ms/task "
