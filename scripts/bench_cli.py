@@ -1,11 +1,12 @@
 """Wall time of the quick CLI commands, on a state folder whose events.jsonl has ~100 000 lines.
 
-Usage: .venv/bin/python scripts/bench_cli.py [--runs 7] [--state DIR] [--lines 100000]
+Usage: .venv/bin/python scripts/bench_cli.py [--runs 7] [--state DIR] [--lines 100000] [--imports]
 The state folder is built by a real daemon running missions of 2 000 trivial tasks until the log has
 --lines lines (about a minute); --state DIR keeps it in DIR and reuses it on the next run. The daemon is
 stopped before the commands are timed. Each command runs --runs times; medians are reported.
 Goal: ≤ 0.2 s each for `validate` (a small file), `status`, `show MISSION`, `show TASK` and `tail -n 20`;
-`polpo --version` is shown as the start-up floor. Quick commands must not import litellm.
+`polpo --version` is shown as the start-up floor. Quick commands must not import litellm. --imports
+adds, per command, the modules costing ≥ 15 ms to import (python -X importtime), parents first.
 """
 
 from __future__ import annotations
@@ -61,11 +62,27 @@ def timed(args: list[str], runs: int) -> list[float]:
     return out
 
 
+def import_tree(args: list[str], min_ms: float = 15, depth: int = 3) -> list[str]:
+    """The modules a command imports costing ≥ ``min_ms`` (cumulative), parents first, from -X importtime."""
+    err = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-X", "importtime", "-m", "polpo", *args],
+                         cwd=REPO, capture_output=True, text=True).stderr
+    out = []
+    for ln in reversed(err.splitlines()):
+        if not ln.startswith("import time:") or "imported package" in ln:
+            continue
+        _, cum, name = ln[len("import time:"):].split("|")
+        level = (len(name) - len(name.lstrip()) - 1) // 2
+        if level < depth and int(cum) >= 1000 * min_ms:
+            out.append(f"{'  ' * level}{name.strip()} {int(cum) / 1000:.0f} ms")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--state", type=Path, help="keep the built state folder here and reuse it")
     ap.add_argument("--lines", type=int, default=100_000)
+    ap.add_argument("--imports", action="store_true", help="also print what each command imports (≥ 15 ms)")
     a = ap.parse_args()
     root = build_state(a.state.resolve() if a.state else None, a.lines)
     cfg = ["--config", str(root / "polpo.toml")]
@@ -83,6 +100,8 @@ def main() -> None:
         goal = "" if "floor" in label else "  goal ≤ 0.2 s"
         print(f"polpo {label:<20} median {statistics.median(xs):.3f} s (min {min(xs):.3f}, max {max(xs):.3f})"
               f"{goal}", flush=True)
+        if a.imports:
+            print("\n".join("    " + x for x in import_tree(cmd[1:])))
     check = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-X", "importtime", "-m", "polpo",
                             "validate", "missions/hello.json"], cwd=REPO, capture_output=True, text=True)
     print("litellm imported by validate:", "litellm" in check.stderr)

@@ -1,10 +1,11 @@
 """Where the daemon's time goes on the throughput bench: a py-spy profile and exact call counts.
 
-Usage: .venv/bin/python scripts/bench_profile.py --out DIR [--sizes 1000 10000] [--no-pyspy] [--no-counts]
+Usage: .venv/bin/python scripts/bench_profile.py --out DIR [--sizes 1000 10000] [--no-pyspy] [--no-counts] [--gil]
 For each N (one mission of N trivial tasks, concurrency 8):
 * py-spy (`pip install py-spy`; needs ptrace, e.g. root) attaches to the running daemon from the drop to
   mission:completed and writes DIR/pyspy-N.txt (collapsed stacks: open it in speedscope, or feed it to
-  flamegraph.pl); the top self-time and cumulative functions are printed (share of the samples).
+  flamegraph.pl); the top self-time and cumulative functions are printed (share of the busy samples).
+  A thread waiting for the GIL counts as busy; --gil samples only the thread holding it (pyspy-gil-N.txt).
 * the daemon runs again under scripts/callcount.py (every invocation in every thread, DIR/calls-N.json)
   and the counts per task of what the issue asks about are printed: cancel scopes, thread hand-offs,
   SQLite calls, redact, clock.iso, event-log writes, plus the daemon's write syscalls per task (syscw of
@@ -47,6 +48,15 @@ def _idle(name: str, path: str, line: int) -> bool:
     return name.startswith("WorkerThread.run ") or bool(_IDLE.search(linecache.getline(path, line)))
 
 
+#: functions whose cumulative share is always printed (matched on the start of the frame name)
+WATCH = ("redact ", "secret_values ", "iso ", "EventLog.write ", "snapshot ", "Store._write_batch ",
+         "Store.submit ", "process_start_ticks ", "agent_env ", "run_process ", "open_process ",
+         "CancelScope.__enter__ ", "CancelScope.__exit__ ", "run_sync ", "Connection._execute ")
+
+
+_OUTER = ("BaseEventLoop._run_once ", "Thread._bootstrap_inner ")
+
+
 def summarize_pyspy(path: Path, top: int = 20) -> str:
     self_t: Counter[str] = Counter()
     cum_t: Counter[str] = Counter()
@@ -63,26 +73,28 @@ def summarize_pyspy(path: Path, top: int = 20) -> str:
             idle += n
             continue
         busy += n
-        threads[re.sub(r"[-\d]+$", "", thread.partition(": ")[2])] += n
+        threads[re.sub(r"[-\d]+$", "", thread.partition(": ")[2]) or "(unnamed)"] += n
         self_t[frames[-1][0]] += n
-        for name in {f[0] for f in frames}:
+        outer = max((i for i, f in enumerate(frames) if f[0].startswith(_OUTER)), default=-1)
+        for name in {f[0] for f in frames[outer + 1:]}:
             cum_t[name] += n
     lines = [f"{busy} busy samples ({idle} idle ones dropped: innermost frame waiting); by thread:"]
     lines += [f"  {100 * c / busy:5.1f}%  {t}" for t, c in threads.most_common()]
     lines.append("top self:")
     lines += [f"  {100 * c / busy:5.1f}%  {f}" for f, c in self_t.most_common(top)]
-    lines.append("top cumulative (frames in ≥ 95% of the main thread's samples left out):")
-    wrapper = 0.95 * threads["MainThread"]
-    lines += [f"  {100 * c / busy:5.1f}%  {f}" for f, c in cum_t.most_common() if c < wrapper][:top + 10]
+    lines.append("top cumulative (below the event loop's _run_once and threads' _bootstrap_inner):")
+    lines += [f"  {100 * c / busy:5.1f}%  {f}" for f, c in cum_t.most_common(top + 10)]
+    lines.append("watched (cumulative):")
+    lines += [f"  {100 * c / busy:5.1f}%  {f}" for f, c in cum_t.most_common() if f.startswith(WATCH)]
     return "\n".join(lines)
 
 
-def pyspy_run(n: int, out: Path) -> Path:
-    dest = out / f"pyspy-{n}.txt"
+def pyspy_run(n: int, out: Path, gil: bool = False) -> Path:
+    dest = out / f"pyspy-{'gil-' if gil else ''}{n}.txt"
     with bench_daemon() as (root, proc):
         spy = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"),
                                 "record", "--pid", str(proc.pid), "--format", "raw", "--rate", "200", "--threads", "--full-filenames", "--nonblocking",
-                                "--output", str(dest)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                "--output", str(dest), *(["--gil"] if gil else [])], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)  # attached
         w0 = write_syscalls(proc.pid)
         run = run_mission(root, proc, f"n{n}", {"tasks": trivial_tasks(n)}, timeout=3600)
@@ -145,11 +157,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--no-pyspy", action="store_true")
     ap.add_argument("--no-counts", action="store_true")
+    ap.add_argument("--gil", action="store_true", help="py-spy samples only the thread holding the GIL")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for n in args.sizes:
         if not args.no_pyspy:
-            print(summarize_pyspy(pyspy_run(n, args.out)), flush=True)
+            print(summarize_pyspy(pyspy_run(n, args.out, args.gil)), flush=True)
         if not args.no_counts:
             callcount_run(n, args.out)
 
