@@ -6,8 +6,9 @@ process group (start_new_session) with pipes for stdin/stdout/stderr (--devnull:
 JSON document and wait for it; stat the workspace before and after (os.scandir); a single writer commits the finished tasks
 in one SQLite (WAL, synchronous=NORMAL) transaction per batch. No log, no validation, no state machine.
 Reports wall, ms/task and CPU ms/task (user+sys of this process and its reaped children, from
-resource.getrusage). With --compare, also runs bench_throughput's polpo measurement for the same N and
-prints polpo/floor for wall and CPU. Goal: polpo ≤ 2× the floor at 1 000 tasks.
+resource.getrusage; `own` is this process alone). With --compare, also runs bench_throughput's polpo
+measurement for the same N and prints polpo/floor for wall, CPU and own CPU (the agents' own CPU is the
+same on both sides). Goal: polpo ≤ 2× the floor at 1 000 tasks.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ CONCURRENCY = 8
 class FloorRun:
     tasks: int
     wall: float
-    cpu: float  # seconds, user+sys of this process and its children
+    cpu_self: float  # seconds, user+sys of this process
+    cpu_children: float  # seconds, user+sys of its reaped children
 
     @property
     def ms_per_task(self) -> float:
@@ -43,7 +45,11 @@ class FloorRun:
 
     @property
     def cpu_ms_per_task(self) -> float:
-        return 1000 * self.cpu / self.tasks
+        return 1000 * (self.cpu_self + self.cpu_children) / self.tasks
+
+    @property
+    def self_cpu_ms_per_task(self) -> float:
+        return 1000 * self.cpu_self / self.tasks
 
 
 def stat_workspace(path: Path) -> dict[str, tuple[int, int]]:
@@ -98,14 +104,15 @@ async def run_floor(n: int, root: Path, pipes: bool = True) -> None:
 
 
 def measure_floor(n: int, pipes: bool = True) -> FloorRun:
-    def cpu() -> float:
-        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    def cpu(who: int) -> float:
+        ru = resource.getrusage(who)
+        return ru.ru_utime + ru.ru_stime
 
     root = Path(tempfile.mkdtemp(prefix="polpo-floor-"))
-    c0, t0 = cpu(), time.perf_counter()
+    own0, kids0, t0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
     asyncio.run(run_floor(n, root, pipes))
-    return FloorRun(n, time.perf_counter() - t0, cpu() - c0)
+    wall = time.perf_counter() - t0
+    return FloorRun(n, wall, cpu(resource.RUSAGE_SELF) - own0, cpu(resource.RUSAGE_CHILDREN) - kids0)
 
 
 def main() -> None:
@@ -120,7 +127,8 @@ def main() -> None:
         floors = [measure_floor(n, not args.devnull) for _ in range(args.runs)]
         f_wall = median([f.ms_per_task for f in floors])
         f_cpu = median([f.cpu_ms_per_task for f in floors])
-        print(f"floor N={n:>6}: {f_wall:6.2f} ms/task, CPU {f_cpu:5.2f} ms/task "
+        f_own = median([f.self_cpu_ms_per_task for f in floors])
+        print(f"floor N={n:>6}: {f_wall:6.2f} ms/task, CPU {f_cpu:5.2f} ms/task (own {f_own:5.2f}) "
               f"(median of {args.runs}; wall {median([f.wall for f in floors]):.2f} s)", flush=True)
         if not args.compare:
             continue
@@ -130,7 +138,8 @@ def main() -> None:
             print("polpo " + line(polpos[-1]), flush=True)
         p_wall = median([r.ms_per_task for r in polpos])
         p_cpu = median([r.cpu_ms_per_task for r in polpos])
-        print(f"polpo/floor N={n}: wall {p_wall / f_wall:.2f}x, CPU {p_cpu / f_cpu:.2f}x "
+        p_own = median([r.self_cpu_ms_per_task for r in polpos])
+        print(f"polpo/floor N={n}: wall {p_wall / f_wall:.2f}x, CPU {p_cpu / f_cpu:.2f}x, own CPU {p_own / f_own:.2f}x "
               f"(medians of {args.runs}; goal ≤ 2x)", flush=True)
 
 
