@@ -12,6 +12,7 @@ adds, per command, the modules costing ≥ 15 ms to import (python -X importtime
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def build_state(root: Path | None, lines: int) -> Path:
     """A state folder with at least ``lines`` log lines and the missions ``m0``, ``m1``… (reused if there)."""
     if root is not None and log_lines(root) >= lines:
         return root
-    with bench_daemon() as (built, proc):
+    with bench_daemon(keep=True) as (built, proc):
         k = 0
         while log_lines(built) < lines:
             run_mission(built, proc, f"m{k}", {"tasks": trivial_tasks(BATCH)}, timeout=3600)
@@ -46,8 +47,9 @@ def build_state(root: Path | None, lines: int) -> Path:
     if root is None:
         return built
     root.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["rm", "-rf", str(root / "state")], check=True)
-    (built / "state").rename(root / "state")
+    shutil.rmtree(root / "state", ignore_errors=True)
+    shutil.move(built / "state", root / "state")
+    shutil.rmtree(built)
     (root / "missions").mkdir(exist_ok=True)
     (root / "polpo.toml").write_text(CONFIG.format(concurrency=8))
     return root

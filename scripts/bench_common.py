@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,12 +38,12 @@ TRIVIAL_COMMAND = ["true"]
 
 
 @contextmanager
-def bench_daemon(concurrency: int = 8, *, agent_limit: int | None = None,
-                 python_args: list[str] | None = None) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+def bench_daemon(concurrency: int = 8, *, agent_limit: int | None = None, python_args: list[str] | None = None,
+                 keep: bool = False) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     """A daemon on a fresh temp folder with one command agent ``noop`` (runs ``true``).
 
     ``agent_limit`` sets the agent's ``max_concurrency``; ``python_args`` go before ``-m polpo`` (for
-    ``-m cProfile -o FILE``).
+    ``-m cProfile -o FILE``). The folder is deleted once the daemon has stopped, unless ``keep``.
     """
     root = Path(tempfile.mkdtemp(prefix="polpo-bench-"))
     (root / "missions").mkdir()
@@ -59,7 +60,9 @@ def bench_daemon(concurrency: int = 8, *, agent_limit: int | None = None,
         yield root, proc
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=60)
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def events(root: Path) -> list[dict[str, Any]]:
@@ -86,7 +89,7 @@ def wait_for(root: Path, pred: Any, timeout: float = 600) -> dict[str, Any]:
             *lines, buf = buf.split("\n")
             for line in lines:
                 if line.strip():
-                    ev = json.loads(line)
+                    ev: dict[str, Any] = json.loads(line)
                     if pred(ev):
                         return ev
     raise TimeoutError("event not seen")

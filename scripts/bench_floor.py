@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -112,6 +113,7 @@ def measure_floor(n: int, pipes: bool = True) -> FloorRun:
     own0, kids0, t0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
     asyncio.run(run_floor(n, root, pipes))
     wall = time.perf_counter() - t0
+    shutil.rmtree(root)
     return FloorRun(n, wall, cpu(resource.RUSAGE_SELF) - own0, cpu(resource.RUSAGE_CHILDREN) - kids0)
 
 

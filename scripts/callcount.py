@@ -59,7 +59,7 @@ def main() -> None:
         pass
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         with open(out, "w") as f:
             json.dump(dict(_counts.most_common()), f, indent=0)
 
