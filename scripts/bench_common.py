@@ -1,9 +1,14 @@
-"""Shared helpers for the benchmarks: a throw-away daemon on a temp folder, timed through its event log."""
+"""Shared helpers for the benchmarks: a throw-away daemon on a temp folder, timed through its event log.
+
+The daemon is driven only through its config, its missions folder, its event log and /proc (CPU, RSS,
+write syscalls), so the benchmarks work whatever the engine's insides look like.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -11,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,13 +33,26 @@ command = ["true"]
 timeout = 60
 """
 
+#: The trivial agent's command, for programs that must do the same work as the daemon (bench_floor).
+TRIVIAL_COMMAND = ["true"]
+
 
 @contextmanager
-def bench_daemon(concurrency: int = 8) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+def bench_daemon(concurrency: int = 8, *, agent_limit: int | None = None, python_args: list[str] | None = None,
+                 keep: bool = False) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    """A daemon on a fresh temp folder with one command agent ``noop`` (runs ``true``).
+
+    ``agent_limit`` sets the agent's ``max_concurrency``; ``python_args`` go before ``-m polpo`` (for
+    ``-m cProfile -o FILE``). The folder is deleted once the daemon has stopped, unless ``keep``.
+    """
     root = Path(tempfile.mkdtemp(prefix="polpo-bench-"))
     (root / "missions").mkdir()
-    (root / "polpo.toml").write_text(CONFIG.format(concurrency=concurrency))
-    proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(root / "polpo.toml")],
+    config = CONFIG.format(concurrency=concurrency)
+    if agent_limit is not None:
+        config += f"max_concurrency = {agent_limit}\n"
+    (root / "polpo.toml").write_text(config)
+    proc = subprocess.Popen([sys.executable, *(python_args or []), "-m", "polpo", "daemon",
+                             "--config", str(root / "polpo.toml")],
                             stdout=subprocess.DEVNULL, stderr=(root / "daemon.log").open("w"), text=True)
     try:
         wait_for(root, lambda e: e["event"] == "orchestrator:started", timeout=60)
@@ -41,7 +60,9 @@ def bench_daemon(concurrency: int = 8) -> Iterator[tuple[Path, subprocess.Popen[
         yield root, proc
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=60)
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def events(root: Path) -> list[dict[str, Any]]:
@@ -68,7 +89,7 @@ def wait_for(root: Path, pred: Any, timeout: float = 600) -> dict[str, Any]:
             *lines, buf = buf.split("\n")
             for line in lines:
                 if line.strip():
-                    ev = json.loads(line)
+                    ev: dict[str, Any] = json.loads(line)
                     if pred(ev):
                         return ev
     raise TimeoutError("event not seen")
@@ -96,3 +117,62 @@ def peak_rss_mb(pid: int) -> float:
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(own user+sys, reaped children's user+sys) CPU seconds of a live process, from /proc/PID/stat."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rfind(")") + 2:].split()  # fields[0] is field 3 (state)
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])  # fields 14-17
+    return (utime + stime) / _TICK, (cutime + cstime) / _TICK
+
+
+def write_syscalls(pid: int) -> int:
+    """How many write-type syscalls ``pid`` has made (``syscw`` of /proc/PID/io; needs the same user or root)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("syscw:"):
+            return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class Run:
+    """One mission measured from its drop to its ``mission:completed``."""
+
+    tasks: int
+    wall: float  # seconds, drop → mission:completed
+    cpu_self: float  # daemon CPU seconds during the run (user+sys)
+    cpu_children: float  # CPU seconds of the children it reaped during the run (the agents)
+    peak_rss_mb: float  # the daemon's VmHWM at the end (includes start-up)
+    report: dict[str, Any]
+
+    @property
+    def ms_per_task(self) -> float:
+        return 1000 * self.wall / self.tasks
+
+    @property
+    def cpu_ms_per_task(self) -> float:
+        return 1000 * (self.cpu_self + self.cpu_children) / self.tasks
+
+    @property
+    def self_cpu_ms_per_task(self) -> float:
+        return 1000 * self.cpu_self / self.tasks
+
+
+def run_mission(root: Path, proc: subprocess.Popen[str], name: str, doc: dict[str, Any],
+                timeout: float = 1800) -> Run:
+    """Drop ``doc`` as ``name``.json and wait for its completion; CPU is counted from the drop on."""
+    own0, kids0 = cpu_seconds(proc.pid)
+    t0 = drop(root, f"{name}.json", doc)
+    ev = wait_for(root, lambda e: e["event"] == "mission:completed" and e["missionId"] == name, timeout=timeout)
+    own1, kids1 = cpu_seconds(proc.pid)
+    n = len(doc["tasks"])
+    return Run(n, ts(ev) - t0, own1 - own0, kids1 - kids0, peak_rss_mb(proc.pid), ev["data"]["report"])
+
+
+def trivial_tasks(n: int) -> list[dict[str, Any]]:
+    """``n`` independent tasks for the ``noop`` agent, no checks: the daemon's cheapest path."""
+    return [{"title": f"t{i}", "description": "noop", "assignTo": "noop"} for i in range(n)]
