@@ -26,7 +26,7 @@ from polpo.engine.engine import Engine
 from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
-from polpo.events.log import EventLog, ensure_newline
+from polpo.events.log import EventLog
 from polpo.events.render import render
 from polpo.intake.handler import IntakeHandler
 from polpo.intake.watcher import Intake
@@ -37,6 +37,7 @@ from polpo.notify.router import Notifier
 from polpo.sla.monitor import SlaMonitor
 from polpo.store.open import open_store
 from polpo.store.protocol import Store, StoreError
+from polpo.tools.childwatch import pidfd_child_watcher
 
 log = logging.getLogger("polpo.daemon")
 
@@ -79,7 +80,6 @@ class Daemon:
             load_env_file(cfg.llm.env_file)  # names only are ever logged, never values
         store = await open_store(cfg, self.clock)
         self.store = store
-        ensure_newline(cfg.events_path)
         store.event_log = EventLog(cfg.events_path)
         await store.catch_up_log()
         if self.console is not None:
@@ -103,38 +103,45 @@ class Daemon:
         self.intake = intake
         try:
             await engine.load()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(store.run_writer)
-                await store.commit(store.tx().event(E.OrchestratorStarted(
-                    version=__version__, pid=os.getpid(), missions_dir=str(cfg.missions_dir),
-                    state_dir=str(cfg.state_dir), agents=engine.agents.known_names(),
-                    resumed_missions=len(engine.board.missions))))
-                await engine.recover()
-                tg.start_soon(notifier.run)
-                if cfg.judge.panel_models() or any(a.type == "llm" for a in cfg.agents.values()):
-                    tg.start_soon(load_litellm)  # ~4 s, in a thread: the first review or LLM turn won't wait
-                monitor.start()
-                tg.start_soon(engine.run, tg)
-                tg.start_soon(intake.run)
-                tg.start_soon(engine.commands.run_inbox)
-                if self.handle_signals:
-                    tg.start_soon(self._signals)
-                await intake.ready.wait()
-                self.started.set()
-                await self._stop.wait()
-                intake.stop()
-                await monitor.shutdown()
-                await engine.stop(cfg.daemon.shutdown_grace.total_seconds())
-                await store.commit(store.tx().event(E.OrchestratorShutdown(
-                    pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
-                await notifier.drain(5.0)
-                tg.cancel_scope.cancel()
+            with pidfd_child_watcher():
+                await self._serve(store, engine, notifier, monitor, intake)
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
             if self._printer is not None:
                 self._printer.close()
             self._release_lock()
+
+    async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: SlaMonitor,
+                     intake: Intake) -> None:
+        """Everything runs in one task group until a stop is requested; then stop in order and drain."""
+        cfg = self.cfg
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.run_writer)
+            await store.commit(store.tx().event(E.OrchestratorStarted(
+                version=__version__, pid=os.getpid(), missions_dir=str(cfg.missions_dir),
+                state_dir=str(cfg.state_dir), agents=engine.agents.known_names(),
+                resumed_missions=len(engine.board.missions))))
+            await engine.recover()
+            tg.start_soon(notifier.run)
+            if cfg.judge.panel_models() or any(a.type == "llm" for a in cfg.agents.values()):
+                tg.start_soon(load_litellm)  # ~4 s, in a thread: the first review or LLM turn won't wait
+            monitor.start()
+            tg.start_soon(engine.run, tg)
+            tg.start_soon(intake.run)
+            tg.start_soon(engine.commands.run_inbox)
+            if self.handle_signals:
+                tg.start_soon(self._signals)
+            await intake.ready.wait()
+            self.started.set()
+            await self._stop.wait()
+            intake.stop()
+            await monitor.shutdown()
+            await engine.stop(cfg.daemon.shutdown_grace.total_seconds())
+            await store.commit(store.tx().event(E.OrchestratorShutdown(
+                pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
+            await notifier.drain(5.0)
+            tg.cancel_scope.cancel()
 
     def _notification(self, channel: str, event: str, error: str | None) -> None:
         """Delivery outcomes are events too (never routed to channels, so they cannot loop)."""
@@ -146,10 +153,19 @@ class Daemon:
             self.store.submit(self.store.tx().event(payload))
 
     async def _signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
+        """SIGTERM / SIGINT stop the daemon; SIGHUP reopens events.jsonl (after logrotate moved it)."""
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for sig in signals:
+                if sig == signal.SIGHUP:
+                    self.reopen_log()
+                    continue
                 self.request_stop()
                 return
+
+    def reopen_log(self) -> None:
+        if self.store is not None and self.store.event_log is not None:
+            self.store.event_log.reopen()
+            log.warning("reopened %s", self.cfg.events_path)
 
     def _print(self, ev: Event) -> None:
         if ev.event in CONSOLE_EVENTS or (ev.event == E.TaskTransition.NAME and ev.data.get("to") in ("done", "failed")):

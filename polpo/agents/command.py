@@ -142,7 +142,8 @@ class CommandAgent:
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None]) -> AgentResult:
         start = self.clock.monotonic()
         try:
-            await anyio.Path(request.workspace).mkdir(parents=True, exist_ok=True)
+            if not os.path.isdir(request.workspace):  # noqa: ASYNC240 - one stat; the folder exists but once
+                await anyio.Path(request.workspace).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             return AgentResult(
                 exit_code=None,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections import deque
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import click
 
@@ -40,6 +41,12 @@ def tail(follow: bool, mission_id: str | None, pattern: str | None, as_json: boo
             return False
         return not (pattern and not matches(str(ev.get("event", "")), pattern))
 
+    def _keeps(raw: bytes) -> bool:
+        try:
+            return keep(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            return False
+
     def emit(raw: bytes) -> None:
         try:
             ev = orjson.loads(raw)
@@ -52,33 +59,78 @@ def tail(follow: bool, mission_id: str | None, pattern: str | None, as_json: boo
         if not follow:
             raise click.ClickException(f"no event log at {path} yet: start the daemon first")
         time.sleep(0.2)
+    needle = f'"missionId":"{mission_id}'.encode() if mission_id else None  # skip lines before parsing them
     with open(path, "rb") as f:
-        recent: deque[bytes] = deque(maxlen=max(lines, 0) or None)
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                f.seek(-len(raw), os.SEEK_CUR)
-                break
-            try:
-                if keep(orjson.loads(raw)):
-                    recent.append(raw)
-            except orjson.JSONDecodeError:
-                continue
-        if lines == 0:
-            recent.clear()
-        for raw in recent:
+        for raw in last_lines(f, max(lines, 0), lambda raw: (needle is None or needle in raw) and _keeps(raw)):
             emit(raw)
         if not follow:
             return
-        buf = b""
         try:
-            while True:
-                chunk = f.readline()
-                if not chunk:
-                    time.sleep(0.1)
-                    continue
-                buf += chunk
-                if buf.endswith(b"\n"):
-                    emit(buf)
-                    buf = b""
+            follow_file(path, f, emit)
         except KeyboardInterrupt:
             return
+
+
+def last_lines(f: BinaryIO, n: int, keep: Callable[[bytes], bool], chunk: int = 1 << 16) -> list[bytes]:
+    """The last ``n`` complete lines that ``keep`` accepts, read backwards from the end.
+
+    ``f`` is left just after the last complete line, where following starts (a torn last line is not shown;
+    following prints it once it is complete).
+    """
+    end = f.seek(0, os.SEEK_END)
+    complete_end = 0
+    pos = end
+    while pos > 0:
+        step = min(chunk, pos)
+        pos -= step
+        f.seek(pos)
+        newline = f.read(step).rfind(b"\n")
+        if newline >= 0:
+            complete_end = pos + newline + 1
+            break
+    found: list[bytes] = []
+    carried = b""  # the end of a line whose start is in an earlier chunk
+    pos = complete_end
+    while pos > 0 and len(found) < n:
+        step = min(chunk, pos)
+        pos -= step
+        f.seek(pos)
+        lines = (f.read(step) + carried).split(b"\n")
+        carried = lines.pop(0) if pos > 0 else b""
+        for raw in reversed(lines):
+            if raw and keep(raw):
+                found.append(raw + b"\n")
+                if len(found) >= n:
+                    break
+    f.seek(complete_end)
+    return found[::-1]
+
+
+def follow_file(path: Path, f: BinaryIO, emit: Callable[[bytes], None]) -> None:
+    """Print lines as they are appended; after a rotation (the path now names another file, or the file was
+    truncated) finish the old file and go on with the new one."""
+    buf = b""
+    ino = os.fstat(f.fileno()).st_ino
+    while True:
+        chunk = f.readline()
+        if chunk:
+            buf += chunk
+            if buf.endswith(b"\n"):
+                emit(buf)
+                buf = b""
+            continue
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            time.sleep(0.1)
+            continue
+        if st.st_ino != ino:  # rotated: the rest of the old file was read above
+            f.close()
+            f = open(path, "rb")  # noqa: SIM115 - replaces the handle we follow
+            ino, buf = os.fstat(f.fileno()).st_ino, b""
+            continue
+        if st.st_size < f.tell():  # truncated in place (copytruncate)
+            f.seek(0)
+            buf = b""
+            continue
+        time.sleep(0.1)

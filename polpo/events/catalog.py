@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
+import orjson
+
 __all__ = ["ALL_EVENTS", "PAYLOADS", "Event", "Payload", "matches"]
 
 
@@ -355,6 +357,10 @@ class Event:
     mission_id: str | None
     task_id: str | None
     data: dict[str, Any] = field(default_factory=dict)
+    data_json: bytes = field(default=b"", compare=False, repr=False)  # ``data`` serialised once, by the store
+
+    def data_bytes(self) -> bytes:
+        return self.data_json or orjson.dumps(self.data)
 
     def to_json_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"seq": self.seq, "ts": self.ts, "event": self.event}

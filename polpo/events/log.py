@@ -1,28 +1,45 @@
-"""The event log: ``<state_dir>/events.jsonl``, one JSON object per line, flushed per line.
+"""The event log: ``<state_dir>/events.jsonl``, one JSON object per line.
 
-Written through structlog (a ``BytesLogger`` flushes each line, so ``tail -f`` sees it at once) after the
-event's transaction has committed. The store's ``events`` table is the outbox: on start-up the log is
-caught up from it, so a crash between commit and write loses no line.
+Written through structlog after each commit, one ``write`` per committed batch (flushed, so ``tail -f`` sees it at
+once); each event's ``data`` is serialised once, by the store, and embedded as is. The store's ``events`` table is
+the outbox: on start-up the log is caught up from it, so a crash between commit and write loses no line.
+
+Rotation: ``SIGHUP`` (or a moved or deleted file, noticed before each write) reopens the path. The position file
+``events.jsonl.pos`` remembers the last ``seq`` written, so a restart after a rotation appends only the events the
+log has not had yet instead of copying the whole history into the new file.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import orjson
 import structlog
 
 from polpo.events.catalog import Event
 
-_ORDER = ("seq", "ts", "event", "missionId", "taskId", "data")
-
+__all__ = ["EventLog", "ensure_newline", "last_seq_in", "read_lines"]
 
 def _render(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> bytes:
-    ordered = {k: event_dict[k] for k in _ORDER if k in event_dict}
-    return orjson.dumps(ordered)
+    """structlog's renderer: one line per event of the batch (``data`` is already JSON, embedded as is)."""
+    return b"\n".join(orjson.dumps(line) for line in event_dict["lines"])
+
+
+class _Lines:
+    """The file structlog writes to: collects a batch's lines; the log writes them with one syscall."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        return None
 
 
 class EventLog:
@@ -31,22 +48,85 @@ class EventLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: BinaryIO = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the log
-        self._log = structlog.wrap_logger(
-            structlog.BytesLogger(self._file), processors=[_render], cache_logger_on_first_use=True
-        )
-        self.last_seq = last_seq_in(path)
+        self.pos_path = path.with_name(path.name + ".pos")
+        self._lines = _Lines()
+        self._log = structlog.wrap_logger(structlog.BytesLogger(cast(BinaryIO, self._lines)), processors=[_render],
+                                          cache_logger_on_first_use=True)
+        self._fd = -1
+        self._ino: tuple[int, int] | None = None
+        self.reopens = 0
+        self._open()
+        self.last_seq = max(last_seq_in(path), self._recorded_seq())
+
+    def _open(self) -> None:
+        ensure_newline(self.path)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        st = os.fstat(fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+
+    def reopen(self) -> None:
+        """Open the path again (after logrotate moved the file away): later lines go to the new file."""
+        self._open()
+        self.reopens += 1
+
+    def _moved(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        return (st.st_dev, st.st_ino) != self._ino
+
+    def _recorded_seq(self) -> int:
+        try:
+            return int(self.pos_path.read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
 
     def write(self, ev: Event) -> None:
-        if ev.seq <= self.last_seq:
-            return  # already there (catch-up after a crash)
-        fields = ev.to_json_dict()
-        name = fields.pop("event")
-        self._log.info(name, **fields)
-        self.last_seq = ev.seq
+        self.write_many((ev,))
+
+    def write_many(self, events: Iterable[Event]) -> None:
+        """Append the events the log lacks (seq above the last written), with one write."""
+        lines: list[dict[str, Any]] = []
+        for ev in events:
+            if ev.seq <= self.last_seq:
+                continue  # already there (catch-up after a crash)
+            line: dict[str, Any] = {"seq": ev.seq, "ts": ev.ts, "event": ev.event}
+            if ev.mission_id is not None:
+                line["missionId"] = ev.mission_id
+            if ev.task_id is not None:
+                line["taskId"] = ev.task_id
+            line["data"] = orjson.Fragment(ev.data_bytes())
+            lines.append(line)
+            self.last_seq = ev.seq
+        if not lines:
+            return
+        self._log.info("events", lines=lines)  # one structlog call per batch
+        if self._moved():
+            self.reopen()
+        data = b"".join(self._lines.parts)
+        self._lines.parts.clear()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        _record(self.pos_path, self.last_seq)
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _record(path: Path, seq: int) -> None:
+    """The last seq written, for the next start (a torn or stale value only costs a few duplicate lines)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        text = f"{seq}\n".encode()
+        os.pwrite(fd, text.ljust(21), 0)
+    finally:
+        os.close(fd)
 
 
 def last_seq_in(path: Path) -> int:

@@ -7,6 +7,7 @@ one run reports everything a person has to fix; these helpers never raise on a p
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Collection
 from typing import Any
 
@@ -20,13 +21,18 @@ MAX_SUGGESTIONS = 50  # difflib is linear in the candidates: cap it so a broken 
 
 
 
+@functools.lru_cache(maxsize=256)
+def _snake(camel: str) -> str:
+    return to_snake(camel)
+
+
 def get(obj: Any, camel: str) -> tuple[str, Any]:
     """The key used (camelCase, or snake_case which is accepted too) and its value; value None if absent."""
     if not isinstance(obj, dict):
         return camel, None
     if camel in obj:
         return camel, obj[camel]
-    snake = to_snake(camel)
+    snake = _snake(camel)
     return (snake, obj[snake]) if snake in obj else (camel, None)
 
 

@@ -13,6 +13,7 @@ import logging
 from collections import deque
 
 import anyio
+import orjson
 
 from polpo.clock import Clock, iso
 from polpo.events.catalog import Event
@@ -94,7 +95,8 @@ class StoreCore:
                 rows.setdefault(table, []).append(row)
             for payload, mission_id, task_id in tx.pending:
                 self._seq += 1
-                ev = Event(self._seq, tx.ts or "", payload.NAME, mission_id, task_id, event_data(payload))
+                data = event_data(payload)
+                ev = Event(self._seq, tx.ts or "", payload.NAME, mission_id, task_id, data, orjson.dumps(data))
                 tx.events.append(ev)
                 events.append(ev)
         if rows or events:
@@ -104,27 +106,29 @@ class StoreCore:
                 self._seq = first_seq
                 raise
             self.commits += 1
-        for ev in events:
-            self._publish(ev)
+        self._publish(events)
         for tx in batch:
             tx.done.set()
 
-    def _publish(self, ev: Event) -> None:
-        if self.event_log is not None:
-            self.event_log.write(ev)
-        for fn in self._subscribers:
+    def _publish(self, events: list[Event]) -> None:
+        if self.event_log is not None and events:
             try:
-                fn(ev)
-            except Exception:  # a subscriber never stops the writer
-                log.exception("event subscriber failed on %s", ev.event)
+                self.event_log.write_many(events)
+            except OSError:  # the store has them; the next batch (or a restart) catches the log up
+                log.exception("could not append %d event(s) to the event log", len(events))
+        for ev in events:
+            for fn in self._subscribers:
+                try:
+                    fn(ev)
+                except Exception:  # a subscriber never stops the writer
+                    log.exception("event subscriber failed on %s", ev.event)
 
     async def catch_up_log(self) -> int:
         """Write to the log every stored event it lacks (after a crash between commit and write)."""
         if self.event_log is None:
             return 0
         missing = await self.events_after(self.event_log.last_seq)
-        for ev in missing:
-            self.event_log.write(ev)
+        self.event_log.write_many(missing)
         return len(missing)
 
     async def close(self) -> None:

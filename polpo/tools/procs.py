@@ -19,7 +19,7 @@ Linux only (``/proc``).
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import math
 import os
 import signal
@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import cast
 
 import anyio
-import anyio.abc
 
 from polpo.clock import Clock
 from polpo.tools.proctable import kill_group, terminate_group
@@ -151,35 +151,36 @@ def _spawn_error(argv: Sequence[str], cwd: Path, exc: OSError) -> str:
     return f"cannot start {program}: {exc.strerror or exc}"
 
 
-async def _pump(stream: anyio.abc.ByteReceiveStream | None, tail: _Tail, done: anyio.Event) -> None:
-    try:
-        if stream is None:
-            return
-        while True:
-            try:
-                chunk = await stream.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            tail.add(chunk)
-    finally:
-        done.set()
+class _Collector(asyncio.SubprocessProtocol):
+    """Receives a child's output straight from the event loop into bounded tails (no reader tasks)."""
+
+    def __init__(self, out: _Tail, err: _Tail) -> None:
+        loop = asyncio.get_running_loop()
+        self.tails = {1: out, 2: err}
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes_closed = {1: loop.create_future(), 2: loop.create_future()}
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        tail = self.tails.get(fd)
+        if tail is not None:
+            tail.add(data if isinstance(data, bytes) else data.encode())
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        done = self.pipes_closed.get(fd)
+        if done is not None and not done.done():
+            done.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
-async def _feed(stream: anyio.abc.ByteSendStream, data: bytes) -> None:
-    try:
-        if data:
-            await stream.send(data)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError, ConnectionResetError):
-        pass  # the program exited or closed its stdin without reading everything: not our problem
-    finally:
-        with anyio.CancelScope(shield=True):
-            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await stream.aclose()
-
-
-async def _reap(process: anyio.abc.Process, seconds: float) -> None:
+async def _wait(fut: asyncio.Future[None], seconds: float) -> bool:
+    """Whether ``fut`` completes within ``seconds`` (it is not cancelled when the time is up)."""
     with anyio.move_on_after(seconds):
-        await process.wait()
+        await asyncio.shield(fut)
+        return True
+    return fut.done()
 
 
 async def run_process(
@@ -199,68 +200,60 @@ async def run_process(
     ``timeout`` None means no timeout. ``on_start(pid)`` is called right after the program starts (pid == pgid).
     Cancelling the caller kills the group (shielded cleanup) and re-raises the cancellation. Spawn failures are
     returned in ``error``; exceptions from ``on_start`` propagate after the group is killed.
+
+    Built on asyncio's subprocess protocol rather than anyio's process streams: output arrives in the loop's
+    read callbacks, so a run costs no reader tasks and no task group (the daemon runs anyio on asyncio only).
     """
     args = [os.fspath(a) for a in argv]
     start = clock.monotonic()
     if not args or not args[0]:
         return _not_started("empty command", clock.monotonic() - start)
+    out, err = _Tail(output_limit), _Tail(output_limit)
+    loop = asyncio.get_running_loop()
     try:
-        process = await anyio.open_process(
-            args,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
+        transport, proto = await loop.subprocess_exec(
+            lambda: _Collector(out, err), *args, cwd=cwd, env=dict(env), start_new_session=True,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         return _not_started(_spawn_error(args, cwd, exc), clock.monotonic() - start)
+    except ValueError as exc:  # e.g. an embedded NUL byte in an argument or the environment
+        return _not_started(f"cannot start {args[0][:80]}: {exc}", clock.monotonic() - start)
 
-    pid = process.pid
-    out, err = _Tail(output_limit), _Tail(output_limit)
+    pid = transport.get_pid()
     timed_out = False
     try:
         try:
             if on_start is not None:
                 on_start(pid)
-            async with anyio.create_task_group() as tg:
-                out_done, err_done = anyio.Event(), anyio.Event()
-                tg.start_soon(_pump, process.stdout, out, out_done)
-                tg.start_soon(_pump, process.stderr, err, err_done)
-                if stdin is not None and process.stdin is not None:
-                    tg.start_soon(_feed, process.stdin, stdin)
-
-                with anyio.move_on_after(math.inf if timeout is None else max(0.0, timeout)):
-                    await process.wait()
-                if process.returncode is None:
-                    timed_out = True
-                    with anyio.CancelScope(shield=True):
-                        await terminate_group(pid, grace)
-                        await _reap(process, _REAP_SECONDS)
-                else:
-                    # The leader is gone; nothing it started may outlive it.
-                    kill_group(pid, signal.SIGKILL)
-
-                # Everything that held the pipes is dead: read what is left, then stop the readers.
-                with anyio.move_on_after(_DRAIN_SECONDS):
-                    await out_done.wait()
-                    await err_done.wait()
-                tg.cancel_scope.cancel()
+            if stdin is not None:
+                pipe = cast("asyncio.WriteTransport | None", transport.get_pipe_transport(0))
+                if pipe is not None:
+                    if stdin:
+                        pipe.write(stdin)  # buffered by the loop; a child that never reads just leaves it
+                    pipe.close()
+            if not await _wait(proto.exited, math.inf if timeout is None else max(0.0, timeout)):
+                timed_out = True
+                with anyio.CancelScope(shield=True):
+                    await terminate_group(pid, grace)
+                    await _wait(proto.exited, _REAP_SECONDS)
+            else:
+                kill_group(pid, signal.SIGKILL)  # the leader is gone; nothing it started may outlive it
+            # Everything that held the pipes is dead: read what is left (a setsid() escapee may keep them open).
+            with anyio.move_on_after(_DRAIN_SECONDS):
+                for done in proto.pipes_closed.values():
+                    await asyncio.shield(done)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await terminate_group(pid, grace)
-                await _reap(process, _REAP_SECONDS)
+                await _wait(proto.exited, _REAP_SECONDS)
             raise
     finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                kill_group(pid, signal.SIGKILL)
-                await _reap(process, _REAP_SECONDS)
-            if process.returncode is not None:
-                await process.aclose()
+        if transport.get_returncode() is None:
+            kill_group(pid, signal.SIGKILL)
+        transport.close()
 
-    rc = process.returncode
+    rc = transport.get_returncode()
     sig = -rc if rc is not None and rc < 0 else None
     exit_code = rc if rc is not None and rc >= 0 and not timed_out else None
     return ProcResult(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.support.daemon import (
     REPO,
     daemon_process,
     mission_json,
+    polpo_cmd,
     run_cli,
     shell_task,
     wait_events,
@@ -113,3 +115,45 @@ def test_help_lists_every_command_in_one_aligned_block() -> None:
     for command in ("daemon", "validate", "submit", "status", "show", "tail", "retry", "cancel", "approve",
                     "schema", "metrics"):
         assert f"  {command} " in r.stdout
+
+
+def test_the_daemon_and_tail_follow_a_rotated_log(tmp_path: Path) -> None:
+    """logrotate moves events.jsonl away and sends SIGHUP; `polpo tail -f` goes on with the new file."""
+    import signal
+    import subprocess
+    import time
+
+    config = write_config(tmp_path)
+    state = tmp_path / "state"
+    log = state / "events.jsonl"
+    with daemon_process(config) as proc:
+        wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
+        tail = subprocess.Popen(polpo_cmd("tail", "-f", "-n", "0", "--json", "--config", str(config)),
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)  # let tail reach the end of the file before the rotation (a harness wait)
+            (tmp_path / "missions" / "one.json").write_text(mission_json(shell_task("a", "true")))
+            wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
+            os.rename(log, state / "events.jsonl.1")
+            proc.send_signal(signal.SIGHUP)
+            (tmp_path / "missions" / "two.json").write_text(mission_json(shell_task("b", "true")))
+            deadline = time.monotonic() + 20
+            while not (log.exists() and "mission:completed" in log.read_text()):
+                assert time.monotonic() < deadline, "no mission:completed in the new log"
+                time.sleep(0.05)
+            time.sleep(0.5)  # tail polls every 0.1 s
+        finally:
+            tail.terminate()
+            out, _ = tail.communicate(timeout=10)
+    old = [json.loads(x) for x in (state / "events.jsonl.1").read_text().splitlines()]
+    new = [json.loads(x) for x in log.read_text().splitlines()]
+    assert {e["missionId"] for e in old if e["event"] == "mission:completed"} == {"one"}
+    assert {e["missionId"] for e in new if e["event"] == "mission:completed"} == {"two"}
+    assert not {e["seq"] for e in old} & {e["seq"] for e in new}  # nothing written twice
+    followed = [json.loads(x) for x in out.splitlines()]
+    assert [e["missionId"] for e in followed if e["event"] == "mission:completed"] == ["one", "two"]
+    with daemon_process(config):  # a restart appends only what the new file lacks
+        wait_events(state, lambda evs: sum(e["event"] == "orchestrator:started" for e in evs) >= 1)
+    again = [json.loads(x)["seq"] for x in log.read_text().splitlines()]
+    assert again[:len(new)] == [e["seq"] for e in new]  # the history is not copied into the new file
+    assert again == list(range(again[0], again[0] + len(again)))  # the restart's events follow, once each
