@@ -101,12 +101,12 @@ def policy_problems(spec: MissionSpec, cfg: Config, mission_file: str | os.PathL
 def _team_problems(at: str, t: TeamAgent, cfg: Config) -> list[Problem]:
     sec = cfg.security
     problems: list[Problem] = []
-    if t.type == "command" or t.command is not None:
-        if not sec.inline_agents:
-            problems.append(Problem(f"{at}.command", (
-                "inline command agents are disabled by [security] inline_agents = false; "
-                "define the agent in the config")))
-        return problems
+    if (t.type == "command" or t.command is not None) and not sec.inline_agents:
+        problems.append(Problem(f"{at}.command", (
+            "inline command agents are disabled by [security] inline_agents = false; "
+            "define the agent in the config")))
+    if t.type == "command":
+        return problems  # apiBase and apiKeyEnv mean nothing to a command agent
     if _override(t, cfg) is not None:
         return problems  # endpoint, key and model come from [agents.NAME]; the mission's are not used
     allowed = ", ".join(sec.team_key_envs) or "none are listed"

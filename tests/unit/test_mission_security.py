@@ -68,6 +68,13 @@ def test_an_inline_endpoint_with_a_listed_key_is_allowed_unless_inline_agents_is
     assert "inline_agents = false" in problems(tmp_path, s, off)["$.team[0].apiBase"]
 
 
+def test_a_stray_command_does_not_exempt_an_llm_agent_from_the_key_rules(tmp_path: Path) -> None:
+    # no "type": an LLM agent, whatever "command" says; its endpoint and key are checked all the same
+    s = spec(team=[{"name": "x", "command": ["true"], "apiBase": "http://127.0.0.1:9/v1",
+                    "apiKeyEnv": "OPENAI_API_KEY"}])
+    assert list(problems(tmp_path, s, config(tmp_path))) == ["$.team[0].apiKeyEnv"]
+
+
 def test_inline_agents_off_still_allows_plain_llm_team_agents(tmp_path: Path) -> None:
     s = spec(team=[{"name": "x", "role": "Senior debugger", "model": "openai/m"}])
     assert problems(tmp_path, s, config(tmp_path, security={"inline_agents": False})) == {}
