@@ -44,7 +44,8 @@ class AgentConfig(_Base):
     # command agents
     command: list[str] | None = None
     env: dict[str, str] = {}
-    inherit_env: bool = True
+    env_passthrough: list[str] = []  # variables it gets from the daemon's environment (besides [security]'s)
+    inherit_env: bool = False  # true: the daemon's whole environment (keys included) instead of the minimal one
     # llm agents
     model: str | None = None
     api_base: str | None = None
@@ -64,7 +65,10 @@ class Defaults(_Base):
     agent_timeout: Duration = Field(default_factory=lambda: _secs(1800))
     check_timeout: Duration = Field(default_factory=lambda: _secs(600))
     quality_threshold: float | None = Field(None, ge=1, le=5)
-    model: str | None = None  # model of team agents that name none
+    model: str | None = None  # model of LLM agents that name none
+    # endpoint and key of LLM agents that set neither (the two go together: an agent that sets one takes neither)
+    api_base: str | None = None
+    api_key_env: str | None = None
 
 
 class JudgeSettings(_Base):
@@ -98,6 +102,16 @@ class SlaSettings(_Base):
     violation_channels: list[str] = []
 
 
+class SecuritySettings(_Base):
+    """What a mission file may ask for beyond the config (see README "Security")."""
+
+    inline_agents: bool = True  # false: a mission's team agent may not define a command or an api_base
+    command_checks: bool = True  # false: a mission may not use test/script expectations
+    team_key_envs: list[str] = []  # variables a team agent may name as its own apiKeyEnv
+    workspace_roots: list[Path] = []  # besides <state_dir>/workspaces: folders mission workspaces may lie in
+    env_passthrough: list[str] = []  # variables the config's command agents get from the daemon's environment
+
+
 class Config(_Base):
     daemon: DaemonSettings = DaemonSettings()
     agents: dict[str, AgentConfig] = {}
@@ -105,6 +119,7 @@ class Config(_Base):
     judge: JudgeSettings = JudgeSettings()
     llm: LlmSettings = LlmSettings()
     sla: SlaSettings = SlaSettings()
+    security: SecuritySettings = SecuritySettings()
     channels: dict[str, dict[str, Any]] = {}
     notify: dict[str, Any] = {}
     source: Path | None = None  # the file it was read from
@@ -160,6 +175,10 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     llm = raw.get("llm")
     if isinstance(llm, dict) and isinstance(llm.get("env_file"), str):
         raw["llm"] = {**llm, "env_file": str((base / llm["env_file"]).resolve())}
+    security = raw.get("security")
+    if isinstance(security, dict) and isinstance(security.get("workspace_roots"), list):
+        roots = [str((base / r).resolve()) if isinstance(r, str) else r for r in security["workspace_roots"]]
+        raw["security"] = {**security, "workspace_roots": roots}
     if os.environ.get("POLPO_JUDGE_MODEL"):
         raw["judge"] = {**raw.get("judge", {}), "model": os.environ["POLPO_JUDGE_MODEL"], "models": []}
     try:
@@ -180,8 +199,18 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         f"(or set [defaults] model)"
         for name, a in cfg.agents.items() if a.type == "llm" and not (a.model or cfg.defaults.model)
     ]
+    problems += [f"{path}: security.team_key_envs: {name} is the key of {owner}; a mission's own endpoint "
+                 f"must never receive it (list a variable only missions use)"
+                 for owner, name in _configured_keys(cfg) if name in cfg.security.team_key_envs]
     if cfg.llm.env_file is not None and not cfg.llm.env_file.is_file():
         problems.append(f"{path}: llm.env_file: {cfg.llm.env_file} does not exist")
     if problems:
         raise ConfigError("\n".join(problems))
     return cfg
+
+
+def _configured_keys(cfg: Config) -> list[tuple[str, str]]:
+    """(where, variable) for every API key variable the config names."""
+    keys = [(f"agents.{n}", a.api_key_env) for n, a in cfg.agents.items()]
+    keys += [("defaults", cfg.defaults.api_key_env), ("judge", cfg.judge.api_key_env)]
+    return [(owner, name) for owner, name in keys if name]

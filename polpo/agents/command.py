@@ -3,6 +3,10 @@
 The program gets the task three ways: placeholders in its argv (``{title}``, ``{description}``, ``{prompt}``,
 ``{workspace}``, ``{task_id}``, ``{mission_id}``, ``{attempt}``, substituted per argument, never through a shell),
 ``POLPO_*`` environment variables, and a JSON document on stdin.
+
+Its environment is the minimal one (PATH, HOME, locale…: no keys) plus the variables ``[security]
+env_passthrough`` names, the agent's ``env`` and the ``POLPO_*`` ones. Only an agent of the config may set
+``inherit_env`` to get the daemon's whole environment instead.
 """
 
 from __future__ import annotations
@@ -53,10 +57,18 @@ def render_argv(command: Sequence[str], request: AgentRequest) -> list[str]:
 
 
 def agent_env(
-    request: AgentRequest, *, extra: Mapping[str, str] = _EMPTY, inherit_env: bool = True
+    request: AgentRequest,
+    *,
+    extra: Mapping[str, str] = _EMPTY,
+    inherit_env: bool = False,
+    passthrough: Sequence[str] = (),
 ) -> dict[str, str]:
-    """The child's environment: base (daemon env or :func:`minimal_env`) + ``extra`` + POLPO_* + the marker."""
-    env = dict(os.environ) if inherit_env else minimal_env()
+    """The child's environment: base (daemon env, or :func:`minimal_env` + the ``passthrough`` variables that
+    are set) + ``extra`` + POLPO_* + the marker."""
+    if inherit_env:
+        env = dict(os.environ)
+    else:
+        env = minimal_env({name: os.environ[name] for name in passthrough if name in os.environ})
     env.update(extra)
     env.update(
         {
@@ -121,7 +133,8 @@ class CommandAgent:
         clock: Clock,
         default_timeout: float | None = 1800.0,
         env: Mapping[str, str] = _EMPTY,
-        inherit_env: bool = True,
+        inherit_env: bool = False,
+        passthrough: Sequence[str] = (),
         grace: float = 5.0,
         output_limit: int = 64 * 1024,
     ) -> None:
@@ -133,6 +146,7 @@ class CommandAgent:
         self.default_timeout = default_timeout
         self.env: dict[str, str] = dict(env)
         self.inherit_env = inherit_env
+        self.passthrough: tuple[str, ...] = tuple(passthrough)
         self.grace = grace
         self.output_limit = output_limit
 
@@ -159,7 +173,7 @@ class CommandAgent:
         proc = await run_process(
             render_argv(self.command, request),
             cwd=request.workspace,
-            env=agent_env(request, extra=self.env, inherit_env=self.inherit_env),
+            env=agent_env(request, extra=self.env, inherit_env=self.inherit_env, passthrough=self.passthrough),
             clock=self.clock,
             stdin=agent_stdin(request),
             timeout=request.timeout if request.timeout is not None else self.default_timeout,

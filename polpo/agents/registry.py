@@ -1,10 +1,17 @@
-"""Which agent runs a task: config agents, overridden per mission by the mission's ``team``."""
+"""Which agent runs a task: config agents, overridden per mission by the mission's ``team``.
+
+A team agent is built from the mission's fields, but what it may reach is the config's: an LLM team agent's
+model, endpoint and key follow :func:`polpo.mission.security.team_endpoint` (``[agents.NAME]`` of the same name,
+then the mission, then ``[defaults]``), and a command team agent gets the minimal environment only (never
+``inherit_env`` nor ``env_passthrough``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from polpo.agents.base import Agent, AgentRequest, AgentResult
 from polpo.agents.command import CommandAgent
@@ -12,6 +19,7 @@ from polpo.clock import Clock
 from polpo.config import AgentConfig, Config
 from polpo.llm.client import LLMClient, ModelSettings
 from polpo.mission.schema import MissionSpec, TeamAgent
+from polpo.mission.security import config_endpoint, team_endpoint
 
 
 @dataclass(frozen=True)
@@ -77,22 +85,25 @@ class AgentFactory:
         return AgentSlot(UnavailableAgent(name, f"no agent named {name!r} is configured"),
                          f"missing:{name}", None, None, "missing")
 
-    def _build(self, name: str, a: AgentConfig, *, limit_key: str) -> AgentSlot:
+    def _build(self, name: str, a: AgentConfig, *, limit_key: str, team: bool = False) -> AgentSlot:
         timeout = _secs(a.timeout) or _secs(self.cfg.defaults.agent_timeout)
+        # a mission's own command agent gets the minimal environment only: passthrough is for the config's agents
+        passthrough = () if team else (*self.cfg.security.env_passthrough, *a.env_passthrough)
         agent: Agent
         if a.type == "command":
             assert a.command is not None
             agent = CommandAgent(name, a.command, clock=self.clock, default_timeout=timeout, env=a.env,
-                                 inherit_env=a.inherit_env)
+                                 inherit_env=a.inherit_env, passthrough=passthrough)
         else:
             from polpo.agents.llm import LLMAgent  # lazy: command-only daemons never load the tool loop
 
-            model = a.model or self.cfg.defaults.model
+            endpoint = config_endpoint(a, self.cfg)
+            model = endpoint.model
             if not model:
                 return AgentSlot(UnavailableAgent(name, f"LLM agent {name!r} has no model; set its model or "
                                                         f"[defaults] model in the config"),
                                  limit_key, a.max_concurrency, timeout, a.type)
-            settings = ModelSettings(model=model, api_base=a.api_base, api_key_env=a.api_key_env,
+            settings = ModelSettings(model=model, api_base=endpoint.api_base, api_key_env=endpoint.api_key_env,
                                      temperature=a.temperature,
                                      timeout=self.cfg.llm.request_timeout.total_seconds())
             agent = LLMAgent(name, settings, client=self.llm, clock=self.clock, max_turns=a.max_turns,
@@ -102,8 +113,19 @@ class AgentFactory:
 
     def _build_team(self, mission_id: str, t: TeamAgent) -> AgentSlot:
         kind = t.type or "llm"
-        cfg = AgentConfig(type=kind, command=t.command, env=t.env, model=t.model or self.cfg.defaults.model,
-                          api_base=t.api_base, timeout=t.timeout, max_concurrency=t.max_concurrency,
-                          system_prompt=t.system_prompt, temperature=t.temperature,
-                          max_turns=t.max_turns or 50, role=t.role)
-        return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}")
+        base = self.cfg.agents.get(t.name)
+        fallback = base if base is not None and base.type == kind else None
+        endpoint = team_endpoint(t, self.cfg)
+
+        def pick(mine: Any, field: str) -> Any:
+            """The mission's value, else the same-named config agent's."""
+            return mine if mine is not None or fallback is None else getattr(fallback, field)
+
+        cfg = AgentConfig(type=kind, command=t.command, env=t.env, inherit_env=False,
+                          model=endpoint.model, api_base=endpoint.api_base, api_key_env=endpoint.api_key_env,
+                          timeout=pick(t.timeout, "timeout"),
+                          max_concurrency=pick(t.max_concurrency, "max_concurrency"),
+                          system_prompt=pick(t.system_prompt, "system_prompt"),
+                          temperature=pick(t.temperature, "temperature"),
+                          max_turns=pick(t.max_turns, "max_turns") or 50, role=pick(t.role, "role"))
+        return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}", team=True)

@@ -18,6 +18,7 @@ from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
 from polpo.events.catalog import MissionAccepted, MissionRejected, TaskCreated
 from polpo.mission.schema import MissionSpec
+from polpo.mission.security import mission_workspace
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, SourceOutcome, TaskStatus
 from polpo.store.protocol import SourceRecord, Store
@@ -66,9 +67,8 @@ class Admission:
         return mid, run
 
     def workspace_for(self, mid: str, spec: MissionSpec, source: str) -> Path:
-        if spec.workspace:
-            ws = Path(spec.workspace)
-            return ws if ws.is_absolute() else (Path(source).parent / ws).resolve()
+        if spec.workspace:  # intake has checked it lies below [security]'s roots (polpo.mission.security)
+            return mission_workspace(spec.workspace, source)
         return self.cfg.state_dir / "workspaces" / mid.replace("#", "-")
 
     def build_mission(self, *, mid: str, run: int, spec: MissionSpec, source: str, digest: str,

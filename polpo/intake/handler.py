@@ -18,6 +18,7 @@ from pathlib import Path
 from polpo.engine.admission import Admission
 from polpo.mission.loader import Problem, format_problems, load_mission
 from polpo.mission.schema import MissionSpec
+from polpo.mission.security import policy_problems
 from polpo.model.status import SourceOutcome
 
 __all__ = ["IntakeHandler"]
@@ -49,6 +50,7 @@ class IntakeHandler:
             return "busy"
         result = load_mission(raw, known_agents=self.known_agents)
         problems = result.problems if result.spec is None else _unknown_channels(result.spec, self.channels)
+        problems += policy_problems(result.spec, adm.cfg, source) if result.spec is not None else []
         if result.spec is None or problems:
             self._reject(source, digest, problems, "invalid")
             return "rejected"

@@ -10,7 +10,9 @@ not each get right on their own:
 * At most ``per_model`` calls run at once against one model, whoever makes them.
 
 API keys come only from the environment (see :mod:`polpo.llm.secrets`); every error message that leaves
-this module is passed through :func:`polpo.llm.secrets.redact`.
+this module is passed through :func:`polpo.llm.secrets.redact`. A call to an ``api_base`` always carries an
+explicit key (the named variable's, else :data:`NO_KEY`): litellm's fallback to the provider's variable
+(``OPENAI_API_KEY``…) would hand that provider's key to whatever endpoint was named.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ import anyio
 
 from polpo.llm.secrets import redact
 
-__all__ = ["ChatReply", "LLMClient", "LLMError", "ModelSettings", "ToolCallOut", "load_litellm"]
+__all__ = ["NO_KEY", "ChatReply", "LLMClient", "LLMError", "ModelSettings", "ToolCallOut", "load_litellm"]
+
+#: What an ``api_base`` without an ``api_key_env`` is sent instead of a key (keyless local servers accept it).
+NO_KEY = "no-key"
 
 _litellm: Any = None
 _import_lock: anyio.Lock | None = None
@@ -63,7 +68,8 @@ class ModelSettings:
     """A litellm model string, e.g. ``openai/gpt-4o-mini`` or ``anthropic/claude-sonnet-4-5``."""
     api_base: str | None = None
     api_key_env: str | None = None
-    """Name of the environment variable holding the key; None lets litellm pick its provider default."""
+    """Name of the environment variable holding the key; None: litellm's provider default for the provider's
+    own endpoint, no key (:data:`NO_KEY`) for an ``api_base``."""
     temperature: float | None = None
     timeout: float = 120.0
     """Seconds per request."""
@@ -195,6 +201,8 @@ class LLMClient:
                 raise LLMError("auth", f"environment variable {settings.api_key_env} is not set "
                                        f"(model {settings.model} needs its API key there)")
             kwargs["api_key"] = key
+        elif settings.api_base:
+            kwargs["api_key"] = NO_KEY  # never litellm's fallback to the provider's variable: see the module doc
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         if tools:
@@ -219,6 +227,9 @@ class LLMClient:
                 message = redact(f"{type(exc).__name__}: {exc}")[:2000]
                 if kind not in _RETRYABLE or attempt > self.max_retries:
                     suffix = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    if kind == "auth" and kwargs.get("api_key") == NO_KEY:
+                        suffix += (f" (no key was sent to {settings.api_base}: set api_key_env to the variable "
+                                   "holding its key)")
                     raise LLMError(kind, message + suffix, attempts=attempt) from None
                 errors.append(message)
                 await self._sleep(self._delay(attempt, exc))

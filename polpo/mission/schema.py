@@ -74,6 +74,7 @@ class TeamAgent(Model):
     max_turns: int | None = Field(None, ge=1)
     system_prompt: str | None = None
     api_base: str | None = None
+    api_key_env: str | None = None  # the agent's own key; only a variable [security] team_key_envs lists
     temperature: float | None = None
     env: dict[str, str] = {}
 

@@ -9,8 +9,8 @@ import time
 import anyio
 import pytest
 
-from polpo.llm.client import LLMClient, LLMError, ModelSettings
-from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text
+from polpo.llm.client import NO_KEY, LLMClient, LLMError, ModelSettings
+from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, error, text
 
 pytestmark = pytest.mark.anyio
 
@@ -57,3 +57,19 @@ async def test_a_missing_key_fails_before_any_request(monkeypatch: pytest.Monkey
             await client.chat(settings, [{"role": "user", "content": "hi"}])
         assert err.value.kind == "auth" and "POLPO_CLIENT_MISSING_KEY" in err.value.message
         assert srv.requests == []
+
+
+async def test_an_api_base_without_a_key_env_never_gets_the_providers_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-provider-default-5e6f7a8b")
+    with FakeLLM() as srv:
+        srv.script(text("ok"), error(401, "bad key"))
+        client = LLMClient(max_retries=0)
+        settings = ModelSettings("openai/fake-model", api_base=srv.base_url)
+        reply = await client.chat(settings, [{"role": "user", "content": "hi"}])
+        assert reply.content == "ok"
+        # litellm would fall back to OPENAI_API_KEY; the client sends an explicit placeholder instead
+        assert srv.requests[0].headers["authorization"] == f"Bearer {NO_KEY}"
+        with pytest.raises(LLMError) as err:
+            await client.chat(settings, [{"role": "user", "content": "hi"}])
+        assert err.value.kind == "auth"
+        assert f"no key was sent to {srv.base_url}: set api_key_env" in err.value.message

@@ -143,8 +143,38 @@ async def test_polpo_environment_and_marker(tmp_path: Path, monkeypatch: pytest.
     assert env["POLPO_ATTEMPT_ID"] == "att-42"
     assert env["POLPO_RUN_MARKER"] == "run-abc"
     assert env["AGENT_SETTING"] == "on"
-    # inherit_env=True (the default) passes the daemon's environment through, for coding-agent CLIs.
+    # the default is the minimal environment: the daemon's keys stay in the daemon
+    assert "OPENAI_API_KEY" not in env
+    assert env["PATH"] == os.environ["PATH"]
+
+
+@pytest.mark.anyio
+async def test_inherit_env_passes_the_daemons_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    monkeypatch.setenv("SOME_DAEMON_SETTING", "x")
+    script = "import os, json; print(json.dumps(dict(os.environ)))"
+    agent = CommandAgent("dev", [PY, "-c", script], clock=SystemClock(), inherit_env=True,
+                         env={"AGENT_SETTING": "on"})
+    env = json.loads((await agent.run(_request(tmp_path), on_start=_noop)).stdout_tail)
     assert env["OPENAI_API_KEY"] == "sk-parent-secret"
+    assert env["SOME_DAEMON_SETTING"] == "x"
+    assert env["AGENT_SETTING"] == "on"
+    assert env["POLPO_TASK_ID"] == "task-1"
+
+
+@pytest.mark.anyio
+async def test_passthrough_adds_only_the_named_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-for-the-cli")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    script = "import os, json; print(json.dumps(dict(os.environ)))"
+    agent = CommandAgent("dev", [PY, "-c", script], clock=SystemClock(),
+                         passthrough=["ANTHROPIC_API_KEY", "NOT_SET_ANYWHERE"])
+    env = json.loads((await agent.run(_request(tmp_path, feedback=None, kind="initial"), on_start=_noop)).stdout_tail)
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant-for-the-cli"
+    assert "OPENAI_API_KEY" not in env
+    assert "NOT_SET_ANYWHERE" not in env  # a listed variable the daemon lacks is left out, not set empty
+    assert env["POLPO_ATTEMPT_KIND"] == "initial"
 
 
 @pytest.mark.anyio
