@@ -37,8 +37,8 @@ def fill_or_none(file: str, raw: bytes, params: tuple[str, ...]) -> tuple[bytes 
     from polpo.mission.loader import json_path
 
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
+        data = json.loads(raw.decode("utf-8-sig"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         data = None  # the loader reports it, with line and column
     if not tpl.is_template(data):
         if params:

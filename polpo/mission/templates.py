@@ -6,10 +6,11 @@ the same with ``"mission"`` (Polpo's playbooks; an object or the JSON text of on
 
 Filling is JSON-aware: placeholders (``{{name}}`` or ``{{ name }}``) are replaced inside the strings of the
 parsed document, never in its text, so a value with quotes or newlines cannot break the JSON. A value goes in
-as text, except when the placeholder is the whole string (``"{{depth}}"``) and the parameter is a number or a
-boolean: then the string becomes that JSON value (``5``). ``--param`` values are converted to the parameter's
-type (number: ``5``, ``2.5``; boolean: ``true``/``false``/``yes``/``no``/``1``/``0``) and checked against its
-``enum``. An optional parameter with no default and no value fills as an empty string.
+as text (a number as typed, ``1200.50``; a boolean as ``true``/``false``), except when the placeholder is the
+whole string (``"{{depth}}"``) and the parameter is a number or a boolean: then the string becomes that JSON
+value (``5``), which is what a numeric field needs. ``--param`` values are checked against the parameter's
+type (number: ``5``, ``2.5``; boolean: ``true``/``false``/``yes``/``no``/``1``/``0``) and its ``enum``. An
+optional parameter with no default and no value fills as an empty string.
 
 Every missing required parameter, unknown ``--param``, badly typed value and placeholder that names no
 parameter is reported at once, each with its JSON path. The template's ``name`` and ``description`` become
