@@ -66,7 +66,7 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
         return LoadResult(None, [Problem("$", 'the top level must be a JSON object with a "tasks" list')], [])
     if is_template(data):
         return LoadResult(None, [Problem("$", template_rejection(data))], [])
-    found = duplicates + leftover_placeholders(data)
+    found = duplicates + (leftover_placeholders(data) if b"{{" in raw or b"\\u" in raw else [])
     suggest = _Suggester()
     spec: MissionSpec | None = None
     try:

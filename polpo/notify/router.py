@@ -1,11 +1,11 @@
 """Routing events to channels without ever making the caller wait.
 
-:meth:`Notifier.route` is synchronous and never blocks: it picks the channels (the mission's and task's own
-``notifications`` rules, the config's rules whose globs match the event name — see :mod:`.scopes` — plus the
-caller's extra channels such as a gate's ``notifyChannels`` or the SLA ``warning_channels``), and puts the
-event on each channel's bounded in-memory queue. :meth:`Notifier.run`
-(a background task) runs one worker per channel, so a slow webhook delays only its own later deliveries,
-never the engine and never another channel; order is kept per channel.
+:meth:`Notifier.route` is synchronous and never blocks: it picks the channels (the event's task's and
+mission's own ``notifications`` rules and the config's rules whose globs match its name — see :mod:`.scopes`
+— plus the caller's extra channels such as a gate's ``notifyChannels`` or the SLA ``warning_channels``), and
+puts the event on each channel's bounded in-memory queue. :meth:`Notifier.run` (a background task) runs one
+worker per channel, so a slow webhook delays only its own later deliveries, never the engine and never
+another channel; order is kept per channel.
 
 Outcomes come back through callbacks, which the engine turns into ``notification:sent`` /
 ``notification:failed`` events. Events named ``notification:*`` are never routed, so those reports

@@ -85,3 +85,26 @@ def test_a_duplicate_submit_says_which_run_and_force_runs_it_again(tmp_path: Pat
         assert [e["missionId"] for e in evs if e["event"] == "mission:accepted"] == ["job", "job#2"]
     r = run_cli("submit", "--config", str(config), str(src), "--force")
     assert r.returncode == 1 and "--force needs the running daemon" in r.stderr
+
+
+FIVE = {
+    "bug-fix": ["issue=login returns 500", "test_command=python -m pytest -q"],
+    "code-review": ["module=src/auth", "focus=security"],
+    "preventivo-pdf": ["cliente=ACME", "email_cliente=a@acme.test", "descrizione_lavoro=sito web",
+                       "importo=1200.50"],
+    "refactoring": ["module=src/util", "goal=reduce complexity"],
+    "site-audit": ["url=https://example.com"],
+}
+
+
+def test_each_polpo_example_is_submitted_with_only_a_config_file(tmp_path: Path) -> None:
+    config = write_config(tmp_path, extra='[channels.telegram]\ntype = "file"\npath = "telegram.jsonl"\n')
+    for name, params in FIVE.items():
+        args = [a for p in params for a in ("--param", p)]
+        r = run_cli("submit", "--config", str(config), str(EXAMPLES / f"{name}.workflow.json"), *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+        text = (tmp_path / "missions" / f"{name}.json").read_text()
+        assert "{{" not in text and json.loads(text)["name"] == name
+    r = run_cli("validate", "--config", str(config), *(str(p) for p in sorted((tmp_path / "missions").glob("*"))))
+    assert r.returncode == 0 and r.stdout.count(": ok") == 5, r.stdout + r.stderr
+    assert "€1200.50" in (tmp_path / "missions" / "preventivo-pdf.json").read_text()

@@ -227,3 +227,9 @@ def test_a_number_goes_into_text_as_typed() -> None:
     r = fill(parsed(doc), {"issue": "x", "depth": " 1200.50"})
     assert r.mission is not None and r.mission["tasks"][0]["description"] == "total €1200.50"
     assert r.values["depth"] == 1200.5 and r.mission["tasks"][0]["maxRetries"] == 1200.5
+
+
+def test_a_placeholder_written_with_json_escapes_is_found_too() -> None:
+    raw = b'{"tasks": [{"title": "t", "description": "\\u007b{x}}", "assignTo": "shell"}]}'
+    r = load_mission(raw, known_agents=["shell"])
+    assert [p.path for p in r.problems] == ["$.tasks[0].description"]
