@@ -34,6 +34,7 @@ from polpo.llm.client import load_litellm
 from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
+from polpo.notify.scopes import ScopeRegistry
 from polpo.sla.monitor import SlaMonitor
 from polpo.store.open import open_store
 from polpo.store.protocol import Store, StoreError
@@ -89,7 +90,8 @@ class Daemon:
         self.engine = engine
         notifier = Notifier(self.notify, clock=self.clock,
                             on_failed=lambda ch, ev, err: self._notification(ch, ev, err),
-                            on_sent=lambda ch, ev: self._notification(ch, ev, None))
+                            on_sent=lambda ch, ev: self._notification(ch, ev, None),
+                            scopes=ScopeRegistry(engine.board.missions.get))  # missions' own rules
 
         def route(ev: Event) -> None:
             notifier.route(ev, _extra_channels(cfg, ev))

@@ -1,4 +1,5 @@
-"""What a person asks of running work: cancel a mission, retry a failed task, approve a blocked one.
+"""What a person asks of running work: cancel a mission, retry a failed task, approve a blocked one, run a
+file's identical bytes again (``rerun``, from ``polpo submit --force``).
 
 The CLI queues these in the store's command inbox (a CLI has no other channel into a running daemon); the
 daemon polls the inbox every ``COMMAND_POLL`` seconds — never on a task's path — and answers in the same row.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -24,6 +26,9 @@ from polpo.model.status import AttemptKind, GateStatus, MissionStatus, StopReaso
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 
+if TYPE_CHECKING:
+    from polpo.engine.admission import Admission
+
 log = logging.getLogger("polpo.commands")
 
 __all__ = ["COMMAND_POLL", "SLA_REASON", "CommandRefused", "Commands"]
@@ -38,8 +43,9 @@ class CommandRefused(Exception):
 
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
-                 load: Callable[[str], Awaitable[Mission | None]]) -> None:
+                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
         self.cfg = cfg
+        self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
         self.board = board
@@ -120,6 +126,27 @@ class Commands:
         self.board.make_ready(task)
         return f"approved {task_id}: its {task.next_kind} runs next"
 
+    def rerun_source(self, source: str) -> str:
+        """Forget what a file's bytes became, so the same bytes written again start a new run.
+
+        The daemon starts nothing for bytes it has seen (an editor's extra events, a restart). ``polpo submit
+        --force`` queues this command, waits for the answer, then writes the file again. The source row keeps
+        its mission id with an empty hash, which matches no bytes, so this survives a restart too.
+        """
+        adm = self.admission
+        if adm is None:
+            raise CommandRefused("this daemon cannot rerun files")
+        active = adm.active_for_source(source)
+        if active is not None:
+            raise CommandRefused(f"mission {active.id} from {source} is still running: cancel it "
+                                 f"(polpo cancel {active.id}) or wait for it to finish")
+        info = adm.sources.get(source)
+        if info is None or not info.hash:
+            return f"{source}: nothing to forget; its bytes start a run when written"
+        adm.record(source, "", info.outcome, info.mission_id)
+        last = f" (last: mission {info.mission_id})" if info.mission_id else ""
+        return f"{source}: forgotten{last}; the same bytes start a new run when written again"
+
     def fail_for_sla(self, t: Task) -> None:
         """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry."""
         if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
@@ -138,6 +165,8 @@ class Commands:
                 return "done", await self.retry_task(target)
             if kind == "approve":
                 return "done", self.approve_task(target)
+            if kind == "rerun":
+                return "done", self.rerun_source(target)
             return "refused", f"unknown command {kind!r}"
         except CommandRefused as e:
             return "refused", str(e)

@@ -43,7 +43,7 @@ class Engine:
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
-                                 load=lambda mid: self.recovery.load_mission(mid))
+                                 load=lambda mid: self.recovery.load_mission(mid), admission=self.admission)
         self.sla = SlaKeeper(cfg.sla, store, self.board, self.commands.fail_for_sla)
         self.board.hooks = self.sla
         self.assessor = Assessor(cfg, store, clock, agents.llm)

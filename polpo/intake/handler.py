@@ -16,6 +16,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from polpo.engine.admission import Admission
+from polpo.intake.scoped import scoped_problems
 from polpo.mission.loader import Problem, format_problems, load_mission
 from polpo.mission.schema import MissionSpec
 from polpo.mission.security import policy_problems
@@ -49,8 +50,9 @@ class IntakeHandler:
             self._reject(source, digest, [Problem("$", reason)], "still running", busy_with=active.id)
             return "busy"
         result = load_mission(raw, known_agents=self.known_agents)
-        problems = result.problems if result.spec is None else _unknown_channels(result.spec, self.channels)
-        problems += policy_problems(result.spec, adm.cfg, source) if result.spec is not None else []
+        problems = result.problems if result.spec is None else (
+            _unknown_channels(result.spec, self.channels) + scoped_problems(result.spec, self.channels)
+            + policy_problems(result.spec, adm.cfg, source))
         if result.spec is None or problems:
             self._reject(source, digest, problems, "invalid")
             return "rejected"

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from polpo.docmodel import Model
 from polpo.mission.crosscheck import CrossChecker
+from polpo.mission.notifications import notification_warnings
 from polpo.mission.rawdoc import Loc, Suggester, as_list, get, name_of
 from polpo.mission.schema import (
     EXPECTATION_TYPES,
@@ -27,6 +28,7 @@ from polpo.mission.schema import (
     TaskSpec,
     TeamAgent,
 )
+from polpo.mission.templates import is_template, leftover_placeholders, template_rejection
 
 _IGNORED = "Polpo field not implemented by polpo; ignored"
 
@@ -58,7 +60,9 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
         return LoadResult(None, [problem], [])
     if not isinstance(data, dict):
         return LoadResult(None, [Problem("$", 'the top level must be a JSON object with a "tasks" list')], [])
-    found = duplicates
+    if is_template(data):
+        return LoadResult(None, [Problem("$", template_rejection(data))], [])
+    found = duplicates + (leftover_placeholders(data) if b"{{" in raw or b"\\u" in raw else [])
     suggest = Suggester()
     spec: MissionSpec | None = None
     try:
@@ -67,7 +71,7 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
         found.extend(_from_pydantic(e, data, suggest))
     checker = CrossChecker(data, known_agents, suggest)
     found.extend(checker.run())
-    warnings = _warnings(data, known_agents)
+    warnings = _warnings(data, known_agents) + [f"{json_path(loc)}: {msg}" for loc, msg in notification_warnings(data)]
     if not found:
         assert spec is not None
         return LoadResult(_gates_by_title(spec, checker.id_refs), [], warnings)

@@ -11,11 +11,48 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from polpo.checks.registry import EXPECTATION_TYPES, Expectation
 from polpo.docmodel import Model, Name, NonEmpty
 from polpo.durations import Deadline, Duration
+from polpo.mission.notifications import RULE_TOLERATED, current_event_name
+
+# ----------------------------------------------------------------------------------------- notifications
+
+
+class NotificationRule(Model):
+    """Polpo's scoped rule: events (globs) of this mission or task go to the named channels of the config.
+
+    Retired Polpo event names (``plan:completed``) are mapped to polpo's (``mission:completed``); the loader
+    warns about each. ``template`` replaces the one-line summary; ``{{field}}`` in it is read from the event.
+    """
+
+    TOLERATED = RULE_TOLERATED
+    id: str | None = None
+    name: str | None = None
+    events: list[NonEmpty] = Field(min_length=1)
+    channels: list[NonEmpty] = Field(min_length=1)
+    severity: Literal["info", "warning", "critical"] = "info"
+    template: str | None = None
+
+    @field_validator("events", mode="before")
+    @classmethod
+    def _current_names(cls, v: Any) -> Any:
+        return [current_event_name(e) if isinstance(e, str) else e for e in v] if isinstance(v, list) else v
+
+
+class Notifications(Model):
+    """Mission- or task-scoped notification rules.
+
+    ``inherit`` (default true): the config's ``[[notify.rules]]`` (and, for a task, the mission's rules) apply
+    too. ``false``: for an event one of these rules matches, only this scope's rules apply (Polpo's
+    "scoped rules win"); other events still go where the wider scope sends them.
+    """
+
+    rules: list[NotificationRule] = []
+    inherit: bool = True
+
 
 # ------------------------------------------------------------------------------------------------- tasks
 
@@ -51,7 +88,7 @@ class TaskSpec(Model):
     max_duration: Duration | None = None
     retry_policy: RetryPolicy | None = None
     side_effects: bool = False
-    notifications: dict[str, Any] | None = None
+    notifications: Notifications | None = None
 
 
 class TeamAgent(Model):
@@ -115,13 +152,14 @@ class MissionSpec(Model):
     deadline: Deadline | None = None
     workspace: str | None = None
     settings: MissionSettings = MissionSettings()
-    notifications: dict[str, Any] | None = None
+    notifications: Notifications | None = None
 
     def task_by_title(self, title: str) -> TaskSpec | None:
         return next((t for t in self.tasks if t.title == title), None)
 
 
-TOLERANT_MODELS: tuple[type[Model], ...] = (MissionSpec, MissionSettings, TaskSpec, TeamAgent, QualityGate)
+TOLERANT_MODELS: tuple[type[Model], ...] = (MissionSpec, MissionSettings, TaskSpec, TeamAgent, QualityGate,
+                                            NotificationRule)
 
 
 def mission_json_schema() -> dict[str, Any]:
@@ -146,5 +184,6 @@ def mission_json_schema() -> dict[str, Any]:
 
 __all__ = [
     "EXPECTATION_TYPES", "TOLERANT_MODELS", "Expectation", "ExpectedOutcome", "MissionSettings", "MissionSpec",
-    "QualityGate", "RetryPolicy", "TaskSpec", "TeamAgent", "mission_json_schema",
+    "NotificationRule", "Notifications", "QualityGate", "RetryPolicy", "TaskSpec", "TeamAgent",
+    "mission_json_schema",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,10 +25,12 @@ from polpo.clock import Clock, SystemClock
 from polpo.events.catalog import Event
 from polpo.events.render import headline
 from polpo.llm.secrets import redact, redact_url
+from polpo.mission.schema import NotificationRule
 from polpo.notify.config import ChannelConfig, CommandChannel, FileChannel, SlackChannel, WebhookChannel
+from polpo.notify.scopes import render_template
 from polpo.tools.procs import minimal_env, run_process
 
-__all__ = ["Deliverer", "DeliveryError", "event_json", "make_deliverer", "slack_text", "summarize"]
+__all__ = ["Deliverer", "DeliveryError", "Notification", "event_json", "make_deliverer", "slack_text", "summarize"]
 
 USER_AGENT = "polpo-notify/1"
 
@@ -38,23 +41,46 @@ class DeliveryError(Exception):
     """A delivery that failed for good; ``str()`` is already redacted."""
 
 
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One event for one channel; ``rule`` is the mission's or task's rule that chose the channel, if any."""
+
+    event: Event
+    rule: NotificationRule | None = None
+
+
 class Deliverer(Protocol):
-    async def deliver(self, event: Event) -> None: ...
+    async def deliver(self, note: Notification) -> None: ...
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    """The event as sent to webhooks, files and commands: the event-log shape plus a readable summary."""
-    return {**event.to_json_dict(), "summary": summarize(event)}
+def _note(item: Event | Notification) -> Notification:
+    return item if isinstance(item, Notification) else Notification(item)
 
 
-def summarize(event: Event) -> str:
-    """One readable line for a person (Slack text, file and webhook ``summary``): the shared renderer's."""
-    return headline(event.to_json_dict())
+def event_json(item: Event | Notification) -> dict[str, Any]:
+    """The event as sent to webhooks, files and commands: the event-log shape plus a readable summary, and
+    ``rule`` ({id, name, severity}) when a mission's or task's rule chose the channel."""
+    note = _note(item)
+    out = {**note.event.to_json_dict(), "summary": summarize(note)}
+    if note.rule is not None:
+        out["rule"] = {k: v for k, v in (("id", note.rule.id), ("name", note.rule.name),
+                                         ("severity", note.rule.severity)) if v is not None}
+    return out
 
 
-def slack_text(event: Event) -> str:
+def summarize(item: Event | Notification) -> str:
+    """One readable line for a person (Slack text, file and webhook ``summary``): the rule's ``template``
+    filled from the event, else the shared renderer's line."""
+    note = _note(item)
+    data = note.event.to_json_dict()
+    if note.rule is not None and note.rule.template:
+        return render_template(note.rule.template, data)
+    return headline(data)
+
+
+def slack_text(item: Event | Notification) -> str:
     """The summary, escaped for Slack's mrkdwn (``&``, ``<``, ``>``), prefixed so it is found in a channel."""
-    text = summarize(event).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = summarize(item).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return f"[polpo] {text}"
 
 
@@ -65,16 +91,16 @@ class _HttpDeliverer:
         self.name, self.ch, self.client, self.sleep = name, ch, client, sleep
         self.safe_url = redact_url(ch.url)
 
-    def payload(self, event: Event) -> dict[str, Any]:
+    def payload(self, note: Notification) -> dict[str, Any]:
         raise NotImplementedError
 
     def headers(self) -> dict[str, str]:
         return {}
 
-    async def deliver(self, event: Event) -> None:
-        body = orjson.dumps(self.payload(event))
+    async def deliver(self, note: Notification) -> None:
+        body = orjson.dumps(self.payload(note))
         headers = {"content-type": "application/json", "user-agent": USER_AGENT,
-                   "x-polpo-event": event.event, **self.headers()}
+                   "x-polpo-event": note.event.event, **self.headers()}
         attempts = self.ch.retries + 1
         delay = self.ch.backoff.total_seconds()
         last = ""
@@ -115,16 +141,16 @@ def _detail(e: Exception) -> str:
 class WebhookDeliverer(_HttpDeliverer):
     ch: WebhookChannel
 
-    def payload(self, event: Event) -> dict[str, Any]:
-        return event_json(event)
+    def payload(self, note: Notification) -> dict[str, Any]:
+        return event_json(note)
 
     def headers(self) -> dict[str, str]:
         return dict(self.ch.headers)
 
 
 class SlackDeliverer(_HttpDeliverer):
-    def payload(self, event: Event) -> dict[str, Any]:
-        return {"text": slack_text(event)}
+    def payload(self, note: Notification) -> dict[str, Any]:
+        return {"text": slack_text(note)}
 
 
 # ---------------------------------------------------------------------------------------- file, command
@@ -132,8 +158,8 @@ class FileDeliverer:
     def __init__(self, name: str, ch: FileChannel) -> None:
         self.name, self.path = name, ch.path
 
-    async def deliver(self, event: Event) -> None:
-        line = orjson.dumps(event_json(event)) + b"\n"
+    async def deliver(self, note: Notification) -> None:
+        line = orjson.dumps(event_json(note)) + b"\n"
         try:
             await anyio.to_thread.run_sync(_append, self.path, line)
         except OSError as e:
@@ -153,11 +179,11 @@ class CommandDeliverer:
     def __init__(self, name: str, ch: CommandChannel, clock: Clock) -> None:
         self.name, self.ch, self.clock = name, ch, clock
 
-    async def deliver(self, event: Event) -> None:
+    async def deliver(self, note: Notification) -> None:
         timeout = self.ch.timeout.total_seconds()
         res = await run_process(self.ch.argv, cwd=self.ch.cwd or Path.cwd(), clock=self.clock,
-                                env=minimal_env({**self.ch.env, "POLPO_EVENT": event.event}),
-                                stdin=orjson.dumps(event_json(event)), timeout=timeout, grace=2.0,
+                                env=minimal_env({**self.ch.env, "POLPO_EVENT": note.event.event}),
+                                stdin=orjson.dumps(event_json(note)), timeout=timeout, grace=2.0,
                                 output_limit=4096)
         if res.ok:
             return

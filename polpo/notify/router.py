@@ -1,10 +1,11 @@
 """Routing events to channels without ever making the caller wait.
 
-:meth:`Notifier.route` is synchronous and never blocks: it picks the channels (rules whose globs match the
-event name, plus the caller's extra channels such as a gate's ``notifyChannels`` or the SLA
-``warning_channels``), and puts the event on each channel's bounded in-memory queue. :meth:`Notifier.run`
-(a background task) runs one worker per channel, so a slow webhook delays only its own later deliveries,
-never the engine and never another channel; order is kept per channel.
+:meth:`Notifier.route` is synchronous and never blocks: it picks the channels (the event's task's and
+mission's own ``notifications`` rules and the config's rules whose globs match its name — see :mod:`.scopes`
+— plus the caller's extra channels such as a gate's ``notifyChannels`` or the SLA ``warning_channels``), and
+puts the event on each channel's bounded in-memory queue. :meth:`Notifier.run` (a background task) runs one
+worker per channel, so a slow webhook delays only its own later deliveries, never the engine and never
+another channel; order is kept per channel.
 
 Outcomes come back through callbacks, which the engine turns into ``notification:sent`` /
 ``notification:failed`` events. Events named ``notification:*`` are never routed, so those reports
@@ -21,10 +22,11 @@ import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from polpo.clock import Clock, SystemClock
-from polpo.events.catalog import Event, matches
+from polpo.events.catalog import Event
 from polpo.llm.secrets import redact, redact_url
-from polpo.notify.channels import Deliverer, DeliveryError, Sleep, make_deliverer
+from polpo.notify.channels import Deliverer, DeliveryError, Notification, Sleep, make_deliverer
 from polpo.notify.config import CommandChannel, NotifyConfig, SlackChannel, WebhookChannel
+from polpo.notify.scopes import ScopeRegistry, Target, resolve
 
 __all__ = ["Notifier", "OnFailed", "OnSent"]
 
@@ -39,17 +41,18 @@ class Notifier:
 
     def __init__(self, config: NotifyConfig, *, on_failed: OnFailed | None = None, on_sent: OnSent | None = None,
                  clock: Clock | None = None, sleep: Sleep = anyio.sleep,
-                 deliverers: Mapping[str, Deliverer] | None = None) -> None:
+                 deliverers: Mapping[str, Deliverer] | None = None, scopes: ScopeRegistry | None = None) -> None:
         self.config = config
+        self.scopes = scopes  # missions' and tasks' own rules; None: only the config's rules
         self._on_failed = on_failed
         self._on_sent = on_sent
         self._clock = clock or SystemClock()
         self._sleep = sleep
         self._given = dict(deliverers or {})
-        self._send: dict[str, MemoryObjectSendStream[Event]] = {}
-        self._recv: dict[str, MemoryObjectReceiveStream[Event]] = {}
+        self._send: dict[str, MemoryObjectSendStream[Notification]] = {}
+        self._recv: dict[str, MemoryObjectReceiveStream[Notification]] = {}
         for name in config.channels:
-            self._send[name], self._recv[name] = anyio.create_memory_object_stream[Event](config.queue_size)
+            self._send[name], self._recv[name] = anyio.create_memory_object_stream[Notification](config.queue_size)
         self._urls = {name: ch.url for name, ch in config.channels.items()
                       if isinstance(ch, WebhookChannel | SlackChannel)}
         self._secrets = {name: _secrets_of(ch) for name, ch in config.channels.items()}
@@ -58,23 +61,32 @@ class Notifier:
 
     # ------------------------------------------------------------------------------------------ routing
     def channels_for(self, event_name: str, extra_channels: Iterable[str] = ()) -> list[str]:
-        """Channel names for ``event_name``: matching rules' channels, then ``extra_channels``, each once."""
-        if event_name.startswith("notification:"):
-            return []
-        names = [c for rule in self.config.rules if any(matches(event_name, p) for p in rule.events)
-                 for c in rule.channels]
-        return list(dict.fromkeys([*names, *extra_channels]))
+        """Channel names for ``event_name`` by the config's rules, then ``extra_channels``, each once."""
+        return [t.channel for t in resolve(event_name, self.config.rules, None, None, extra_channels)]
+
+    def targets(self, event: Event, extra_channels: Iterable[str] = ()) -> list[Target]:
+        """Where ``event`` goes: its task's and mission's rules, the config's rules, then ``extra_channels``."""
+        scopes = self.scopes.for_event(event) if self.scopes is not None else None
+        return resolve(event.event, self.config.rules, scopes, event.task_id, extra_channels)
 
     def route(self, event: Event, extra_channels: Sequence[str] = ()) -> list[str]:
         """Queue ``event`` for its channels and return their names; never blocks, never raises."""
         queued = []
-        for name in self.channels_for(event.event, extra_channels):
+        try:
+            targets = self.targets(event, extra_channels)
+        except Exception:  # a bug in scoped routing must not cost the config's rules
+            log.exception("scoped notification rules failed on %s", event.event)
+            targets = resolve(event.event, self.config.rules, None, None, extra_channels)
+        if self.scopes is not None:
+            self.scopes.after(event)
+        for target in targets:
+            name = target.channel
             stream = self._send.get(name)
             if stream is None:
                 self._failed(name, event.event, "unknown notification channel")
                 continue
             try:
-                stream.send_nowait(event)
+                stream.send_nowait(Notification(event, target.rule))
             except anyio.WouldBlock:
                 self._failed(name, event.event,
                              f"queue full ({self.config.queue_size} pending); notification dropped")
@@ -117,11 +129,13 @@ class Notifier:
         """Notifications queued and not yet taken by a worker."""
         return sum(s.statistics().current_buffer_used for s in self._send.values())
 
-    async def _worker(self, name: str, deliverer: Deliverer, queue: MemoryObjectReceiveStream[Event]) -> None:
+    async def _worker(self, name: str, deliverer: Deliverer,
+                      queue: MemoryObjectReceiveStream[Notification]) -> None:
         async with queue:
-            async for event in queue:
+            async for note in queue:
+                event = note.event
                 try:
-                    await deliverer.deliver(event)
+                    await deliverer.deliver(note)
                 except DeliveryError as e:
                     log.warning("notification %s → %s failed: %s", event.event, name, e)
                     self._failed(name, event.event, str(e))

@@ -121,6 +121,11 @@ def gates(con: sqlite3.Connection, mid: str) -> list[dict[str, Any]]:
     return [dict(r) for r in con.execute("SELECT * FROM gates WHERE mission_id = ? ORDER BY name", (mid,))]
 
 
+def source(con: sqlite3.Connection, path: str) -> dict[str, Any] | None:
+    """What the daemon last made of a mission file's bytes: {path, hash, outcome, mission_id, seen_at}."""
+    return _dict(con.execute("SELECT * FROM sources WHERE path = ?", (path,)).fetchone())
+
+
 def queue_command(con: sqlite3.Connection, kind: str, target: str, now: str) -> int:
     with con:
         cur = con.execute("INSERT INTO commands (kind, target, created_at) VALUES (?, ?, ?)", (kind, target, now))
