@@ -26,13 +26,15 @@ tasks only, and that agent's own row.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
+
+if TYPE_CHECKING:
+    from polpo.store.read import Conn
 
 __all__ = ["AssessmentRow", "MarkRow", "MetricsReport", "QualityMetrics", "TaskRow", "aggregate", "compute",
            "dimension_averages", "load", "quality_metrics"]
@@ -206,7 +208,7 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
 
 
 # ----------------------------------------------------------------------------------------------- store
-def load(con: sqlite3.Connection, *, mission: str | None = None) -> Snapshot:
+def load(con: Conn, *, mission: str | None = None) -> Snapshot:
     """The rows metrics need, optionally of one mission (by id); read-only."""
     where, args = ("WHERE t.mission_id = ?", (mission,)) if mission is not None else ("", ())
     tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0) for r in con.execute(
@@ -237,7 +239,7 @@ def _scores(text: str | None) -> list[dict[str, Any]]:
     return [s for s in data if isinstance(s, dict)] if isinstance(data, list) else []
 
 
-def quality_metrics(con: sqlite3.Connection, *, mission: str | None = None,
+def quality_metrics(con: Conn, *, mission: str | None = None,
                     agent: str | None = None) -> MetricsReport:
     """Metrics from an open connection (``polpo.store.read.connect``), filtered by mission id and/or agent."""
     return compute(load(con, mission=mission), agent=agent)
