@@ -29,10 +29,12 @@ timeout = 60
 
 
 @contextmanager
-def bench_daemon(concurrency: int = 8) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+def bench_daemon(concurrency: int = 8, store_url: str | None = None) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    """A daemon on a fresh temp folder; its state in SQLite there, or in the PostgreSQL database ``store_url``."""
     root = Path(tempfile.mkdtemp(prefix="polpo-bench-"))
     (root / "missions").mkdir()
-    (root / "polpo.toml").write_text(CONFIG.format(concurrency=concurrency))
+    store = f'\n[store]\nurl = "{store_url}"\n' if store_url else ""
+    (root / "polpo.toml").write_text(CONFIG.format(concurrency=concurrency) + store)
     proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(root / "polpo.toml")],
                             stdout=subprocess.DEVNULL, stderr=(root / "daemon.log").open("w"), text=True)
     try:

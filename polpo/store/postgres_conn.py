@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from polpo.config import StoreSettings
-from polpo.store.protocol import StoreError
+from polpo.store.errors import StoreError
 
 __all__ = ["PgTarget", "target"]
 

@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 
 from polpo.config import StoreSettings
+from polpo.store.errors import StoreError
 from polpo.store.postgres_conn import PgTarget, target
-from polpo.store.protocol import StoreError
 
 __all__ = ["PgReadConnection", "connect"]
 

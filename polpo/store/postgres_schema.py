@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from polpo.store.protocol import StoreError
+from polpo.store.errors import StoreError
 
 if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
     from asyncpg import Connection

@@ -51,7 +51,7 @@ def open_reader(cfg: Config) -> Conn:
     if cfg.store.url is None:
         return connect(cfg.db_path)
     from polpo.store import postgres_read
-    from polpo.store.protocol import StoreError
+    from polpo.store.errors import StoreError
 
     try:
         return postgres_read.connect(cfg.store)
