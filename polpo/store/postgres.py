@@ -1,9 +1,15 @@
 """The shared store: PostgreSQL through an asyncpg pool, for daemons that share state across machines.
 
 Same seam as SQLite (``StoreCore``: one writer, group commit, publish after commit). A batch is one
-transaction on one pooled connection: the events first, each ``INSERT … RETURNING seq`` numbered by the
-database's identity sequence (so numbers are unique across every node; increasing in commit order on one
-node, not gapless: a rolled-back batch burns its numbers), then one ``executemany`` of upserts per table.
+transaction on one pooled connection: one ``executemany`` of upserts per table, then the events, numbered by
+advancing the one-row ``event_clock`` (``UPDATE … RETURNING``) just before they are inserted and the commit.
+
+That row's lock, held from the numbering to the commit, makes event numbers cluster-wide what they are on one
+node: consecutive (a rolled-back batch gives its numbers back) and in commit order (a node that numbers after
+another commits after it), so a reader that has seen ``seq`` N never later finds a smaller one appear. It is
+taken last, so the time nodes serialize on it is two round trips, and a transaction holding it never waits
+for another lock (no deadlock with row locks taken by the upserts).
+
 asyncpg rather than psycopg: about half the client CPU per group commit (notes/pg-driver.md).
 
 The pool's release reset is a no-op (it saves a round trip per acquire), which is safe only because this store
@@ -31,7 +37,8 @@ from polpo.store.sql import statement
 
 __all__ = ["PostgresStore"]
 
-_INSERT_EVENT = "INSERT INTO events (ts, event, mission_id, task_id, data) VALUES ($1, $2, $3, $4, $5) RETURNING seq"
+_NUMBER = "UPDATE event_clock SET seq = seq + $1 RETURNING seq"
+_INSERT_EVENT = "INSERT INTO events (seq, ts, event, mission_id, task_id, data) VALUES ($1, $2, $3, $4, $5, $6)"
 
 
 async def _keep_session(_conn: asyncpg.Connection[Any]) -> None:
@@ -73,15 +80,17 @@ class PostgresStore(StoreCore):
 
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         async with self.pool.acquire() as conn, conn.transaction():
-            seqs: list[int] = []
-            if events:
-                numbered = await conn.fetchmany(_INSERT_EVENT, [
-                    (ev.ts, ev.event, ev.mission_id, ev.task_id, orjson.dumps(ev.data).decode()) for ev in events])
-                seqs = [int(r[0]) for r in numbered]
             for table, group in rows.items():
                 sql, params = statement(table, group, "$")
                 await conn.executemany(sql, [_no_nul(r) for r in params])
-        return seqs
+            if not events:
+                return []
+            last = int(await conn.fetchval(_NUMBER, len(events)))  # locks the clock until the commit
+            first = last - len(events) + 1
+            await conn.executemany(_INSERT_EVENT, [
+                (first + i, ev.ts, ev.event, ev.mission_id, ev.task_id, orjson.dumps(ev.data).decode())
+                for i, ev in enumerate(events)])
+        return list(range(first, last + 1))
 
     async def _close_backend(self) -> None:
         await self.pool.close()

@@ -109,3 +109,18 @@ def test_a_wrong_password_stops_the_daemon_without_printing_it(
     status = run_cli("status", "--config", str(config), env={"POLPO_PG_PW": "wr0ng-Pa55word-xyz"})
     assert status.returncode == 1 and "password authentication failed" in status.stderr
     assert "wr0ng-Pa55word-xyz" not in status.stdout + status.stderr
+
+
+def test_a_cli_command_reaches_a_daemon_on_postgresql_and_is_answered(tmp_path: Path, postgres_url: str) -> None:
+    config = pg_config(tmp_path, postgres_url)
+    state = tmp_path / "state"
+    (tmp_path / "missions" / "long.json").write_text(mission_json(
+        shell_task("wait", "while [ ! -f go ]; do sleep 0.05; done")))
+    with daemon_process(config):
+        wait_events(state, lambda evs: any(e["event"] == "agent:spawned" for e in evs))
+        cancel = run_cli("cancel", "long", "--config", str(config))
+        evs = wait_events(state, lambda evs: any(e["event"] == "mission:cancelled" for e in evs))
+    assert cancel.returncode == 0, cancel.stderr
+    assert cancel.stdout.strip() == "cancelling mission long"  # the daemon's answer, read back from the row
+    assert fetch(postgres_url, "SELECT kind, target, status FROM commands") == [("cancel", "long", "done")]
+    assert any(e["event"] == "mission:cancelled" and e["missionId"] == "long" for e in evs)

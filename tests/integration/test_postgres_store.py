@@ -61,6 +61,30 @@ async def test_two_stores_on_one_database_share_one_sequence_of_distinct_increas
     finally:
         await reader.close()
     assert stored == sorted(seen["a"] + seen["b"], key=lambda e: e.seq)
+    assert [e.seq for e in stored] == list(range(1, 161))  # no gaps across the two
+
+
+async def test_a_node_numbers_its_events_only_after_an_earlier_numbered_commit_is_done(postgres_url: str) -> None:
+    """So a reader following ``seq`` upwards never sees a smaller number appear later."""
+    store = await open_pg(postgres_url)
+    other = await asyncpg.connect(postgres_url)  # another node, between numbering its events and committing
+    try:
+        async with writing(store):
+            tx = other.transaction()
+            await tx.start()
+            assert await other.fetchval("UPDATE event_clock SET seq = seq + 1 RETURNING seq") == 1
+            mine = store.submit(store.tx().event(E.OrchestratorShutdown(pid=1, unfinished_missions=0)))
+            while not await other.fetchval(  # our writer waits on the clock's row lock
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE event_clock%'"):
+                await anyio.sleep(0.01)
+            assert not mine.done.is_set()
+            await other.execute("INSERT INTO events (seq, ts, event, data) VALUES (1, 't', 'other', '{}')")
+            await tx.commit()
+            await mine.done.wait()
+        assert [e.seq for e in mine.events] == [2]
+    finally:
+        await other.close()
 
 
 async def test_nodes_starting_together_migrate_once(postgres_url: str) -> None:
@@ -116,7 +140,8 @@ async def test_the_schema_mirrors_sqlite_column_for_column(postgres_url: str, tm
     try:
         rows = await conn.fetch(
             "SELECT table_name, column_name, data_type, is_nullable = 'NO' AS not_null, collation_name "
-            "FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> 'schema_version' "
+            "FROM information_schema.columns WHERE table_schema = 'public' "
+            "AND table_name NOT IN ('schema_version', 'event_clock') "
             "ORDER BY table_name, ordinal_position")
     finally:
         await conn.close()
