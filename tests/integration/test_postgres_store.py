@@ -239,3 +239,12 @@ def test_a_sqlite_config_never_imports_asyncpg(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "SqliteStore"
+
+
+def test_the_cli_on_a_database_no_daemon_has_used_says_there_is_no_state_yet(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    cfg = parse_config({"store": {"url": postgres_url}}, tmp_path / "polpo.toml")
+    with pytest.raises(read.NoState, match="no polpo state in the PostgreSQL database") as err:
+        read.open_reader(cfg)
+    assert not isinstance(err.value, read.Unreachable)
