@@ -7,8 +7,8 @@ advancing the one-row ``event_clock`` (``UPDATE … RETURNING``) just before the
 That row's lock, held from the numbering to the commit, makes event numbers cluster-wide what they are on one
 node: consecutive (a rolled-back batch gives its numbers back) and in commit order (a node that numbers after
 another commits after it), so a reader that has seen ``seq`` N never later finds a smaller one appear. It is
-taken last, so the time nodes serialize on it is two round trips, and a transaction holding it never waits
-for another lock (no deadlock with row locks taken by the upserts).
+taken last, so nodes serialize on it for three round trips (number, insert, commit), and a transaction holding
+it never waits for another lock (no deadlock with the row locks the upserts take).
 
 asyncpg rather than psycopg: about half the client CPU per group commit (notes/pg-driver.md).
 

@@ -82,7 +82,7 @@ class PgReadConnection:
 
 
 def connect(settings: StoreSettings) -> PgReadConnection:
-    """One connection to the store; ``None``-state (no schema yet) raises ``LookupError``."""
+    """One connection to the store. A database no daemon has set up yet raises ``LookupError``."""
     t = target(settings)
     loop = asyncio.new_event_loop()
     try:
