@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from polpo.durations import Duration
 
@@ -112,6 +112,35 @@ class SecuritySettings(_Base):
     env_passthrough: list[str] = []  # variables the config's command agents get from the daemon's environment
 
 
+class StoreSettings(_Base):
+    """Where state lives: SQLite in ``state_dir`` (the default) or a PostgreSQL database shared by nodes."""
+
+    url: str | None = None  # postgresql://user@host:port/db; unset: <state_dir>/polpo.db
+    password_env: str | None = None  # the variable holding the password (never in the URL, never logged)
+    pool_size: int = Field(4, ge=1, le=100)  # connections per daemon: the writer plus concurrent reads
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, v: str | None) -> str | None:
+        # the messages never repeat the URL: it might hold the very password they are about
+        if v is None:
+            return None
+        from urllib.parse import parse_qs, urlsplit
+
+        try:
+            parts = urlsplit(v)
+            has_password = parts.password is not None or "password" in parse_qs(parts.query)
+        except ValueError:
+            raise ValueError("not a URL; expected postgresql://user@host:port/db") from None
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise ValueError("only PostgreSQL is supported: postgresql://user@host:port/db "
+                             "(leave url unset for SQLite in state_dir)")
+        if has_password:
+            raise ValueError("the URL holds a password; remove it and name the environment variable "
+                             "that holds it in [store] password_env")
+        return v
+
+
 class Config(_Base):
     daemon: DaemonSettings = DaemonSettings()
     agents: dict[str, AgentConfig] = {}
@@ -120,6 +149,7 @@ class Config(_Base):
     llm: LlmSettings = LlmSettings()
     sla: SlaSettings = SlaSettings()
     security: SecuritySettings = SecuritySettings()
+    store: StoreSettings = StoreSettings()
     channels: dict[str, dict[str, Any]] = {}
     notify: dict[str, Any] = {}
     source: Path | None = None  # the file it was read from

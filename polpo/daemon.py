@@ -212,7 +212,7 @@ def run_daemon(cfg: Config) -> int:
     try:
         daemon = Daemon(cfg)
         anyio.run(daemon.run, backend="asyncio")
-    except (DaemonError, ConfigError) as e:
+    except (DaemonError, ConfigError, StoreError) as e:  # e.g. the PostgreSQL store is unreachable
         print(f"polpo: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

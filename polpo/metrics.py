@@ -26,15 +26,17 @@ tasks only, and that agent's own row.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from polpo.store.read import AssessmentRow, MarkRow, Snapshot, metrics_snapshot
 
 __all__ = ["MetricsReport", "QualityMetrics", "aggregate", "compute", "dimension_averages", "quality_metrics"]
+
+if TYPE_CHECKING:
+    from polpo.store.read import Conn
 
 EntityType = Literal["task", "agent", "mission"]
 
@@ -159,7 +161,7 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
     return MetricsReport(missions=mission_rows, agents=agent_rows, tasks=task_rows)
 
 
-def quality_metrics(con: sqlite3.Connection, *, mission: str | None = None,
+def quality_metrics(con: Conn, *, mission: str | None = None,
                     agent: str | None = None) -> MetricsReport:
     """Metrics from an open connection (``polpo.store.read.connect``), filtered by mission id and/or agent."""
     return compute(metrics_snapshot(con, mission=mission), agent=agent)

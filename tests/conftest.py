@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from polpo.clock import FakeClock
 from tests.support.postgres import PgCluster, PostgresUnavailable, find_bindir, running_cluster
+from tests.support.stores import BACKENDS, Backend
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -40,3 +43,13 @@ def postgres_url(postgres_cluster: PgCluster) -> Iterator[str]:
     name = postgres_cluster.create_database()
     yield postgres_cluster.url(name)
     postgres_cluster.drop_database(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """Each store backend in turn (memory, SQLite, PostgreSQL), empty; open stores with ``await backend.open()``."""
+    kind = request.param
+    clock = FakeClock()
+    if kind == "postgres":
+        return Backend(kind, clock, url=request.getfixturevalue("postgres_url"))
+    return Backend(kind, clock, db_path=tmp_path / "polpo.db")

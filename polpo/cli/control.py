@@ -20,7 +20,7 @@ def _queue(kind: str, target: str, config_path: str | None) -> None:
 
     cfg = load_config_or_exit(config_path)
     try:
-        con = read.connect(cfg.db_path)
+        con = read.open_reader(cfg)
     except read.NoState as e:
         raise click.ClickException(str(e)) from None
     exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)

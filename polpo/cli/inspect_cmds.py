@@ -67,7 +67,9 @@ def status(as_json: bool, show_all: bool, config_path: str | None) -> None:
     cfg = load_config_or_exit(config_path)
     pid = daemon_pid(cfg.state_dir)
     try:
-        con = read.connect(cfg.db_path)
+        con = read.open_reader(cfg)
+    except read.Unreachable as e:
+        raise click.ClickException(str(e)) from None
     except read.NoState as e:
         if as_json:
             print_json({"daemon": {"running": pid is not None, "pid": pid}, "missions": []})
@@ -104,7 +106,7 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
 
     cfg = load_config_or_exit(config_path)
     try:
-        con = read.connect(cfg.db_path)
+        con = read.open_reader(cfg)
     except read.NoState as e:
         raise click.ClickException(str(e)) from None
     t = read.task(con, ident)

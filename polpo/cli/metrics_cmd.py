@@ -72,7 +72,7 @@ def metrics(mission_id: str | None, agent: str | None, as_json: bool, config_pat
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     try:
-        con = read.connect(cfg.db_path)
+        con = read.open_reader(cfg)
     except read.NoState as e:
         raise click.ClickException(str(e)) from None
     try:

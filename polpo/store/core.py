@@ -5,12 +5,18 @@ queued into ONE backend transaction (rows grouped by table, then the event rows)
 writes each event to ``events.jsonl`` and hands it to subscribers, in ``seq`` order. So state is durable before
 its event is seen, the cost per change does not grow with the number of tasks, and under load many changes
 share a commit. A backend implements :meth:`StoreCore._apply` and the named reads of the protocol.
+
+Events are numbered by the writer from an in-process counter, unless the backend numbers them inside its
+transaction (PostgreSQL: one sequence shared by every node) and returns the numbers from ``_apply``; either
+way one node publishes in commit order.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import replace
 
 import anyio
 import orjson
@@ -40,8 +46,12 @@ class StoreCore:
         self.commits = 0  # batches written, for benchmarks
 
     # -- backend hooks -------------------------------------------------------------------------------------
-    async def _apply(self, rows: dict[Table, list[Row]], events: list[Event]) -> None:
-        """Write one batch in one transaction (all or nothing)."""
+    async def _apply(self, rows: dict[Table, list[Row]], events: list[Event]) -> Sequence[int] | None:
+        """Write one batch in one transaction (all or nothing).
+
+        Return None to keep the writer's numbering, or the ``seq`` the backend gave each event (in order,
+        increasing) when the database numbers them itself.
+        """
         raise NotImplementedError
 
     async def _close_backend(self) -> None:
@@ -101,14 +111,28 @@ class StoreCore:
                 events.append(ev)
         if rows or events:
             try:
-                await self._apply(rows, events)
+                seqs = await self._apply(rows, events)
             except BaseException:
                 self._seq = first_seq
                 raise
             self.commits += 1
+            if seqs is not None and events:
+                events = self._renumber(batch, seqs)
         self._publish(events)
         for tx in batch:
             tx.done.set()
+
+    def _renumber(self, batch: list[Tx], seqs: Sequence[int]) -> list[Event]:
+        """Give the batch's events the numbers the database assigned (same order)."""
+        if len(seqs) != sum(len(tx.events) for tx in batch):
+            raise StoreError(f"the backend numbered {len(seqs)} events of {sum(len(tx.events) for tx in batch)}")
+        it = iter(seqs)
+        events: list[Event] = []
+        for tx in batch:
+            tx.events[:] = [replace(ev, seq=next(it)) for ev in tx.events]
+            events.extend(tx.events)
+        self._seq = events[-1].seq
+        return events
 
     def _publish(self, events: list[Event]) -> None:
         if self.event_log is not None and events:

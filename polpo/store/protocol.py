@@ -15,16 +15,13 @@ from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.model.records import Assessment, Attempt, Mission
 from polpo.model.status import SourceOutcome
+from polpo.store.errors import StoreError
 from polpo.store.tx import Tx
 
 __all__ = ["CommandRecord", "LoadedMission", "MissionIndexEntry", "SourceRecord", "Store", "StoreError",
            "Subscriber"]
 
 Subscriber = Callable[[Event], None]
-
-
-class StoreError(RuntimeError):
-    """The store cannot be used (closed, newer schema, unwritable)."""
 
 
 @dataclass(frozen=True)

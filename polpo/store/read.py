@@ -1,22 +1,65 @@
 """Synchronous, read-mostly access for the CLI (status, show, commands) while a daemon runs.
 
 WAL lets these readers work beside the daemon's single writer. The only write is queueing a command in
-the ``commands`` inbox, which the daemon applies.
+the ``commands`` inbox, which the daemon applies. The queries are written once, with ``?`` placeholders, against
+:class:`Conn`: a ``sqlite3.Connection``, or for a PostgreSQL store the small adapter in ``postgres_read.py``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
+
+if TYPE_CHECKING:
+    from polpo.config import Config
 
 
 class NoState(Exception):
     pass
+
+
+class Unreachable(NoState):
+    """The configured PostgreSQL store cannot be reached (the message never holds the password)."""
+
+
+class Rows(Protocol):
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def fetchone(self) -> Any: ...
+
+
+class Conn(Protocol):
+    """What the CLI's queries need from a connection; ``sqlite3.Connection`` is one."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> Rows: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None,
+                 /) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def open_reader(cfg: Config) -> Conn:
+    """The state the config names: the SQLite file in the state folder, or the ``[store] url`` database."""
+    if cfg.store.url is None:
+        return connect(cfg.db_path)
+    from polpo.store import postgres_read
+    from polpo.store.errors import StoreError
+
+    try:
+        return postgres_read.connect(cfg.store)
+    except LookupError as e:
+        raise NoState(str(e)) from None
+    except StoreError as e:
+        raise Unreachable(str(e)) from None
 
 
 def connect(db_path: Path) -> sqlite3.Connection:
@@ -28,7 +71,7 @@ def connect(db_path: Path) -> sqlite3.Connection:
     return con
 
 
-def _dict(row: sqlite3.Row | None, json_cols: tuple[str, ...] = ()) -> dict[str, Any] | None:
+def _dict(row: Any, json_cols: tuple[str, ...] = ()) -> dict[str, Any] | None:
     if row is None:
         return None
     d = dict(row)
@@ -38,7 +81,7 @@ def _dict(row: sqlite3.Row | None, json_cols: tuple[str, ...] = ()) -> dict[str,
     return d
 
 
-def missions(con: sqlite3.Connection, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
+def missions(con: Conn, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
     sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
@@ -50,22 +93,22 @@ def missions(con: sqlite3.Connection, *, include_finished: bool = True, limit: i
     return [dict(r) for r in con.execute(sql, (limit,))][::-1]
 
 
-def mission(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
+def mission(con: Conn, mid: str) -> dict[str, Any] | None:
     row = con.execute("SELECT * FROM missions WHERE id = ?", (mid,)).fetchone()
     if row is None:
         row = con.execute("SELECT * FROM missions WHERE name = ? ORDER BY seq DESC LIMIT 1", (mid,)).fetchone()
     return _dict(row, ("report", "warnings"))
 
 
-def tasks(con: sqlite3.Connection, mid: str) -> list[dict[str, Any]]:
+def tasks(con: Conn, mid: str) -> list[dict[str, Any]]:
     return [dict(r) for r in con.execute("SELECT * FROM tasks WHERE mission_id = ? ORDER BY idx", (mid,))]
 
 
-def task(con: sqlite3.Connection, tid: str) -> dict[str, Any] | None:
+def task(con: Conn, tid: str) -> dict[str, Any] | None:
     return _dict(con.execute("SELECT * FROM tasks WHERE id = ?", (tid,)).fetchone(), ("expectations",))
 
 
-def attempts(con: sqlite3.Connection, tid: str, *, full: bool = False) -> list[dict[str, Any]]:
+def attempts(con: Conn, tid: str, *, full: bool = False) -> list[dict[str, Any]]:
     """A task's attempts with their assessments; ``full`` adds transcripts and every reviewer's whole trace."""
     out = []
     for r in con.execute("SELECT * FROM attempts WHERE task_id = ? ORDER BY number", (tid,)):
@@ -82,7 +125,7 @@ def attempts(con: sqlite3.Connection, tid: str, *, full: bool = False) -> list[d
     return out
 
 
-def assessments(con: sqlite3.Connection, attempt_id: str, *, full: bool = False) -> list[dict[str, Any]]:
+def assessments(con: Conn, attempt_id: str, *, full: bool = False) -> list[dict[str, Any]]:
     out = []
     for r in con.execute("SELECT * FROM assessments WHERE attempt_id = ? ORDER BY id", (attempt_id,)):
         a = _dict(r, ("scores",))
@@ -97,7 +140,7 @@ def assessments(con: sqlite3.Connection, attempt_id: str, *, full: bool = False)
     return out
 
 
-def _review(row: sqlite3.Row, full: bool) -> dict[str, Any]:
+def _review(row: Any, full: bool) -> dict[str, Any]:
     data = orjson.loads(row["data"])
     if full:
         return {"check": row["check_idx"], **data}
@@ -107,32 +150,33 @@ def _review(row: sqlite3.Row, full: bool) -> dict[str, Any]:
             "strategyErrors": data.get("strategyErrors"), "tokens": data.get("tokens"), "cost": data.get("cost")}
 
 
-def transcript(con: sqlite3.Connection, attempt_id: str) -> list[dict[str, Any]] | None:
+def transcript(con: Conn, attempt_id: str) -> list[dict[str, Any]] | None:
     row = con.execute("SELECT data FROM transcripts WHERE attempt_id = ?", (attempt_id,)).fetchone()
     return orjson.loads(row[0]) if row else None
 
 
-def dimensions(con: sqlite3.Connection, tid: str) -> list[dict[str, Any]]:
+def dimensions(con: Conn, tid: str) -> list[dict[str, Any]]:
     return [{"check": r["check_idx"], "source": r["source"], "dimensions": orjson.loads(r["data"])}
             for r in con.execute("SELECT * FROM dimensions WHERE task_id = ? ORDER BY check_idx", (tid,))]
 
 
-def gates(con: sqlite3.Connection, mid: str) -> list[dict[str, Any]]:
+def gates(con: Conn, mid: str) -> list[dict[str, Any]]:
     return [dict(r) for r in con.execute("SELECT * FROM gates WHERE mission_id = ? ORDER BY name", (mid,))]
 
 
-def source(con: sqlite3.Connection, path: str) -> dict[str, Any] | None:
+def source(con: Conn, path: str) -> dict[str, Any] | None:
     """What the daemon last made of a mission file's bytes: {path, hash, outcome, mission_id, seen_at}."""
     return _dict(con.execute("SELECT * FROM sources WHERE path = ?", (path,)).fetchone())
 
 
-def queue_command(con: sqlite3.Connection, kind: str, target: str, now: str) -> int:
+def queue_command(con: Conn, kind: str, target: str, now: str) -> int:
     with con:
-        cur = con.execute("INSERT INTO commands (kind, target, created_at) VALUES (?, ?, ?)", (kind, target, now))
-    return int(cur.lastrowid or 0)
+        row = con.execute("INSERT INTO commands (kind, target, created_at) VALUES (?, ?, ?) RETURNING id",
+                          (kind, target, now)).fetchone()
+    return int(row[0])
 
 
-def command(con: sqlite3.Connection, cid: int) -> dict[str, Any] | None:
+def command(con: Conn, cid: int) -> dict[str, Any] | None:
     return _dict(con.execute("SELECT * FROM commands WHERE id = ?", (cid,)).fetchone())
 
 
@@ -183,7 +227,7 @@ class Snapshot:
     mission_order: list[str]  # acceptance order
 
 
-def metrics_snapshot(con: sqlite3.Connection, *, mission: str | None = None) -> Snapshot:
+def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
     """The rows metrics need, optionally of one mission (by id); read-only."""
     where, args = ("WHERE t.mission_id = ?", (mission,)) if mission is not None else ("", ())
     tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0) for r in con.execute(

@@ -1,7 +1,7 @@
 """SQL text for the tables of :mod:`polpo.store.rows`: idempotent upserts, written once for every backend.
 
 ``INSERT … ON CONFLICT (key) DO UPDATE SET col = excluded.col`` is the same in SQLite and PostgreSQL; only the
-parameter placeholder differs (``?`` or ``%s``).
+parameter placeholder differs: ``?`` (SQLite) or ``$`` for PostgreSQL's numbered ``$1, $2, …``.
 """
 
 from __future__ import annotations
@@ -13,20 +13,25 @@ from polpo.store.rows import COMMANDS_DONE, EVENTS, Row, Table
 __all__ = ["insert", "statement", "upsert"]
 
 
+def _marks(n: int, ph: str) -> list[str]:
+    return [f"${i}" for i in range(1, n + 1)] if ph == "$" else [ph] * n
+
+
 def upsert(table: Table, ph: str = "?") -> str:
     updates = ", ".join(f"{c}=excluded.{c}" for c in table.cols if c not in table.key and c not in table.insert_only)
-    return (f"INSERT INTO {table.name} ({', '.join(table.cols)}) VALUES ({', '.join(ph for _ in table.cols)}) "
+    return (f"INSERT INTO {table.name} ({', '.join(table.cols)}) VALUES ({', '.join(_marks(len(table.cols), ph))}) "
             f"ON CONFLICT({', '.join(table.key)}) DO UPDATE SET {updates}")
 
 
 def insert(table: Table, ph: str = "?") -> str:
-    return f"INSERT INTO {table.name} ({', '.join(table.cols)}) VALUES ({', '.join(ph for _ in table.cols)})"
+    return f"INSERT INTO {table.name} ({', '.join(table.cols)}) VALUES ({', '.join(_marks(len(table.cols), ph))})"
 
 
 def statement(table: Table, rows: Sequence[Row], ph: str = "?") -> tuple[str, Sequence[Row]]:
     """The statement writing rows of ``table`` (tuples in ``table.cols`` order) and its parameter rows."""
     if table is COMMANDS_DONE:  # (id, status, result, handled_at): an update of the row the CLI inserted
-        return (f"UPDATE commands SET status={ph}, result={ph}, handled_at={ph} WHERE id={ph}",
+        status, result, handled_at, cid = _marks(4, ph)
+        return (f"UPDATE commands SET status={status}, result={result}, handled_at={handled_at} WHERE id={cid}",
                 [(r[1], r[2], r[3], r[0]) for r in rows])
     if table is EVENTS:
         return insert(table, ph), rows

@@ -157,6 +157,31 @@ class PgCluster:
     def drop_database(self, name: str) -> None:
         self.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
+    def password_role(self, role: str, password: str, dbname: str) -> str:
+        """A login role that must give ``password`` over TCP (the rest of the cluster stays on trust), owning
+        ``dbname``; returns its URL (without the password)."""
+        hba = self.datadir / "pg_hba.conf"
+        line = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
+        text = hba.read_text()
+        if line not in text:
+            hba.write_text(line + text)  # first match wins: only this role is affected
+        self.psql(f"SET password_encryption = 'scram-sha-256'; "
+                  f"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN "
+                  f"CREATE ROLE {role} LOGIN; END IF; END$$; "
+                  f"ALTER ROLE {role} PASSWORD '{password}'; ALTER DATABASE \"{dbname}\" OWNER TO {role}; "
+                  "SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the reload is asynchronous: wait until TCP asks this role for it
+            done = subprocess.run(
+                [str(self.bindir / "psql"), "-X", "-w", "-h", "127.0.0.1", "-p", str(self.port), "-U", role,
+                 "-d", dbname, "-c", "SELECT 1"], capture_output=True, text=True, env=_server_env(), check=False)
+            if done.returncode != 0 and "password" in done.stderr:
+                break
+            time.sleep(0.02)
+        else:
+            raise RuntimeError(f"pg_hba.conf reload did not take effect for {role}")
+        return f"postgresql://{role}@127.0.0.1:{self.port}/{dbname}"
+
     def stop(self) -> None:
         """Stop the server at once (no checkpoint: nothing here is worth keeping) and delete the folder."""
         _stop_and_remove(self.bindir, self.base, self.run_as)

@@ -1,0 +1,232 @@
+"""The PostgreSQL schema, versioned in a ``schema_version`` table (one row per applied version).
+
+The tables mirror the SQLite schema column for column (``tests`` compare the two), so ``rows.py`` converts
+records the same way for both: SQLite INTEGER is BIGINT (flags stay 0/1), REAL is DOUBLE PRECISION, TEXT is
+TEXT with the "C" collation, so sorting and comparing (ISO timestamps, ids) is bytewise as in SQLite whatever
+the database's default locale is. JSON stays TEXT: stored and returned as written, never re-parsed.
+
+Migrations run in one transaction under a transaction-level advisory lock, so two nodes starting at once do not
+race: the second waits, then finds the schema current. Version numbers are PostgreSQL's own (v1 is the SQLite
+schema as of its v3); a change to the tables is a new entry here and one in ``schema.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polpo.store.errors import StoreError
+
+if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
+    from asyncpg import Connection
+    from asyncpg.pool import PoolConnectionProxy
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+T = 'TEXT COLLATE "C"'
+LOCK_KEY = 0x706F6C706F  # b"polpo": the advisory lock every node takes to migrate
+
+MIGRATIONS: list[str] = [
+    # v1: the SQLite schema v3.
+    f"""
+    CREATE TABLE sources (
+        path        {T} PRIMARY KEY,
+        hash        {T} NOT NULL,
+        outcome     {T} NOT NULL,
+        mission_id  {T},
+        seen_at     {T} NOT NULL
+    );
+    CREATE TABLE missions (
+        id          {T} PRIMARY KEY,
+        seq         BIGINT NOT NULL UNIQUE,
+        name        {T} NOT NULL,
+        source      {T} NOT NULL,
+        hash        {T} NOT NULL,
+        run         BIGINT NOT NULL,
+        spec        {T} NOT NULL,
+        workspace   {T} NOT NULL,
+        status      {T} NOT NULL,
+        reason      {T},
+        report      {T},
+        warnings    {T} NOT NULL DEFAULT '[]',
+        created_at  {T} NOT NULL,
+        finished_at {T}
+    );
+    CREATE INDEX missions_source ON missions(source);
+    CREATE TABLE tasks (
+        id               {T} PRIMARY KEY,
+        mission_id       {T} NOT NULL,
+        idx              BIGINT NOT NULL,
+        title            {T} NOT NULL,
+        agent            {T} NOT NULL,
+        status           {T} NOT NULL,
+        reason           {T},
+        attempts         BIGINT NOT NULL DEFAULT 0,
+        retries          BIGINT NOT NULL DEFAULT 0,
+        fix_attempts     BIGINT NOT NULL DEFAULT 0,
+        total_fixes      BIGINT NOT NULL DEFAULT 0,
+        interruptions    BIGINT NOT NULL DEFAULT 0,
+        next_kind        {T} NOT NULL DEFAULT 'initial',
+        feedback         {T},
+        updated_at       {T} NOT NULL,
+        started_at       {T},
+        finished_at      {T},
+        score            DOUBLE PRECISION,
+        escalation_level BIGINT NOT NULL DEFAULT 0,
+        model            {T},
+        judge_used       BIGINT NOT NULL DEFAULT 0,
+        expectations     {T}
+    );
+    CREATE INDEX tasks_mission ON tasks(mission_id, idx);
+    CREATE TABLE attempts (
+        id            {T} PRIMARY KEY,
+        task_id       {T} NOT NULL,
+        mission_id    {T} NOT NULL,
+        number        BIGINT NOT NULL,
+        kind          {T} NOT NULL,
+        agent         {T} NOT NULL,
+        status        {T} NOT NULL,
+        pid           BIGINT,
+        pid_ticks     BIGINT,
+        exit_code     BIGINT,
+        signal        BIGINT,
+        timed_out     BIGINT NOT NULL DEFAULT 0,
+        error         {T},
+        stdout_tail   {T},
+        stderr_tail   {T},
+        stdout_bytes  BIGINT,
+        stderr_bytes  BIGINT,
+        duration      DOUBLE PRECISION,
+        files         {T},
+        prompt        {T},
+        verdict       {T},
+        started_at    {T} NOT NULL,
+        finished_at   {T},
+        model         {T},
+        outcomes      {T},
+        tokens        BIGINT,
+        cost          DOUBLE PRECISION
+    );
+    CREATE INDEX attempts_task ON attempts(task_id, number);
+    CREATE TABLE assessments (
+        id           {T} PRIMARY KEY,
+        attempt_id   {T} NOT NULL,
+        task_id      {T} NOT NULL,
+        trigger      {T} NOT NULL,
+        status       {T} NOT NULL,
+        passed       BIGINT,
+        message      {T},
+        created_at   {T} NOT NULL,
+        finished_at  {T},
+        global_score DOUBLE PRECISION,
+        scores       {T}
+    );
+    CREATE INDEX assessments_task ON assessments(task_id);
+    CREATE TABLE checks (
+        assessment_id {T} NOT NULL,
+        idx           BIGINT NOT NULL,
+        task_id       {T} NOT NULL,
+        type          {T} NOT NULL,
+        label         {T} NOT NULL,
+        passed        BIGINT NOT NULL,
+        message       {T} NOT NULL,
+        details       {T},
+        duration      DOUBLE PRECISION NOT NULL,
+        created_at    {T} NOT NULL,
+        scores        {T},
+        PRIMARY KEY (assessment_id, idx)
+    );
+    CREATE TABLE gates (
+        mission_id   {T} NOT NULL,
+        name         {T} NOT NULL,
+        status       {T} NOT NULL,
+        reason       {T},
+        avg_score    DOUBLE PRECISION,
+        evaluated_at {T} NOT NULL,
+        PRIMARY KEY (mission_id, name)
+    );
+    -- seq: numbered from event_clock inside the writing transaction (see postgres.py)
+    CREATE TABLE events (
+        seq         BIGINT PRIMARY KEY,
+        ts          {T} NOT NULL,
+        event       {T} NOT NULL,
+        mission_id  {T},
+        task_id     {T},
+        data        {T} NOT NULL
+    );
+    CREATE INDEX events_mission ON events(mission_id, seq);
+    -- the last event number of the cluster: one row, whose lock orders every node's commits
+    CREATE TABLE event_clock (
+        one         BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+        seq         BIGINT NOT NULL
+    );
+    INSERT INTO event_clock (one, seq) VALUES (TRUE, 0);
+    CREATE TABLE commands (
+        id          BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+        kind        {T} NOT NULL,
+        target      {T} NOT NULL,
+        created_at  {T} NOT NULL,
+        status      {T} NOT NULL DEFAULT 'queued',
+        result      {T},
+        handled_at  {T}
+    );
+    CREATE TABLE transcripts (
+        attempt_id  {T} PRIMARY KEY,
+        task_id     {T} NOT NULL,
+        data        {T} NOT NULL
+    );
+    CREATE TABLE reviews (
+        assessment_id {T} NOT NULL,
+        check_idx     BIGINT NOT NULL,
+        reviewer      BIGINT NOT NULL,
+        task_id       {T} NOT NULL,
+        model         {T} NOT NULL,
+        ok            BIGINT NOT NULL,
+        data          {T} NOT NULL,
+        created_at    {T} NOT NULL,
+        PRIMARY KEY (assessment_id, check_idx, reviewer)
+    );
+    CREATE INDEX reviews_task ON reviews(task_id);
+    CREATE TABLE dimensions (
+        task_id     {T} NOT NULL,
+        check_idx   BIGINT NOT NULL,
+        source      {T} NOT NULL,
+        data        {T} NOT NULL,
+        created_at  {T} NOT NULL,
+        PRIMARY KEY (task_id, check_idx)
+    );
+    CREATE TABLE sla_marks (
+        entity_id   {T} NOT NULL,
+        kind        {T} NOT NULL,
+        entity_type {T} NOT NULL,
+        mission_id  {T} NOT NULL,
+        data        {T} NOT NULL,
+        created_at  {T} NOT NULL,
+        PRIMARY KEY (entity_id, kind)
+    );
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_VERSION_TABLE = ("CREATE TABLE IF NOT EXISTS schema_version "
+                  "(version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+
+
+async def migrate(conn: Connection[Any] | PoolConnectionProxy[Any], migrations: list[str] | None = None) -> int:
+    """Bring the database to the newest version (all of it or nothing); the version it is at afterwards.
+
+    ``migrations`` replaces :data:`MIGRATIONS` in tests.
+    """
+    steps = MIGRATIONS if migrations is None else migrations
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
+        await conn.execute(_VERSION_TABLE)
+        version = int(await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
+        if version > len(steps):
+            raise StoreError(
+                f"the PostgreSQL store is schema version {version}, newer than this polpo ({len(steps)}); "
+                "upgrade polpo or point [store] url elsewhere")
+        for v in range(version, len(steps)):
+            await conn.execute(steps[v])
+            await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", v + 1)
+    return len(steps)

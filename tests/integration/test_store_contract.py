@@ -1,0 +1,224 @@
+"""The store contract, held by every backend (memory, SQLite, PostgreSQL): commit order and event numbering,
+upsert and insert-only semantics, every named read, and all-or-nothing batches."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import anyio
+import asyncpg
+import orjson
+import pytest
+
+from polpo.checks.base import CheckOutcome
+from polpo.events import catalog as E
+from polpo.events.catalog import Event
+from polpo.model.status import (
+    AssessmentStatus,
+    AttemptStatus,
+    GateStatus,
+    MissionStatus,
+    SourceOutcome,
+    TaskStatus,
+)
+from polpo.store import rows as R
+from polpo.store.protocol import CommandRecord, MissionIndexEntry, SourceRecord
+from tests.support.stores import T0, Backend, assessment, attempt, mission, task, writing
+
+pytestmark = pytest.mark.anyio
+
+
+def transition(to: str) -> E.TaskTransition:
+    return E.TaskTransition(from_="pending", to=to, trigger="test")
+
+
+async def test_events_are_published_in_commit_order_and_numbered_upwards(backend: Backend) -> None:
+    store = await backend.open()
+    seen: list[Event] = []
+    store.subscribe(seen.append)
+    m = mission()
+    async with writing(store):
+        first = store.submit(store.tx().mission(m).event(E.OrchestratorShutdown(pid=1, unfinished_missions=0)))
+        backend.clock.advance(1)
+        second = store.submit(store.tx().event(transition("assigned"), mission_id="m", task_id="m:1")
+                              .event(transition("in_progress"), mission_id="m", task_id="m:1"))
+        await store.flush()  # both may share one batch: order still holds
+        third = store.tx().event(transition("done"), mission_id="m", task_id="m:1")
+        await store.commit(third)
+    seqs = [ev.seq for ev in seen]
+    assert [ev.event for ev in seen] == ["orchestrator:shutdown", "task:transition", "task:transition",
+                                         "task:transition"]
+    assert [ev.data.get("to") for ev in seen[1:]] == ["assigned", "in_progress", "done"]
+    assert seqs == [1, 2, 3, 4]
+    assert first.events + second.events + third.events == seen  # each tx knows its own stamped events
+    assert seen[0].ts == "2026-01-01T00:00:00.000Z" and seen[1].ts == "2026-01-01T00:00:01.000Z"
+    store = await backend.open()
+    try:
+        assert await store.events_after(0) == seen
+        assert await store.events_after(seqs[1]) == seen[2:]
+        assert await store.events_after(seqs[-1]) == []
+    finally:
+        await store.close()
+
+
+async def test_a_later_write_wins_but_insert_only_columns_keep_their_first_value(backend: Backend) -> None:
+    store = await backend.open()
+    m = mission()
+    t = task(m, 0)
+    a = attempt(t, 1, prompt="first prompt")
+    async with writing(store):
+        await store.commit(store.tx().mission(m).task(t).attempt(a)
+                           .dimensions(t.id, 0, "given", '[{"name": "d1"}]', T0))
+        renamed = mission(name="renamed", status=MissionStatus.COMPLETED)
+        t.status, t.reason = TaskStatus.IN_PROGRESS, "first"
+        a.prompt, a.status, a.exit_code = "second prompt", AttemptStatus.FINISHED, 3
+        await store.commit(store.tx().mission(renamed).attempt(a)
+                           .dimensions(t.id, 0, "generated", '[{"name": "d2"}]', T0))
+        t.status, t.reason = TaskStatus.DONE, "last"
+        await store.commit(store.tx().task(task(m, 0, TaskStatus.FAILED, reason="in between")).task(t))
+        loaded = await store.load_mission("m")
+        dims = await store.task_dimensions(t.id, 0)
+    assert loaded is not None
+    assert loaded.mission.status is MissionStatus.COMPLETED  # updated
+    assert loaded.mission.name == "renamed"
+    assert loaded.mission.spec.name == "m"  # the spec is insert-only
+    assert loaded.mission.tasks[t.id].status is TaskStatus.DONE  # last write of one batch wins
+    assert loaded.mission.tasks[t.id].reason == "last"
+    got = loaded.attempts[t.id]
+    assert (got.prompt, got.status, got.exit_code) == ("first prompt", AttemptStatus.FINISHED, 3)
+    assert dims == ("given", [{"name": "d1"}])  # the dimension set is fixed once chosen
+
+
+async def test_every_named_read(backend: Backend) -> None:
+    store = await backend.open()
+    m1, m2, m3 = mission("m1", 1), mission("m2", 2, MissionStatus.COMPLETED), mission("m3", 3, MissionStatus.CANCELLING)
+    t1, t2 = task(m1, 0, TaskStatus.DONE, score=4.5, attempts=2), task(m1, 1, TaskStatus.REVIEW, judge_used=True)
+    old, new = attempt(t1, 1, status=AttemptStatus.INTERRUPTED), attempt(t1, 2, duration=1.5, timed_out=True)
+    running = attempt(t2, 1)
+    done = assessment(running, 1, AssessmentStatus.COMPLETE)
+    open_ = assessment(running, 2)
+    check = CheckOutcome(type="command", label="tests", passed=True, message="ok", duration=0.25, index=0,
+                         global_score=4.0, scores=[{"dimension": "d", "score": 4}])
+    async with writing(store):
+        await store.commit(
+            store.tx().mission(m3).mission(m1).mission(m2).task(t2).task(t1).attempt(new).attempt(old)
+            .attempt(running).assessment(done).assessment(open_).check(open_.id, t2.id, check, T0)
+            .gate("m1", "g1", GateStatus.PASSED, "fine", 4.0, T0).gate("m1", "g2", GateStatus.FAILED, None, None, T0)
+            .source("/missions/m1.json", "h1", SourceOutcome.ACCEPTED, "m1", T0)
+            .source("/missions/bad.json", "hb", SourceOutcome.REJECTED, None, T0)
+            .sla_mark("m1", "warning", "mission", "m1", "{}", T0).sla_mark(t1.id, "met", "task", "m1", "{}", T0)
+            .sla_mark("m2:1", "met", "task", "m2", "{}", T0)
+            .dimensions(t2.id, 0, "default", '[{"name": "quality", "weight": 1}]', T0))
+        cancel = await backend.queue_command("cancel", "m3")
+        retry = await backend.queue_command("retry", t1.id)
+        await store.commit(store.tx().command_done(cancel, "done", "cancelled", T0))
+
+        assert sorted(await store.sources(), key=lambda s: s.path) == [
+            SourceRecord("/missions/bad.json", "hb", SourceOutcome.REJECTED, None),
+            SourceRecord("/missions/m1.json", "h1", SourceOutcome.ACCEPTED, "m1")]
+        assert await store.mission_index() == [MissionIndexEntry(m.id, m.source, 1, m.seq) for m in (m1, m2, m3)]
+        assert await store.open_mission_ids() == ["m1", "m3"]
+        assert await store.load_mission("nope") is None
+        loaded = await store.load_mission("m1")
+        assert loaded is not None
+        assert list(loaded.mission.tasks) == [t1.id, t2.id]  # file order
+        assert loaded.mission.gate_state == {"g1": GateStatus.PASSED, "g2": GateStatus.FAILED}
+        lt1, lt2 = loaded.mission.tasks[t1.id], loaded.mission.tasks[t2.id]
+        assert (lt1.status, lt1.score, lt1.attempts, lt2.judge_used) == (TaskStatus.DONE, 4.5, 2, True)
+        assert {k: a.id for k, a in loaded.attempts.items()} == {t1.id: new.id, t2.id: running.id}  # the latest
+        assert (loaded.attempts[t1.id].duration, loaded.attempts[t1.id].timed_out) == (1.5, True)
+        got = await store.open_assessment(running.id)
+        assert got is not None and got.id == open_.id
+        assert [(c.label, c.passed, c.duration, c.global_score, c.scores) for c in got.checks] == [
+            ("tests", True, 0.25, 4.0, [{"dimension": "d", "score": 4}])]
+        assert await store.open_assessment(new.id) is None
+        assert sorted(await store.sla_marks("m1")) == [("m1", "warning"), (t1.id, "met")]
+        assert await store.task_dimensions(t2.id, 0) == ("default", [{"name": "quality", "weight": 1}])
+        assert await store.task_dimensions(t2.id, 1) is None
+        assert await store.queued_commands() == [CommandRecord(retry, "retry", t1.id)]
+
+
+async def test_a_failed_batch_leaves_no_row_and_no_event(backend: Backend) -> None:
+    store = await backend.open()
+    seen: list[Event] = []
+    store.subscribe(seen.append)
+    m = mission()
+    good = store.submit(store.tx().mission(m).task(task(m, 0)).event(transition("assigned"), mission_id="m"))
+    bad = store.tx().event(transition("done"), mission_id="m")
+    bad.ops.append((R.ATTEMPTS, ("m:1/1", "m:1")))  # written after the mission and task rows: it fails
+    store.submit(bad)
+    with pytest.raises((ValueError, sqlite3.ProgrammingError, asyncpg.InterfaceError)):
+        await store.run_writer()
+    assert not good.done.is_set() and seen == []
+    assert await store.load_mission("m") is None
+    assert await store.mission_index() == []
+    assert await store.events_after(0) == []
+    async with writing(store):  # the store is still usable, and numbers on from where it was
+        await store.commit(store.tx().mission(m).event(transition("assigned"), mission_id="m"))
+        assert [e.event for e in await store.events_after(0)] == ["task:transition"]
+    assert [ev.seq for ev in seen] == [1]  # the failed batch's numbers were given back
+    assert await backend_events(backend) == seen
+
+
+async def backend_events(backend: Backend) -> list[Event]:
+    store = await backend.open()
+    try:
+        return await store.events_after(0)
+    finally:
+        await store.close()
+
+
+async def test_a_restarted_store_numbers_after_what_is_stored(backend: Backend) -> None:
+    if backend.kind == "memory":
+        pytest.skip("nothing survives a memory store")
+    seqs = []
+    for _ in range(3):
+        store = await backend.open()
+        seen: list[Event] = []
+        store.subscribe(seen.append)
+        async with writing(store):
+            await store.commit(store.tx().event(transition("assigned")).event(transition("done")))
+            backend.clock.advance(1)
+        seqs += [ev.seq for ev in seen]
+    assert seqs == [1, 2, 3, 4, 5, 6]
+    assert [ev.seq for ev in await backend_events(backend)] == seqs
+
+
+async def test_stored_rows_read_back_with_the_types_they_were_written_with(backend: Backend) -> None:
+    store = await backend.open()
+    m = mission()
+    t = task(m, 0, TaskStatus.DONE, score=3.0, expectations=[{"type": "file_exists", "path": "x"}])
+    a = attempt(t, 1, pid=123, pid_ticks=2**40, exit_code=0, duration=2.0, files={"created": ["x"]},
+                tokens=10, cost=0.5, outcomes=[{"type": "file", "path": "x"}])
+    async with writing(store):
+        await store.commit(store.tx().mission(m).task(t).attempt(a)
+                           .event(E.OrchestratorShutdown(pid=7, unfinished_missions=1)))
+        loaded = await store.load_mission("m")
+        events = await store.events_after(0)
+    assert loaded is not None
+    lt, la = loaded.mission.tasks[t.id], loaded.attempts[t.id]
+    assert (lt.score, lt.expectations) == (3.0, [{"type": "file_exists", "path": "x"}])
+    assert (la.pid, la.pid_ticks, la.duration, la.files, la.tokens, la.cost, la.outcomes) == (
+        123, 2**40, 2.0, {"created": ["x"]}, 10, 0.5, [{"type": "file", "path": "x"}])
+    assert events[0].data == {"pid": 7, "unfinishedMissions": 1}
+    assert orjson.dumps(events[0].data) == orjson.dumps({"pid": 7, "unfinishedMissions": 1})
+
+
+async def test_concurrent_commits_are_all_stored_and_published_in_order(backend: Backend) -> None:
+    store = await backend.open()
+    seen: list[Event] = []
+    store.subscribe(seen.append)
+
+    async def producer(name: str) -> None:
+        for i in range(30):
+            await store.commit(store.tx().event(transition(f"{name}{i}")))
+
+    async with writing(store):
+        async with anyio.create_task_group() as tg:
+            for name in "abc":
+                tg.start_soon(producer, name)
+        stored = await store.events_after(0)
+    assert stored == seen and len(seen) == 90
+    assert [e.seq for e in seen] == list(range(1, 91))
+    for name in "abc":  # one producer's commits keep their order
+        assert [e.data["to"] for e in seen if e.data["to"][0] == name] == [f"{name}{i}" for i in range(30)]
