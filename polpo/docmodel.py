@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
@@ -25,7 +25,6 @@ class Model(BaseModel):
                               serialize_by_alias=True, extra="forbid", frozen=True)
     TOLERATED: ClassVar[frozenset[str]] = frozenset()
     TOLERATED_PREFIXES: ClassVar[tuple[str, ...]] = ()
-    _polpo_ignored: tuple[str, ...] = PrivateAttr(default=())
 
     @classmethod
     def is_tolerated(cls, key: str) -> bool:
@@ -36,20 +35,12 @@ class Model(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _pop_tolerated(cls, data: Any, handler: Any) -> Any:
-        ignored: list[str] = []
+        """Drop the tolerated keys before validation; the loader names each one in a warning."""
         if isinstance(data, dict) and (cls.TOLERATED or cls.TOLERATED_PREFIXES):
             ignored = [k for k in data if isinstance(k, str) and cls.is_tolerated(k)]
             if ignored:
                 data = {k: v for k, v in data.items() if k not in ignored}
-        obj = handler(data)
-        if ignored:
-            obj._polpo_ignored = tuple(ignored)
-        return obj
-
-    @property
-    def polpo_ignored(self) -> tuple[str, ...]:
-        """Polpo keys present in the input and ignored (not serialized)."""
-        return self._polpo_ignored
+        return handler(data)
 
 
 Confidence = Literal["firm", "estimated"]

@@ -8,6 +8,7 @@ Tasks are ``MISSION:N`` (N = position in the file).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
@@ -22,14 +23,44 @@ from polpo.mission.security import mission_workspace
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, SourceOutcome, TaskStatus
 from polpo.store.protocol import SourceRecord, Store
+from polpo.store.tx import Tx
 
-__all__ = ["Admission", "slugify"]
+__all__ = ["TASK_CHUNK", "Admission", "created", "missing_tasks", "slugify"]
+
+TASK_CHUNK = 1000  # task rows and task:created events per transaction when a mission is accepted (default)
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def slugify(stem: str) -> str:
     return _SLUG.sub("-", stem).strip("-.") or "mission"
+
+
+def created(tx: Tx, tasks: Iterable[Task]) -> Tx:
+    """The rows of new tasks and their ``task:created`` events."""
+    for t in tasks:
+        tx.task(t)
+        tx.event(TaskCreated(title=t.title, agent=t.agent, depends_on=list(t.deps), priority=t.spec.priority),
+                 mission_id=t.mission_id, task_id=t.id)
+    return tx
+
+
+def missing_tasks(m: Mission, default_agent: str | None) -> list[Task]:
+    """Tasks of the mission's spec without a row (a crash while the mission was being written): added, pending."""
+    have = {t.idx for t in m.tasks.values()}
+    if len(have) == len(m.spec.tasks):
+        return []
+    out = []
+    for i, ts in enumerate(m.spec.tasks):
+        if i not in have:
+            t = Task(id=f"{m.id}:{i + 1}", mission_id=m.id, idx=i, title=ts.title,
+                     agent=ts.assign_to or default_agent or "", spec=ts, status=TaskStatus.PENDING,
+                     updated_at=m.created_at)
+            m.tasks[t.id] = t
+            out.append(t)
+    if out:
+        m.tasks = dict(sorted(m.tasks.items(), key=lambda kv: kv[1].idx))
+    return out
 
 
 class Admission:
@@ -43,6 +74,7 @@ class Admission:
         self.runs: dict[str, int] = {}  # source path -> last run number
         self.mission_ids: set[str] = set()
         self.next_seq = 1
+        self.task_chunk = TASK_CHUNK
 
     async def load(self) -> None:
         """What earlier daemons admitted: sources, mission ids, run numbers."""
@@ -91,26 +123,32 @@ class Admission:
         self.runs[m.source] = max(self.runs.get(m.source, 0), m.run)
 
     async def accept(self, *, spec: MissionSpec, source: str, digest: str, warnings: list[str]) -> Mission:
-        """Start a run of a valid mission: rows, ``mission:accepted`` and ``task:created`` in one commit."""
+        """Start a run of a valid mission: its row, ``mission:accepted``, then its tasks' rows and ``task:created``.
+
+        Tasks are written in chunks of :data:`TASK_CHUNK`, each committed before the next is built, so a mission
+        of 50 000 tasks never holds 50 000 rows and events in memory at once. A crash between two chunks leaves
+        a mission with fewer task rows than its stored spec has tasks; recovery creates the rest
+        (:func:`missing_tasks`). Tasks of a committed chunk may start while later chunks are written.
+        """
         mid, run = self.new_mission_id(source)
         m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
         await anyio.to_thread.run_sync(lambda: m.workspace.mkdir(parents=True, exist_ok=True))
         # the validated spec as canonical JSON: what a restart reads back is exactly what runs now
         tx = self.store.tx().mission(m, spec.model_dump_json(exclude_none=True))
-        for t in m.tasks.values():
-            tx.task(t)
         self.sources[source] = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid)
         tx.source(source, digest, SourceOutcome.ACCEPTED, mid, m.created_at)
         tx.event(MissionAccepted(name=m.name, file=source, hash=digest, run=run, task_count=len(m.tasks),
                                  workspace=str(m.workspace), warnings=warnings), mission_id=mid)
-        for t in m.tasks.values():
-            tx.event(TaskCreated(title=t.title, agent=t.agent, depends_on=t.deps, priority=t.spec.priority),
-                     mission_id=mid, task_id=t.id)
         self._register(m)
         self.board.add(m)
-        await self.store.commit(tx)
-        for t in m.tasks.values():
-            self.board.make_ready(t)
+        tasks = list(m.tasks.values())
+        for start in range(0, len(tasks), self.task_chunk):
+            chunk = tasks[start:start + self.task_chunk]
+            created(tx, chunk)
+            await self.store.commit(tx)
+            for t in chunk:
+                self.board.make_ready(t)
+            tx = self.store.tx()
         return m
 
     def record(self, source: str, digest: str, outcome: SourceOutcome, mission_id: str | None) -> None:

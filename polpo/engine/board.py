@@ -247,24 +247,26 @@ class MissionBoard:
 def wire(m: Mission) -> None:
     """Derive dependency links, gate counters and waiting counts from the tasks' current states."""
     by_title = {t.title: t for t in m.tasks.values()}
+    dependents: dict[str, list[str]] = {}
     for t in m.tasks.values():
-        t.deps = [by_title[d].id for d in t.spec.depends_on if d in by_title]
-        t.dependents = []
-        t.gates = []
-    for t in m.tasks.values():
+        t.deps = tuple(by_title[d].id for d in t.spec.depends_on if d in by_title) if t.spec.depends_on else ()
         for d in t.deps:
-            m.tasks[d].dependents.append(t.id)
+            dependents.setdefault(d, []).append(t.id)
+    for t in m.tasks.values():
+        t.dependents = tuple(dependents.get(t.id, ()))
+    blocked: dict[str, list[str]] = {}
     m.gates_after = {}
     m.gate_pending = {}
     for g in m.spec.quality_gates:
         for title in g.blocks_tasks:
             if title in by_title:
-                by_title[title].gates.append(g.name)
+                blocked.setdefault(title, []).append(g.name)
         after = [by_title[a] for a in dict.fromkeys(g.after_tasks) if a in by_title]
         m.gate_pending[g.name] = sum(1 for t in after if not t.terminal)
         for t in after:
             m.gates_after.setdefault(t.title, []).append(g.name)
     for t in m.tasks.values():
+        t.gates = tuple(blocked.get(t.title, ()))
         t.waiting_on = sum(1 for d in t.deps if m.tasks[d].status is not TaskStatus.DONE) + sum(
             1 for g in t.gates if m.gate_state.get(g, GateStatus.WAITING) is not GateStatus.PASSED)
     m.open_tasks = sum(1 for t in m.tasks.values() if not t.terminal)

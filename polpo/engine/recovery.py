@@ -17,7 +17,7 @@ import anyio
 
 from polpo.clock import Clock
 from polpo.config import Config
-from polpo.engine.admission import Admission
+from polpo.engine.admission import Admission, created, missing_tasks
 from polpo.engine.board import MissionBoard
 from polpo.engine.budget import budget
 from polpo.engine.commands import Commands
@@ -62,6 +62,9 @@ class Recovery:
         loaded = await self.store.load_mission(mid)
         if loaded is None:
             return None
+        missing = missing_tasks(loaded.mission, self.admission.agents.default_agent(loaded.mission.spec))
+        if missing:  # the daemon stopped while it wrote the mission's tasks: write the rest now
+            await self.store.commit(created(self.store.tx(), missing))
         m = self.board.adopt(loaded)
         self.admission.adopt(m)
         return m

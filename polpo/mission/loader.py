@@ -7,6 +7,7 @@ defensively, so one run reports everything a person has to fix. Linear in the si
 
 from __future__ import annotations
 
+import collections.abc
 import json
 import re
 import types
@@ -255,7 +256,7 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
         cands = _flatten(cur)
         nxt: Any = None
         for c in cands:
-            if isinstance(seg, int) and get_origin(c) is list:
+            if isinstance(seg, int) and get_origin(c) in (list, collections.abc.Sequence):
                 nxt = get_args(c)[0]
             elif isinstance(seg, str) and isinstance(c, type) and issubclass(c, BaseModel):
                 f = next((f for n, f in c.model_fields.items() if seg in (n, f.alias)), None)

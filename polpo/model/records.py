@@ -78,7 +78,7 @@ class Assessment:
     scores: list[dict[str, Any]] | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Task:
     id: str
     mission_id: str
@@ -103,11 +103,11 @@ class Task:
     model: str | None = None  # model override after escalation
     judge_used: bool = False
     expectations: list[dict[str, Any]] | None = None  # judge-corrected expectations (JSON), else the spec's
-    # derived from the mission's tasks and gates, not stored
-    deps: list[str] = field(default_factory=list)
-    dependents: list[str] = field(default_factory=list)
+    # derived from the mission's tasks and gates, not stored (tuples: most are empty, and () is shared)
+    deps: tuple[str, ...] = ()
+    dependents: tuple[str, ...] = ()
     waiting_on: int = 0  # dependencies not done + gates not passed
-    gates: list[str] = field(default_factory=list)  # names of gates that block this task
+    gates: tuple[str, ...] = ()  # names of gates that block this task
 
     @property
     def terminal(self) -> bool:

@@ -251,3 +251,53 @@ async def test_events_carry_typed_payloads_in_camel_case(tmp_path: Path) -> None
     transition = run.of("task:transition")[0].data
     assert transition["from"] == "pending" and "exitCode" not in transition  # optional fields left out when None
     json.dumps([e.data for e in run.store.events])
+
+
+async def test_a_big_mission_is_written_in_chunks_and_a_crash_between_them_loses_no_task(tmp_path: Path) -> None:
+    store = MemoryStore(FakeClock())
+    doc = {"tasks": [task(f"t{i}") for i in range(5)]}
+    gate = anyio.Event()
+
+    async def first_chunk_only(r: AgentRequest) -> int:
+        await gate.wait()  # nothing finishes before the "crash"
+        return 0
+    async with engine_on_memory(config(tmp_path), agents={"fake": ScriptAgent(first_chunk_only)}, store=store,
+                                stop=False) as run:
+        run.engine.admission.task_chunk = 2
+        m = await run.accept(doc)
+    # simulate a crash after the first chunk: drop the rows of the tasks the later chunks wrote
+    for tid in (f"{m.id}:3", f"{m.id}:4", f"{m.id}:5"):
+        del store.tables["tasks"][(tid,)]
+    store.events = [e for e in store.events if not (e.event == "task:created" and e.task_id in
+                                                     {f"{m.id}:3", f"{m.id}:4", f"{m.id}:5"})]
+    gate.set()
+    agent = ScriptAgent()
+    async with engine_on_memory(config(tmp_path), agents={"fake": agent}, store=store) as run:
+        done = await run.wait_event("mission:completed", mission_id=m.id)
+    assert done.data["report"]["tasks"] == {"total": 5, "done": 5, "failed": 0}
+    assert sorted(r.title for r in agent.requests) == ["t0", "t1", "t2", "t3", "t4"]
+    assert sorted(e.task_id for e in run.of("task:created")) == [f"{m.id}:3", f"{m.id}:4", f"{m.id}:5"]
+
+
+async def test_accepting_writes_the_tasks_in_chunks_one_commit_each(tmp_path: Path) -> None:
+    from polpo.agents.registry import AgentFactory
+    from polpo.engine.admission import Admission
+    from polpo.engine.board import MissionBoard
+    from polpo.mission.loader import load_mission
+
+    clock = FakeClock()
+    store = MemoryStore(clock)
+    cfg = config(tmp_path)
+    board = MissionBoard(cfg, store, clock, on_ready=lambda t: None, on_forget=lambda m: None)
+    adm = Admission(cfg, store, clock, board, AgentFactory(cfg, clock, extra={"fake": ScriptAgent()}))
+    adm.task_chunk = 2
+    spec = load_mission(json.dumps({"tasks": [task(f"t{i}") for i in range(5)]}).encode(), known_agents=["fake"]).spec
+    assert spec is not None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.run_writer)
+        m = await adm.accept(spec=spec, source="/m/big.json", digest="d", warnings=[])
+        tg.cancel_scope.cancel()
+    assert store.commits == 3  # mission + tasks 1-2, tasks 3-4, task 5
+    assert len(rows(store, "tasks", mission_id=m.id)) == 5
+    names = [e.event for e in store.events]
+    assert names == ["mission:accepted"] + ["task:created"] * 5

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from polpo.engine.ready import ReadyQueue
 
 
@@ -51,3 +54,53 @@ def test_stale_entries_are_dropped() -> None:
     q.push(1.0, 1, 1, "here")
     assert _drain(q, {"here": [], "gone": []}, {"here"}) == ["here"]
     assert len(q) == 0
+
+
+def test_a_freed_slot_lets_out_the_best_parked_task_and_skips_one_held_by_another_limit() -> None:
+    q = ReadyQueue(global_limit=10)
+    limits = {"x1": [("agent:a", 1), ("mission:m", 5)], "x2": [("agent:a", 1), ("mission:n", 0)],
+              "x3": [("agent:a", 1), ("mission:m", 5)]}
+    q.push(3.0, 1, 0, "x1")
+    q.push(2.0, 1, 1, "x2")  # better than x3, but its mission allows nothing
+    q.push(1.0, 1, 2, "x3")
+    assert _drain(q, limits, set(limits)) == ["x1"]
+    q.finished(["agent:a", "mission:m"])
+    assert _drain(q, limits, set(limits)) == ["x3"]  # x2 was let out, held by its mission, and x3 got the slot
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from("abc"), st.sampled_from("mn")), min_size=1,
+                max_size=40),
+       st.lists(st.booleans(), max_size=120))
+def test_dispatch_order_matches_a_brute_force_scheduler(tasks: list[tuple[int, str, str]], ops: list[bool]) -> None:
+    cap = {"agent:a": 1, "agent:b": 2, "agent:c": None, "mission:m": 2, "mission:n": 3}
+    q = ReadyQueue(global_limit=4)
+    limits: dict[str, list[tuple[str, int | None]]] = {}
+    entries = {}
+    for i, (prio, agent, mission) in enumerate(tasks):
+        tid = f"t{i}"
+        limits[tid] = [(f"agent:{agent}", cap[f"agent:{agent}"]), (f"mission:{mission}", cap[f"mission:{mission}"])]
+        entries[tid] = (-float(prio), 1, i, tid)
+        q.push(float(prio), 1, i, tid)
+    waiting = set(entries)
+    running: list[str] = []
+    used: dict[str, int] = {}
+
+    def allowed(tid: str) -> bool:
+        return len(running) < 4 and all(lim is None or used.get(k, 0) < lim for k, lim in limits[tid])
+
+    for start in [True, *ops]:
+        if start:
+            got = q.pop_startable(lambda t: t in waiting, lambda t: limits[t])
+            best = min((entries[t] for t in waiting if allowed(t)), default=None)
+            assert got == (best[3] if best else None)
+            if got is not None:
+                waiting.discard(got)
+                running.append(got)
+                q.started([k for k, _ in limits[got]])
+                for k, _ in limits[got]:
+                    used[k] = used.get(k, 0) + 1
+        elif running:
+            done = running.pop(0)
+            q.finished([k for k, _ in limits[done]])
+            for k, _ in limits[done]:
+                used[k] -= 1
