@@ -12,6 +12,7 @@ import fcntl
 import logging
 import os
 import signal
+import sqlite3
 import sys
 from typing import Any, TextIO
 
@@ -39,9 +40,11 @@ from polpo.sla.monitor import SlaMonitor
 from polpo.store.open import open_store
 from polpo.store.protocol import Store, StoreError
 from polpo.tools.childwatch import pidfd_child_watcher
+from polpo.tools.orphans import become_subreaper
 
 log = logging.getLogger("polpo.daemon")
 
+JANITOR_INTERVAL = 5.0  # seconds between two orphan sweeps outside the end of a task's turn
 CONSOLE_EVENTS = frozenset(p.NAME for p in (
     E.MissionAccepted, E.MissionRejected, E.MissionCompleted, E.MissionCancelled, E.MissionResumed, E.TaskFix,
     E.TaskRetry, E.TaskMaxRetries, E.TaskRecovered, E.TaskError, E.GatePassed, E.GateFailed,
@@ -132,6 +135,7 @@ class Daemon:
             tg.start_soon(engine.run, tg)
             tg.start_soon(intake.run)
             tg.start_soon(engine.commands.run_inbox)
+            tg.start_soon(self._janitor, engine)
             if self.handle_signals:
                 tg.start_soon(self._signals)
             await intake.ready.wait()
@@ -163,6 +167,12 @@ class Daemon:
                     continue
                 self.request_stop()
                 return
+
+    async def _janitor(self, engine: Engine) -> None:
+        """Every few seconds: end what finished attempts left behind (escapees adopted late)."""
+        while True:
+            await anyio.sleep(JANITOR_INTERVAL)
+            engine.sweep_orphans()
 
     def reopen_log(self) -> None:
         if self.store is not None and self.store.event_log is not None:
@@ -209,11 +219,17 @@ def run_daemon(cfg: Config) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
+    become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
     try:
         daemon = Daemon(cfg)
         anyio.run(daemon.run, backend="asyncio")
     except (DaemonError, ConfigError, StoreError) as e:  # e.g. the PostgreSQL store is unreachable
         print(f"polpo: {e}", file=sys.stderr)
+        return 1
+    except (OSError, sqlite3.Error) as e:  # the state folder cannot be created, locked or written
+        where = getattr(e, "filename", None) or cfg.state_dir
+        print(f"polpo: cannot use the state folder {cfg.state_dir} ({where}: {getattr(e, 'strerror', None) or e}); "
+              "check that it is a folder this user may write, or set [daemon] state_dir", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

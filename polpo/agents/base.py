@@ -62,6 +62,8 @@ class AgentResult:
     model: str | None = None
     tokens: int = 0
     cost: float | None = None
+    permanent: bool = False
+    """The agent could not start for a reason a new attempt cannot change: the task fails at once."""
 
     @property
     def ok(self) -> bool:

@@ -70,13 +70,10 @@ def agent_env(
     else:
         env = minimal_env({name: os.environ[name] for name in passthrough if name in os.environ})
     env.update(extra)
+    env.update(_texts(request))
     env.update(
         {
             "POLPO_TASK_ID": request.task_id,
-            "POLPO_TASK_TITLE": request.title,
-            "POLPO_TASK_DESCRIPTION": request.description,
-            "POLPO_PROMPT": request.prompt,
-            "POLPO_FEEDBACK": request.feedback or "",
             "POLPO_MISSION_ID": request.mission_id,
             "POLPO_MISSION_NAME": request.mission_name,
             "POLPO_WORKSPACE": os.fspath(request.workspace),
@@ -88,6 +85,24 @@ def agent_env(
     key, value = request.env_marker
     env[key] = value
     return env
+
+
+ENV_TEXT_MAX = 64 * 1024
+"""Bytes a text variable may hold; Linux refuses to start a program with one over 128 KiB. Longer texts are on
+stdin (always whole), and the variable says where: ``POLPO_PROMPT_ON_STDIN=1``."""
+
+
+def _texts(request: AgentRequest) -> dict[str, str]:
+    texts = {"POLPO_TASK_TITLE": request.title, "POLPO_TASK_DESCRIPTION": request.description,
+             "POLPO_PROMPT": request.prompt, "POLPO_FEEDBACK": request.feedback or ""}
+    out = {}
+    for name, text in texts.items():
+        if len(text.encode("utf-8", "surrogatepass")) <= ENV_TEXT_MAX:
+            out[name] = text
+        else:
+            out[name] = ""
+            out[f"{name}_ON_STDIN"] = "1"
+    return out
 
 
 def agent_stdin(request: AgentRequest) -> bytes:
@@ -119,6 +134,7 @@ def _to_agent_result(proc: ProcResult) -> AgentResult:
         stderr_bytes=proc.stderr_bytes,
         duration=proc.duration,
         error=proc.error,
+        permanent=proc.permanent,
     )
 
 

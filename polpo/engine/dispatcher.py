@@ -31,8 +31,10 @@ RunTask = Callable[[Task, RunHandle], Awaitable[None]]
 
 
 class Dispatcher:
-    def __init__(self, board: MissionBoard, agents: AgentFactory, max_concurrency: int, run_task: RunTask) -> None:
+    def __init__(self, board: MissionBoard, agents: AgentFactory, max_concurrency: int, run_task: RunTask,
+                 on_release: Callable[[], object] | None = None) -> None:
         self.board = board
+        self.on_release = on_release  # after a task's turn ends (the engine sweeps what it left running)
         self.agents = agents
         self.run_task = run_task
         self.queue = ReadyQueue(max_concurrency)
@@ -126,6 +128,11 @@ class Dispatcher:
     def release(self, handle: RunHandle) -> None:
         self.running.pop(handle.task_id, None)
         self.queue.finished(handle.keys)
+        if self.on_release is not None:
+            try:
+                self.on_release()
+            except Exception:
+                log.exception("the sweep after task %s failed", handle.task_id)
         if not self.running:
             self._all_released.set()
         self.wake()

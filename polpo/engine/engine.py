@@ -27,6 +27,9 @@ from polpo.engine.runner import TaskRunner
 from polpo.engine.sla import SlaKeeper
 from polpo.model.records import Task
 from polpo.store.protocol import Store
+from polpo.tools.marks import attempt_mark
+from polpo.tools.orphans import sweep
+from polpo.tools.procs import RUNNING
 
 __all__ = ["Engine"]
 
@@ -39,7 +42,8 @@ class Engine:
         self.agents = agents
         self.board = MissionBoard(cfg, store, clock, on_ready=lambda t: self.dispatcher.make_ready(t),
                                   on_forget=lambda m: self.dispatcher.forget(m))
-        self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task)
+        self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task,
+                                     on_release=self.sweep_orphans)
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
@@ -54,6 +58,12 @@ class Engine:
 
     async def _run_task(self, task: Task, handle: RunHandle) -> None:
         await self.runner.run(task, handle)
+
+    def sweep_orphans(self) -> int:
+        """Kill what ended attempts left running in sessions of their own (see :mod:`polpo.tools.orphans`)."""
+        live = {attempt_mark(self.cfg.state_dir, h.attempt.id)
+                for h in self.dispatcher.running.values() if h.attempt is not None}
+        return sweep(RUNNING, live.__contains__)
 
     async def load(self) -> None:
         """The state earlier daemons left: admitted files, unfinished missions, SLA marks."""

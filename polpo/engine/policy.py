@@ -68,9 +68,12 @@ def escalation_targets(*, escalate_model: str | None, fallback_agent: str | None
 
 
 def decide(*, passed: bool, agent_ok: bool, counters: Counters, budget: Budget,
-           side_effects: bool = False, escalation: Escalation = NO_ESCALATION) -> Decision:
+           side_effects: bool = False, escalation: Escalation = NO_ESCALATION, permanent: str | None = None) -> Decision:
+    """``permanent``: why the agent cannot run for this task whatever is tried again (the task fails at once)."""
     if passed and agent_ok:
         return Decision("done", counters, "all checks passed")
+    if permanent is not None:
+        return Decision("fail", counters, f"the agent cannot run this task: {permanent}")
     if side_effects:
         return Decision("block", counters, "task has side effects: approve a re-run with `polpo approve`")
     c = counters

@@ -81,6 +81,8 @@ class Recovery:
                     self._interrupted(tx, m, task, attempt, orphans)
                 elif task.status is TaskStatus.REVIEW and attempt is not None \
                         and attempt.status is AttemptStatus.FINISHED:
+                    # its checks carry the attempt's marker: a check the crash left running is ended first
+                    orphans.extend(_orphan_groups(attempt, attempt_mark(self.cfg.state_dir, attempt.id)))
                     tx.event(TaskRecovered(previous_status=task.status, attempt=attempt.number,
                                            action="resume checks"), mission_id=m.id, task_id=task.id)
                     resume.append(task)

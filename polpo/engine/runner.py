@@ -52,6 +52,7 @@ log = logging.getLogger("polpo.runner")
 __all__ = ["MAX_SIBLINGS", "TaskRunner"]
 
 MAX_SIBLINGS = 50  # other tasks' titles and states an LLM agent is told about
+PROMPT_DESCRIPTION_MAX = 16 * 1024  # a longer description is not copied into every attempt's row
 
 
 class TaskRunner:
@@ -92,7 +93,7 @@ class TaskRunner:
                               feedback=task.feedback, attempt_label=label)
         attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
                           agent=task.agent, status=AttemptStatus.STARTING, started_at=self.clock.now(),
-                          prompt=prompt, model=task.model or slot.model)
+                          prompt=_stored_prompt(prompt, task.spec.description), model=task.model or slot.model)
         task.attempts = n
         handle.attempt = attempt
         self.board.attempts[task.id] = attempt
@@ -130,6 +131,7 @@ class TaskRunner:
         attempt.signal = result.signal
         attempt.timed_out = result.timed_out
         attempt.error = redact(result.error) if result.error else None
+        attempt.permanent = result.permanent
         attempt.stdout_tail = redact(result.stdout_tail)  # a command agent inherits the daemon's environment
         attempt.stderr_tail = redact(result.stderr_tail)
         attempt.stdout_bytes = result.stdout_bytes
@@ -183,8 +185,9 @@ class TaskRunner:
         b = budget(task.spec, m.spec, self.cfg.defaults)
         counters = policy.Counters(task.retries, task.fix_attempts, task.escalation_level)
         ladder = escalation(task.spec, first_agent_is_llm=self._first_agent_is_llm(m, task))
+        permanent = attempt.error if attempt.permanent else None
         decision = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters, budget=b,
-                                 side_effects=task.spec.side_effects, escalation=ladder)
+                                 side_effects=task.spec.side_effects, escalation=ladder, permanent=permanent)
         if decision.action == "block":
             underlying = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
                                        budget=b, escalation=ladder)
@@ -269,6 +272,14 @@ class TaskRunner:
             self.board.transition(tx, task, Trigger.INTERRUPTED,
                                   "daemon shutting down; the attempt runs again on restart")
         self.store.submit(tx)
+
+
+def _stored_prompt(prompt: str, description: str) -> str:
+    """The prompt as the attempt row keeps it: a long description is stored once, in the mission's spec."""
+    if len(description) <= PROMPT_DESCRIPTION_MAX:
+        return prompt
+    return prompt.replace(description, f"[the task's description, {len(description)} characters: see the "
+                                       "mission's spec]", 1)
 
 
 def _siblings(m: Mission, task: Task) -> tuple[tuple[str, str], ...]:

@@ -54,6 +54,7 @@ class Attempt:
     outcomes: list[dict[str, Any]] | None = None
     tokens: int | None = None
     cost: float | None = None
+    permanent: bool = False  # it could not start for a reason a new attempt cannot change
     transcript: list[dict[str, Any]] | None = None  # stored in its own table; kept here for the reviewers
 
     @property

@@ -25,13 +25,17 @@ from polpo.clock import Clock, iso
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.events.pipeline import event_data
+from polpo.store.errors import StoreUnavailable
 from polpo.store.protocol import StoreError, Subscriber
 from polpo.store.rows import Row, Table
 from polpo.store.tx import Tx
 
 log = logging.getLogger("polpo.store")
 
-__all__ = ["StoreCore"]
+__all__ = ["UNAVAILABLE_BACKOFF", "UNAVAILABLE_BACKOFF_MAX", "StoreCore"]
+
+UNAVAILABLE_BACKOFF = 1.0  # seconds before the first new try of a batch the backend refused (doubling)
+UNAVAILABLE_BACKOFF_MAX = 30.0
 
 
 class StoreCore:
@@ -44,6 +48,9 @@ class StoreCore:
         self.event_log: EventLog | None = None
         self._closed = False
         self.commits = 0  # batches written, for benchmarks
+        self.unavailable: str | None = None  # why the last write failed, while the backend cannot be written
+        self._unavailable_since = 0.0
+        self._last_warning = 0.0
 
     # -- backend hooks -------------------------------------------------------------------------------------
     async def _apply(self, rows: dict[Table, list[Row]], events: list[Event]) -> Sequence[int] | None:
@@ -75,6 +82,8 @@ class StoreCore:
     async def commit(self, tx: Tx) -> None:
         self.submit(tx)
         await tx.done.wait()
+        if tx.error is not None:
+            raise StoreError(tx.error)
 
     async def flush(self) -> None:
         await self.commit(Tx())
@@ -88,19 +97,66 @@ class StoreCore:
                 if not self._queue:
                     self._wake = anyio.Event()
                     await self._wake.wait()
-                await self._write_batch()
+                batch = list(self._queue)
+                self._queue.clear()
+                await self._commit(batch)
         finally:
             with anyio.CancelScope(shield=True):
-                while self._queue:
-                    await self._write_batch()
+                while self._queue and self.unavailable is None:
+                    batch = list(self._queue)
+                    self._queue.clear()
+                    await self._commit(batch, wait=False)
 
-    async def _write_batch(self) -> None:
-        batch = list(self._queue)
-        self._queue.clear()
+    async def _commit(self, batch: list[Tx], *, wait: bool = True) -> None:
+        """Write ``batch``; while the backend is unavailable keep it and try again (with backoff). A batch that
+        fails for another reason is written one transaction at a time, so only the faulty one is dropped."""
+        delay = UNAVAILABLE_BACKOFF
+        while True:
+            try:
+                await self._write_batch(batch)
+            except StoreUnavailable as e:
+                self._unavailable(str(e))
+                if not wait:
+                    return
+                await anyio.sleep(delay)
+                delay = min(delay * 2, UNAVAILABLE_BACKOFF_MAX)
+                continue
+            except Exception as e:
+                if len(batch) > 1:
+                    for tx in batch:
+                        await self._commit([tx], wait=wait)
+                    return
+                log.exception("a transaction could not be written and was dropped")
+                batch[0].error = f"{type(e).__name__}: {e}"
+                batch[0].done.set()
+                return
+            if self.unavailable is not None:
+                self._available_again()
+            return
+
+    def _unavailable(self, reason: str) -> None:
+        now = self.clock.monotonic()
+        if self.unavailable is None:
+            self._unavailable_since = now
+            self._last_warning = now
+            log.error("cannot write the state store: %s; no new work starts and nothing is lost: polpo waits "
+                      "and tries again (free space or fix permissions)", reason)
+        elif now - self._last_warning >= 300:
+            self._last_warning = now
+            log.error("still cannot write the state store after %.0f s: %s", now - self._unavailable_since, reason)
+        self.unavailable = reason
+
+    def _available_again(self) -> None:
+        log.warning("the state store is writable again after %.0f s; work resumes",
+                    self.clock.monotonic() - self._unavailable_since)
+        self.unavailable = None
+
+    async def _write_batch(self, batch: list[Tx]) -> None:
         rows: dict[Table, list[Row]] = {}
         events: list[Event] = []
         first_seq = self._seq
         for tx in batch:
+            tx.events.clear()  # a batch tried again is stamped again
             for table, row in tx.ops:
                 rows.setdefault(table, []).append(row)
             for payload, mission_id, task_id in tx.pending:

@@ -30,6 +30,7 @@ from polpo.model.records import Assessment
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
+from polpo.store.errors import StoreUnavailable
 from polpo.store.postgres_conn import PgTarget, target
 from polpo.store.postgres_schema import migrate
 from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
@@ -79,6 +80,14 @@ class PostgresStore(StoreCore):
         return cls(pool, t, clock, max_seq)
 
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
+        try:
+            return await self._write(rows, events)
+        except (asyncpg.InsufficientResourcesError, asyncpg.CannotConnectNowError) as e:
+            # refused before anything was committed (disk full, server starting): safe to try again. A connection
+            # lost during the commit is not retried: the batch may have been written.
+            raise StoreUnavailable(f"PostgreSQL: {type(e).__name__}: {e}") from e
+
+    async def _write(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         async with self.pool.acquire() as conn, conn.transaction():
             for table, group in rows.items():
                 sql, params = statement(table, group, "$")

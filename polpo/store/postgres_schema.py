@@ -204,6 +204,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (entity_id, kind)
     );
     """,
+    # v2: the SQLite schema v4.
+    """
+    ALTER TABLE attempts ADD COLUMN permanent BIGINT NOT NULL DEFAULT 0;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

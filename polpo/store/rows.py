@@ -49,7 +49,7 @@ TASKS = Table("tasks", ("id", "mission_id", "idx", "title", "agent", "status", "
 ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
                               "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail",
                               "stdout_bytes", "stderr_bytes", "duration", "files", "prompt", "verdict",
-                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost"),
+                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent"),
                  ("id",), ("prompt",))
 ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message",
                                     "created_at", "finished_at", "global_score", "scores"), ("id",))
@@ -107,7 +107,7 @@ def attempt_row(a: Attempt) -> Row:
     return (a.id, a.task_id, a.mission_id, a.number, a.kind.value, a.agent, a.status.value, a.pid, a.pid_ticks,
             a.exit_code, a.signal, int(a.timed_out), a.error, a.stdout_tail, a.stderr_tail, a.stdout_bytes,
             a.stderr_bytes, a.duration, _json(a.files), a.prompt, a.verdict, iso(a.started_at),
-            _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens, a.cost)
+            _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens, a.cost, int(a.permanent))
 
 
 def assessment_row(a: Assessment) -> Row:
@@ -153,7 +153,8 @@ def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
                    stderr_tail=a["stderr_tail"] or "", stdout_bytes=a["stdout_bytes"] or 0,
                    stderr_bytes=a["stderr_bytes"] or 0, duration=a["duration"], files=_loads(a["files"]),
                    verdict=a["verdict"], finished_at=_dt(a["finished_at"]), model=a["model"],
-                   outcomes=_loads(a["outcomes"]), tokens=a["tokens"], cost=a["cost"])
+                   outcomes=_loads(a["outcomes"]), tokens=a["tokens"], cost=a["cost"],
+                   permanent=bool(a.get("permanent")))
 
 
 def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Assessment:

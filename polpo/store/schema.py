@@ -186,6 +186,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE tasks DROP COLUMN approval;
     """,
+    # v4: an agent that cannot start for a reason a new attempt cannot change (the task fails at once).
+    """
+    ALTER TABLE attempts ADD COLUMN permanent INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

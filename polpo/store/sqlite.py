@@ -22,6 +22,7 @@ from polpo.model.records import Assessment
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
+from polpo.store.errors import StoreUnavailable
 from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
 from polpo.store.schema import MIGRATIONS, PRAGMAS, SCHEMA_VERSION
 from polpo.store.sql import statement
@@ -55,7 +56,12 @@ class SqliteStore(StoreCore):
         # One hop to aiosqlite's thread for the whole batch instead of one per statement: the hops, not SQLite,
         # were the cost (aiosqlite's ``_execute`` runs a callable there; aiosqlite is pinned below 0.23).
         in_thread = cast(Callable[..., Awaitable[None]], self.db._execute)
-        await in_thread(_write_batch, self.db._conn, work)
+        try:
+            await in_thread(_write_batch, self.db._conn, work)
+        except sqlite3.Error as e:
+            if getattr(e, "sqlite_errorname", "").startswith(_PASSING):
+                raise StoreUnavailable(f"{self.path}: {e}") from e
+            raise
 
     async def _close_backend(self) -> None:
         try:
@@ -123,6 +129,11 @@ class SqliteStore(StoreCore):
                                "ORDER BY seq", (seq,))
         return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]))
                 for r in rows]
+
+
+# SQLite errors that may pass without a change to polpo: space, permissions, I/O, another process's lock
+_PASSING = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_BUSY", "SQLITE_LOCKED",
+            "SQLITE_PERM")
 
 
 def _write_batch(con: sqlite3.Connection, work: list[tuple[str, Any]]) -> None:

@@ -23,13 +23,14 @@ PendingEvent = tuple[Payload, str | None, str | None]  # payload, mission id, ta
 
 
 class Tx:
-    __slots__ = ("done", "events", "ops", "pending", "ts")
+    __slots__ = ("done", "error", "events", "ops", "pending", "ts")
 
     def __init__(self) -> None:
         self.ops: list[tuple[R.Table, R.Row]] = []
         self.pending: list[PendingEvent] = []
         self.events: list[Event] = []  # stamped by the store's writer, in commit order
         self.ts: str | None = None  # when it was submitted; the events' timestamp
+        self.error: str | None = None  # why it was not written (it was dropped, alone, so the others could be)
         self.done = anyio.Event()
 
     # -- rows -----------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ Linux only (``/proc``).
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
 import os
 import signal
@@ -35,7 +36,10 @@ import anyio
 from polpo.clock import Clock
 from polpo.tools.proctable import kill_group, terminate_group
 
-__all__ = ["MINIMAL_ENV_KEYS", "ProcResult", "minimal_env", "run_process"]
+__all__ = ["MINIMAL_ENV_KEYS", "RUNNING", "ProcResult", "minimal_env", "run_process"]
+
+RUNNING: set[int] = set()
+"""Pids of the programs run_process started and has not seen reaped (the orphan sweep never touches them)."""
 
 #: Variables :func:`minimal_env` copies from the daemon's environment (when present). Nothing else: no API keys.
 MINIMAL_ENV_KEYS: tuple[str, ...] = (
@@ -80,6 +84,8 @@ class ProcResult:
     """Seconds, measured with ``clock.monotonic()``."""
     error: str | None
     """Why the program could not be started (e.g. ``command not found: foo``), else None."""
+    permanent: bool = False
+    """The start failed for a reason running it again cannot change (an argument list too long, a NUL byte)."""
 
     @property
     def ok(self) -> bool:
@@ -148,6 +154,10 @@ def _spawn_error(argv: Sequence[str], cwd: Path, exc: OSError) -> str:
         return f"command not found: {program}"
     if isinstance(exc, PermissionError):
         return f"permission denied: {program}"
+    if exc.errno == errno.E2BIG:
+        size = sum(len(a) for a in argv)
+        return (f"cannot start {program}: the command line and environment are too long for the system "
+                f"(arguments {size} bytes); pass large text on stdin or in a file instead of the argv")
     return f"cannot start {program}: {exc.strerror or exc}"
 
 
@@ -216,11 +226,13 @@ async def run_process(
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
-        return _not_started(_spawn_error(args, cwd, exc), clock.monotonic() - start)
+        return _not_started(_spawn_error(args, cwd, exc), clock.monotonic() - start,
+                            permanent=exc.errno == errno.E2BIG)
     except ValueError as exc:  # e.g. an embedded NUL byte in an argument or the environment
-        return _not_started(f"cannot start {args[0][:80]}: {exc}", clock.monotonic() - start)
+        return _not_started(f"cannot start {args[0][:80]}: {exc}", clock.monotonic() - start, permanent=True)
 
     pid = transport.get_pid()
+    RUNNING.add(pid)
     timed_out = False
     try:
         try:
@@ -251,6 +263,8 @@ async def run_process(
     finally:
         if transport.get_returncode() is None:
             kill_group(pid, signal.SIGKILL)
+        else:
+            RUNNING.discard(pid)  # reaped by asyncio; until then the orphan sweep must leave it alone
         transport.close()
 
     rc = transport.get_returncode()
@@ -269,15 +283,6 @@ async def run_process(
     )
 
 
-def _not_started(error: str, duration: float) -> ProcResult:
-    return ProcResult(
-        exit_code=None,
-        signal=None,
-        timed_out=False,
-        stdout_tail="",
-        stderr_tail="",
-        stdout_bytes=0,
-        stderr_bytes=0,
-        duration=max(0.0, duration),
-        error=error,
-    )
+def _not_started(error: str, duration: float, *, permanent: bool = False) -> ProcResult:
+    return ProcResult(exit_code=None, signal=None, timed_out=False, stdout_tail="", stderr_tail="", stdout_bytes=0,
+                      stderr_bytes=0, duration=max(0.0, duration), error=error, permanent=permanent)

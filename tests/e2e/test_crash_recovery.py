@@ -17,7 +17,7 @@ from tests.support.daemon import (
     wait_events,
     write_config,
 )
-from tests.support.procs import is_dead
+from tests.support.procs import is_dead, wait_dead
 
 pytestmark = pytest.mark.slow
 
@@ -91,3 +91,40 @@ def test_sigterm_stops_cleanly_and_restart_resumes(tmp_path: Path) -> None:
         evs = wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
     assert next(e for e in evs if e["event"] == "mission:completed")["data"]["outcome"] == "completed"
     assert json.loads((state / "events.jsonl").read_text().splitlines()[0])["seq"] == 1
+
+
+def test_a_child_that_left_its_group_with_setsid_is_gone_after_the_attempt(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    state = tmp_path / "state"
+    escape = "setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo $! > esc.pid"
+    mission = mission_json(shell_task("exits", escape),
+                           shell_task("times out", escape.replace("esc.pid", "esc2.pid") + "; sleep 60",
+                                      maxDuration=1))
+    (tmp_path / "missions" / "escape.json").write_text(mission)
+    with daemon_process(config):
+        wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
+        ws = state / "workspaces" / "escape"
+        first, second = int((ws / "esc.pid").read_text()), int((ws / "esc2.pid").read_text())
+        assert wait_dead(first) and wait_dead(second)  # killed by the daemon, not by the end of the test
+
+
+def test_a_check_left_running_by_kill_9_is_killed_before_the_checks_resume(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    state = tmp_path / "state"
+    ws = state / "workspaces" / "check"
+    check = "echo $$ > check.$$.pid; while [ ! -f go ]; do sleep 0.05; done"
+    (tmp_path / "missions" / "check.json").write_text(mission_json(
+        shell_task("t", "true", expectations=[{"type": "script", "command": check}])))
+    with daemon_process(config) as proc:
+        wait_events(state, lambda evs: bool(list(ws.glob("check.*.pid"))))
+        [pid_file] = list(ws.glob("check.*.pid"))
+        orphan = int(pid_file.read_text())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert not is_dead(orphan)  # the check outlived the daemon
+    with daemon_process(config):
+        wait_events(state, lambda evs: len(list(ws.glob("check.*.pid"))) == 2)  # the check runs again
+        assert wait_dead(orphan)  # and the old one was ended first
+        (ws / "go").write_text("")
+        evs = wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
+    assert next(e for e in evs if e["event"] == "mission:completed")["data"]["outcome"] == "completed"

@@ -3,10 +3,7 @@ upsert and insert-only semantics, every named read, and all-or-nothing batches."
 
 from __future__ import annotations
 
-import sqlite3
-
 import anyio
-import asyncpg
 import orjson
 import pytest
 
@@ -22,6 +19,7 @@ from polpo.model.status import (
     TaskStatus,
 )
 from polpo.store import rows as R
+from polpo.store.errors import StoreError
 from polpo.store.protocol import CommandRecord, MissionIndexEntry, SourceRecord
 from tests.support.stores import T0, Backend, assessment, attempt, mission, task, writing
 
@@ -138,25 +136,27 @@ async def test_every_named_read(backend: Backend) -> None:
         assert await store.queued_commands() == [CommandRecord(retry, "retry", t1.id)]
 
 
-async def test_a_failed_batch_leaves_no_row_and_no_event(backend: Backend) -> None:
+async def test_a_faulty_transaction_is_dropped_alone_and_leaves_no_row_and_no_event(backend: Backend) -> None:
     store = await backend.open()
     seen: list[Event] = []
     store.subscribe(seen.append)
     m = mission()
     good = store.submit(store.tx().mission(m).task(task(m, 0)).event(transition("assigned"), mission_id="m"))
     bad = store.tx().event(transition("done"), mission_id="m")
-    bad.ops.append((R.ATTEMPTS, ("m:1/1", "m:1")))  # written after the mission and task rows: it fails
+    bad.ops.append((R.ATTEMPTS, ("m:1/1", "m:1")))  # a row that does not fit its table: the batch fails
     store.submit(bad)
-    with pytest.raises((ValueError, sqlite3.ProgrammingError, asyncpg.InterfaceError)):
-        await store.run_writer()
-    assert not good.done.is_set() and seen == []
-    assert await store.load_mission("m") is None
-    assert await store.mission_index() == []
-    assert await store.events_after(0) == []
-    async with writing(store):  # the store is still usable, and numbers on from where it was
-        await store.commit(store.tx().mission(m).event(transition("assigned"), mission_id="m"))
-        assert [e.event for e in await store.events_after(0)] == ["task:transition"]
-    assert [ev.seq for ev in seen] == [1]  # the failed batch's numbers were given back
+    async with writing(store):  # written again one transaction at a time: only the faulty one is dropped
+        await good.done.wait()
+        await bad.done.wait()
+        worse = store.tx().event(transition("x"), mission_id="m")
+        worse.ops.append((R.ATTEMPTS, ("m:1/2",)))
+        with pytest.raises(StoreError):
+            await store.commit(worse)  # commit says so; the writer goes on
+        loaded = await store.load_mission("m")
+        assert loaded is not None and loaded.attempts == {}
+        assert [e.seq for e in await store.events_after(0)] == [1]
+    assert good.error is None and bad.error is not None
+    assert [(e.data["to"], e.seq) for e in seen] == [("assigned", 1)]  # the dropped ones' numbers were given back
     assert await backend_events(backend) == seen
 
 

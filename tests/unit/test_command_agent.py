@@ -259,3 +259,16 @@ async def test_exit_code_and_output_are_reported(tmp_path: Path) -> None:
     assert res.stderr_tail == "broken\n"
     assert res.stdout_bytes == 8
     assert res.error is None
+
+
+def test_a_text_too_long_for_a_variable_is_left_to_stdin(tmp_path: Path) -> None:
+    from polpo.agents.command import ENV_TEXT_MAX, agent_env, agent_stdin
+
+    req = _request(tmp_path)
+    long = "y" * (ENV_TEXT_MAX + 1)
+    big = dataclasses.replace(req, prompt=long, description=long)
+    env = agent_env(big)
+    assert env["POLPO_PROMPT"] == "" and env["POLPO_PROMPT_ON_STDIN"] == "1"
+    assert env["POLPO_TASK_DESCRIPTION"] == "" and env["POLPO_TASK_DESCRIPTION_ON_STDIN"] == "1"
+    assert "POLPO_FEEDBACK_ON_STDIN" not in env
+    assert long in agent_stdin(big).decode()  # the whole text is still given

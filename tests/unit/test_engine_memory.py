@@ -301,3 +301,18 @@ async def test_accepting_writes_the_tasks_in_chunks_one_commit_each(tmp_path: Pa
     assert len(rows(store, "tasks", mission_id=m.id)) == 5
     names = [e.event for e in store.events]
     assert names == ["mission:accepted"] + ["task:created"] * 5
+
+
+async def test_an_argv_too_long_fails_the_task_at_once_and_the_description_is_stored_once(tmp_path: Path) -> None:
+    agents = '[agents.sh]\ntype = "command"\ncommand = ["bash", "-c", "{description}"]\n'
+    description = "true # " + "x" * 300_000  # one argument over Linux's 128 KiB limit
+    async with engine_on_memory(config(tmp_path, agents, retries=2, fixes=1)) as run:
+        m = await run.accept({"tasks": [{"title": "big", "description": description, "assignTo": "sh"}]})
+        done = await run.wait_event("mission:completed", mission_id=m.id)
+    assert done.data["outcome"] == "failed"
+    [attempt] = rows(run.store, "attempts")  # no retry: another attempt could not start either
+    assert attempt["permanent"] == 1 and "too long" in attempt["error"]
+    assert len(attempt["prompt"]) < 2000 and "300007 characters" in attempt["prompt"]
+    [t] = rows(run.store, "tasks")
+    assert t["status"] == "failed" and "cannot run this task" in t["reason"] and t["retries"] == 0
+    assert not run.of("task:retry")

@@ -1,0 +1,113 @@
+"""Nothing an agent starts outlives its attempt, not even a process that left its group with ``setsid``.
+
+Killing an attempt's process group ends everything in the group; a descendant that called ``setsid`` (a
+daemonising tool, ``nohup … &`` in a new session) is in another group. The daemon makes itself a *child
+subreaper* (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``): such a descendant, once its parent is gone, becomes the
+daemon's child instead of init's, so the daemon can see it (``/proc/self/task/*/children``) and, from the
+attempt marker in its environment, tell which attempt it belongs to. :func:`sweep` kills the adopted processes of
+attempts that have ended and reaps adopted processes that exited. It costs a few small reads, so it runs at the
+end of every attempt. Without the subreaper (another OS, or an embedding program that does not ask for it)
+escapees go to init, and only the marker scan after a crash finds them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+from collections.abc import Callable
+
+from polpo.tools.marks import ATTEMPT_MARK
+
+log = logging.getLogger("polpo.orphans")
+
+__all__ = ["adopted", "become_subreaper", "sweep"]
+
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper = False
+
+
+def become_subreaper() -> bool:
+    """Ask Linux to give this process the orphaned descendants of its children. True if it did."""
+    global _subreaper
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        _subreaper = False
+    return _subreaper
+
+
+def adopted(known: set[int]) -> list[int]:
+    """This process's children that it did not start itself (``known``): orphans it adopted as a subreaper."""
+    pids: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue
+    return [p for p in pids if p not in known]
+
+
+def _mark_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    prefix = f"{ATTEMPT_MARK}=".encode()
+    for item in env.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+_ours: set[int] = set()  # adopted processes that carry an attempt marker (ours to reap)
+
+
+def sweep(known: set[int], is_live: Callable[[str], bool]) -> int:
+    """Kill adopted processes whose attempt is not live (by their marker) and reap the ones that exited.
+
+    ``known``: pids this process started and still waits for (never touched here); ``is_live(mark)``: whether
+    the attempt a marker names is still running. Only processes that carry an attempt marker are killed or
+    reaped, so children started by other means keep their exit status for whoever waits for them.
+    Returns how many processes were killed.
+    """
+    if not _subreaper:
+        return 0
+    killed = 0
+    for pid in adopted(known):
+        if pid in _ours:
+            _reap(pid)
+            continue
+        mark = _mark_of(pid)
+        if mark is None:
+            continue
+        _ours.add(pid)
+        if is_live(mark):
+            continue  # its attempt still runs (a server it started on purpose)
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+        _reap(pid)
+    if killed:
+        log.warning("killed %d process(es) that outlived their attempt", killed)
+    return killed
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            _ours.discard(pid)
