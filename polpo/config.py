@@ -7,16 +7,14 @@ directory. Durations are seconds (a number) or ISO-8601 strings (``"PT30S"``).
 from __future__ import annotations
 
 import os
-import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_dirs
 from polpo.durations import Duration
-
-DEFAULT_CONFIG = Path("config/polpo.toml")
 
 
 def _secs(n: float) -> timedelta:
@@ -171,36 +169,18 @@ class Config(_Base):
         return self.daemon.state_dir / "events.jsonl"
 
 
-def config_path(explicit: str | os.PathLike[str] | None) -> Path:
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get("POLPO_CONFIG")
-    return Path(env) if env else DEFAULT_CONFIG
-
-
 def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     path = config_path(explicit)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: config file not found; pass --config PATH or set POLPO_CONFIG "
-            f"(the repository ships config/polpo.toml)"
-        ) from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        raw = read_toml(path)
+    except ConfigNotFound as e:
+        raise ConfigError(str(e)) from None
     return parse_config(raw, path)
 
 
 def parse_config(raw: dict[str, Any], path: Path) -> Config:
     base = path.resolve().parent
-    daemon = dict(raw.get("daemon", {}))
-    for key, env_name in (("state_dir", "POLPO_STATE_DIR"), ("missions_dir", "POLPO_MISSIONS_DIR")):
-        if os.environ.get(env_name):
-            daemon[key] = os.environ[env_name]
-    for key in ("state_dir", "missions_dir"):
-        if key in daemon and isinstance(daemon[key], str):
-            daemon[key] = str((base / daemon[key]).resolve())
+    daemon = resolve_dirs(dict(raw.get("daemon", {})), base)
     raw = {**raw, "daemon": daemon, "source": str(path.resolve())}
     llm = raw.get("llm")
     if isinstance(llm, dict) and isinstance(llm.get("env_file"), str):
@@ -216,11 +196,6 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     except ValidationError as e:
         lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
         raise ConfigError("\n".join(lines)) from None
-    if "state_dir" not in daemon:
-        cfg = cfg.model_copy(update={"daemon": cfg.daemon.model_copy(update={"state_dir": base / ".polpo"})})
-    if "missions_dir" not in daemon:
-        cfg = cfg.model_copy(
-            update={"daemon": cfg.daemon.model_copy(update={"missions_dir": base / "missions"})})
     problems = [
         f"{path}: agents.{name}.command: a command agent needs command = [program, args…]"
         for name, a in cfg.agents.items() if a.type == "command" and not a.command

@@ -1,23 +1,40 @@
-"""The ``polpo`` command line: one module per group of commands.
+"""The ``polpo`` command line: one module per group of commands, imported only when its command runs.
 
 Quick commands (validate, status, show, tail, schema, metrics) import neither anyio nor litellm, so they answer fast.
 """
 
 from __future__ import annotations
 
-import click
+import importlib
+from typing import Any
 
-from polpo.cli.control import approve, cancel, retry
-from polpo.cli.daemon_cmd import daemon
-from polpo.cli.inspect_cmds import show, status
-from polpo.cli.metrics_cmd import metrics
-from polpo.cli.missions import schema, submit, validate
-from polpo.cli.tail_cmd import tail
+import click
 
 __all__ = ["main"]
 
+# command → module that defines it (under polpo.cli); in the order `polpo --help` lists them
+COMMANDS = {
+    "daemon": "daemon_cmd", "validate": "missions", "submit": "missions", "status": "inspect_cmds",
+    "show": "inspect_cmds", "tail": "tail_cmd", "retry": "control", "cancel": "control", "approve": "control",
+    "schema": "missions", "metrics": "metrics_cmd",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class LazyGroup(click.Group):
+    """Imports a command's module when that command is asked for: `polpo status` does not load `polpo daemon`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *super().list_commands(ctx)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return super().get_command(ctx, cmd_name)
+        command: Any = getattr(importlib.import_module(f"polpo.cli.{module}"), cmd_name)
+        return command if isinstance(command, click.Command) else None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="polpo")
 def main() -> None:
     """polpo — a daemon that turns mission files into assessed work.
@@ -33,6 +50,3 @@ def main() -> None:
     Act:        polpo retry TASK | cancel MISSION | approve TASK
     """
 
-
-for _command in (daemon, validate, submit, status, show, tail, retry, cancel, approve, schema, metrics):
-    main.add_command(_command)

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-__all__ = ["CONFIG_HELP", "config_option", "load_config_or_exit", "print_json"]
+__all__ = ["CONFIG_HELP", "config_option", "load_config_or_exit", "locate_or_exit", "print_json"]
 
 CONFIG_HELP = "Config file (default: $POLPO_CONFIG or config/polpo.toml)."
 
@@ -26,6 +26,16 @@ def load_config_or_exit(config_path: str | None) -> Any:
     try:
         return load_config(config_path)
     except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def locate_or_exit(config_path: str | None) -> Any:
+    """Where the config puts the state (paths and store only, without validating the whole config: fast)."""
+    from polpo.config_paths import ConfigNotFound, locate
+
+    try:
+        return locate(config_path)
+    except ConfigNotFound as e:
         raise click.ClickException(str(e)) from None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from polpo.cli.common import config_option, load_config_or_exit, print_json
+from polpo.cli.common import config_option, locate_or_exit, print_json
 
 
 def _show_task(t: dict[str, Any]) -> None:
@@ -64,7 +64,7 @@ def status(as_json: bool, show_all: bool, config_path: str | None) -> None:
     from polpo.daemon_probe import daemon_pid
     from polpo.store import read
 
-    cfg = load_config_or_exit(config_path)
+    cfg = locate_or_exit(config_path)
     pid = daemon_pid(cfg.state_dir)
     try:
         con = read.open_reader(cfg)
@@ -104,7 +104,7 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
     """One mission (ID or name) or task (MISSION:N) with its attempts and check results."""
     from polpo.store import read
 
-    cfg = load_config_or_exit(config_path)
+    cfg = locate_or_exit(config_path)
     try:
         con = read.open_reader(cfg)
     except read.NoState as e:

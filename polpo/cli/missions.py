@@ -27,7 +27,7 @@ def validate(files: tuple[str, ...], params: tuple[str, ...], config_path: str |
     agents when a config is found. A Polpo workflow/playbook template is checked as it would be submitted:
     filled with --param values and its defaults.
     """
-    from polpo.config import config_path as resolve_config
+    from polpo.config_paths import config_path as resolve_config
     from polpo.mission.loader import format_problems, load_mission
 
     known: list[str] | None = None

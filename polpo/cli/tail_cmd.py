@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import click
 
-from polpo.cli.common import config_option, load_config_or_exit
+from polpo.cli.common import config_option, locate_or_exit
 
 
 @click.command()
@@ -29,10 +29,10 @@ def tail(follow: bool, mission_id: str | None, pattern: str | None, as_json: boo
     """Show the event log (<state_dir>/events.jsonl) readably."""
     import orjson
 
-    from polpo.events.catalog import matches
+    from polpo.events.names import matches
     from polpo.events.render import render
 
-    cfg = load_config_or_exit(config_path)
+    cfg = locate_or_exit(config_path)
     path = cfg.events_path
 
     def keep(ev: dict[str, Any]) -> bool:

@@ -11,14 +11,13 @@ of ``data`` while it is ``None``; every other field is always present (``null`` 
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 import orjson
 
-__all__ = ["ALL_EVENTS", "PAYLOADS", "Event", "Payload", "matches"]
+__all__ = ["ALL_EVENTS", "PAYLOADS", "Event", "Payload"]
 
 
 class Payload:
@@ -370,19 +369,3 @@ class Event:
             out["taskId"] = self.task_id
         out["data"] = self.data
         return out
-
-
-def matches(name: str, pattern: str) -> bool:
-    """Glob match of an event name: ``*`` within one ``:`` segment, ``**`` across segments."""
-    if pattern in ("*", "**"):
-        return True
-    if "**" in pattern:
-        return fnmatch.fnmatchcase(name, pattern.replace("**", "*"))
-    parts, pparts = name.split(":"), pattern.split(":")
-    if len(parts) != len(pparts):
-        # "task:*" also matches "task:retry:blocked": a trailing * swallows the rest.
-        if pparts[-1] == "*" and len(parts) > len(pparts):
-            parts = [*parts[: len(pparts) - 1], ":".join(parts[len(pparts) - 1 :])]
-        else:
-            return False
-    return all(fnmatch.fnmatchcase(p, q) for p, q in zip(parts, pparts, strict=True))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
-from polpo.events.catalog import ALL_EVENTS, matches
+from polpo.events.catalog import ALL_EVENTS
+from polpo.events.names import matches
 from polpo.mission.loader import Problem
 from polpo.mission.schema import MissionSpec, Notifications
 

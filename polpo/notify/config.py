@@ -45,7 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from polpo.config import Config, ConfigError
 from polpo.durations import Duration
-from polpo.events.catalog import ALL_EVENTS, matches
+from polpo.events.catalog import ALL_EVENTS
+from polpo.events.names import matches
 
 __all__ = [
     "ChannelConfig", "CommandChannel", "FileChannel", "NotifyConfig", "NotifyConfigError", "NotifyRule",

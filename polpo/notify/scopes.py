@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from polpo.events.catalog import Event, matches
+from polpo.events.catalog import Event
+from polpo.events.names import matches
 from polpo.mission.schema import NotificationRule, Notifications
 from polpo.model.records import Mission
 from polpo.notify.config import NotifyRule

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
-from polpo.config import StoreSettings
+from polpo.config_paths import StoreSettingsLike
 from polpo.store.errors import StoreError
 
 __all__ = ["PgTarget", "target"]
@@ -35,7 +35,7 @@ class PgTarget:
         return StoreError(f"cannot {doing} the PostgreSQL store at {self.where}: {detail}")
 
 
-def target(settings: StoreSettings) -> PgTarget:
+def target(settings: StoreSettingsLike) -> PgTarget:
     if settings.url is None:
         raise StoreError("no [store] url configured")
     parts = urlsplit(settings.url)

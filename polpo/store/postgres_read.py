@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from polpo.config import StoreSettings
+from polpo.config_paths import StoreSettingsLike
 from polpo.store.errors import StoreError
 from polpo.store.postgres_conn import PgTarget, target
 
@@ -81,7 +81,7 @@ class PgReadConnection:
             self._loop.close()
 
 
-def connect(settings: StoreSettings) -> PgReadConnection:
+def connect(settings: StoreSettingsLike) -> PgReadConnection:
     """One connection to the store. A database no daemon has set up yet raises ``LookupError``."""
     t = target(settings)
     loop = asyncio.new_event_loop()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 if TYPE_CHECKING:
-    from polpo.config import Config
+    from polpo.config_paths import Located
 
 
 class NoState(Exception):
@@ -47,7 +47,7 @@ class Conn(Protocol):
     def close(self) -> None: ...
 
 
-def open_reader(cfg: Config) -> Conn:
+def open_reader(cfg: Located) -> Conn:
     """The state the config names: the SQLite file in the state folder, or the ``[store] url`` database."""
     if cfg.store.url is None:
         return connect(cfg.db_path)

@@ -68,16 +68,20 @@ async def test_a_node_numbers_its_events_only_after_an_earlier_numbered_commit_i
     """So a reader following ``seq`` upwards never sees a smaller number appear later."""
     store = await open_pg(postgres_url)
     other = await asyncpg.connect(postgres_url)  # another node, between numbering its events and committing
+    watcher = await asyncpg.connect(postgres_url)
     try:
         async with writing(store):
             tx = other.transaction()
             await tx.start()
             assert await other.fetchval("UPDATE event_clock SET seq = seq + 1 RETURNING seq") == 1
             mine = store.submit(store.tx().event(E.OrchestratorShutdown(pid=1, unfinished_missions=0)))
-            while not await other.fetchval(  # our writer waits on the clock's row lock
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE event_clock%'"):
-                await anyio.sleep(0.01)
+            with anyio.fail_after(60):
+                # Polled from a connection outside any transaction: inside one, pg_stat_activity is a
+                # snapshot taken at its first read and would never show the writer starting to wait.
+                while not await watcher.fetchval(  # our writer waits on the clock's row lock
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE event_clock%'"):
+                    await anyio.sleep(0.01)
             assert not mine.done.is_set()
             await other.execute("INSERT INTO events (seq, ts, event, data) VALUES (1, 't', 'other', '{}')")
             await tx.commit()
@@ -85,6 +89,7 @@ async def test_a_node_numbers_its_events_only_after_an_earlier_numbered_commit_i
         assert [e.seq for e in mine.events] == [2]
     finally:
         await other.close()
+        await watcher.close()
 
 
 async def test_nodes_starting_together_migrate_once(postgres_url: str) -> None:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from polpo.events.catalog import ALL_EVENTS, matches
+from polpo.events.catalog import ALL_EVENTS
+from polpo.events.names import matches
 
 
 @pytest.mark.parametrize(
