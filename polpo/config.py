@@ -38,6 +38,7 @@ class DaemonSettings(_Base):
     max_concurrency: int = Field(4, ge=1)
     shutdown_grace: Duration = Field(default_factory=lambda: _secs(10))
     force_polling: bool = False  # for network file systems where inotify events do not arrive
+    max_mission_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=1024**3)  # larger mission files are rejected unread
 
 
 class AgentConfig(_Base):

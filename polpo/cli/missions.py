@@ -8,43 +8,54 @@ from pathlib import Path
 
 import click
 
-from polpo.cli.common import config_option, load_config_or_exit, print_json
+from polpo.cli.common import config_option, load_config_or_exit, print_json, term
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--all", "show_all", is_flag=True, help="List every problem (default: the first 50 of each file).")
 @config_option
-def validate(files: tuple[str, ...], config_path: str | None) -> None:
+def validate(files: tuple[str, ...], show_all: bool, config_path: str | None) -> None:
     """Check mission files without running them. Exit 1 if any is invalid.
 
-    Each problem is printed as `FILE: $.json.path: reason`. Agent names are checked against the config's
-    agents when a config is found.
+    Each problem is printed as `FILE: $.json.path: reason`. The check is the daemon's own (size limit,
+    loader, notification channels, the stored form read back), so a file that passes here is accepted by
+    the daemon with the same config. Agent and channel names are checked when a config is found.
     """
+    from polpo.config import DaemonSettings
     from polpo.config import config_path as resolve_config
-    from polpo.mission.loader import format_problems, load_mission
+    from polpo.intake.check import MAX_REPORTED, cap, check_mission, unreadable
+    from polpo.intake.reader import Unreadable, read_mission_file
+    from polpo.mission.loader import format_problems
 
     known: list[str] | None = None
+    channels: set[str] | None = None
+    max_bytes: int = DaemonSettings.model_fields["max_mission_bytes"].default
     if config_path or resolve_config(None).exists():
-        known = sorted(load_config_or_exit(config_path).agents)
+        cfg = load_config_or_exit(config_path)
+        known, channels, max_bytes = sorted(cfg.agents), set(cfg.channels), cfg.daemon.max_mission_bytes
     else:
-        click.echo(f"polpo: no config at {resolve_config(None)}; agent names are not checked", err=True)
+        click.echo(f"polpo: no config at {term(resolve_config(None))}; agent names are not checked", err=True)
     bad = 0
     for name in files:
-        try:
-            raw = Path(name).read_bytes()
-        except OSError as e:
-            click.echo(f"{name}: $: cannot read the file: {e.strerror}")
+        content = read_mission_file(Path(name), max_bytes)
+        if content is None:
+            click.echo(f"{term(name)}: $: cannot read the file: no such file")
             bad += 1
             continue
-        result = load_mission(raw, known_agents=known)
-        for w in result.warnings:
-            click.echo(f"{name}: warning: {w}", err=True)
-        if result.spec is None:
+        verdict = (unreadable(content) if isinstance(content, Unreadable)
+                   else check_mission(content, known_agents=known, channels=channels))
+        for w in verdict.warnings:
+            click.echo(term(f"{name}: warning: {w}"), err=True)
+        if verdict.spec is None:
             bad += 1
-            for line in format_problems(name, result.problems):
-                click.echo(line)
+            shown, more = cap(verdict.problems, None if show_all else MAX_REPORTED)
+            for line in format_problems(name, shown):
+                click.echo(term(line))
+            if more:
+                click.echo(f"{term(name)}: … and {more} more problem(s) (--all lists every one)")
         else:
-            click.echo(f"{name}: ok ({len(result.spec.tasks)} task(s))")
+            click.echo(f"{term(name)}: ok ({len(verdict.spec.tasks)} task(s))")
     sys.exit(1 if bad else 0)
 
 
@@ -58,15 +69,19 @@ def submit(file: str, name: str | None, no_validate: bool, config_path: str | No
 
     The file is validated first, so mistakes show here rather than only in the log.
     """
-    from polpo.mission.loader import format_problems, load_mission
+    from polpo.intake.check import cap, check_mission
+    from polpo.mission.loader import format_problems
 
     cfg = load_config_or_exit(config_path)
     raw = Path(file).read_bytes()
     if not no_validate:
-        result = load_mission(raw, known_agents=sorted(cfg.agents))
-        if result.spec is None:
-            for line in format_problems(file, result.problems):
-                click.echo(line)
+        verdict = check_mission(raw, known_agents=sorted(cfg.agents), channels=set(cfg.channels))
+        if verdict.spec is None:
+            shown, more = cap(verdict.problems)
+            for line in format_problems(file, shown):
+                click.echo(term(line))
+            if more:
+                click.echo(f"{term(file)}: … and {more} more problem(s) (`polpo validate --all` lists every one)")
             raise click.ClickException("not submitted: fix the problems above (or pass --no-validate)")
     target_name = name or Path(file).name
     if not target_name.endswith(".json") or target_name.startswith("."):

@@ -3,6 +3,12 @@
 Field errors come from pydantic; the checks that need the whole document (unique titles, references to tasks
 and agents, dependency cycles including the waits that quality gates add) run on the raw JSON next to them,
 defensively, so one run reports everything a person has to fix. Linear in the size of the document.
+
+Before any of that, the parse step refuses what no later stage can carry: text that is not UTF-8 (a UTF-8
+byte-order mark is dropped, here and in the watcher alike), NUL characters and lone surrogates in any string
+(argv, file names, SQLite and UTF-8 JSON cannot hold them), whole numbers beyond ±2^53 and numbers too large
+for a double (orjson and SQLite stop at 64 bits), and nesting deeper than :data:`MAX_DEPTH`. Every problem's
+path and message is made UTF-8-safe, so a rejection can always be stored and logged.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import math
 import re
 import types
 from collections.abc import Collection, Iterator, Sequence
@@ -33,6 +40,9 @@ from polpo.mission.schema import (
 Loc = tuple[str | int, ...]
 _IGNORED = "Polpo field not implemented by polpo; ignored"
 _MAX_SUGGESTIONS = 50  # difflib is linear in the candidates: cap it so a broken 10 000-task file stays fast
+MAX_DEPTH = 64  # objects and lists nested deeper than this are refused (orjson's own limit is 255)
+MAX_SAFE_INT = 2**53  # the largest whole number every JSON reader (JavaScript's included) keeps exactly
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,10 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
     so agent references are not checked)."""
     data, problem, duplicates = _parse(raw)
     if problem is not None:
-        return LoadResult(None, [problem], [])
+        return LoadResult(None, [_carryable_problem(problem)], [])
+    unsafe = _unsafe_values(data)
+    if unsafe:  # nothing downstream may see these values, so they are the whole answer
+        return LoadResult(None, [_carryable_problem(Problem(json_path(loc), msg)) for loc, msg in unsafe], [])
     if not isinstance(data, dict):
         return LoadResult(None, [Problem("$", 'the top level must be a JSON object with a "tasks" list')], [])
     found = duplicates
@@ -71,12 +84,28 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
         found.extend(_from_pydantic(e, data, suggest))
     checker = _Checker(data, known_agents, suggest)
     found.extend(checker.run())
-    warnings = _warnings(data, known_agents)
+    warnings = [carryable(w) for w in _warnings(data, known_agents)]
     if not found:
         assert spec is not None
         return LoadResult(_gates_by_title(spec, checker.id_refs), [], warnings)
     unique = dict.fromkeys((loc, msg) for loc, msg in sorted(found, key=lambda p: _sort_key(p[0])))
-    return LoadResult(None, [Problem(json_path(loc), msg) for loc, msg in unique], warnings)
+    return LoadResult(None, [_carryable_problem(Problem(json_path(loc), msg)) for loc, msg in unique], warnings)
+
+
+def carryable(text: str) -> str:
+    """``text`` that UTF-8, SQLite and argv can carry: NUL and lone surrogates become ``\\x00`` / ``\\udXXX``."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _carryable_problem(p: Problem) -> Problem:
+    return Problem(carryable(p.path), carryable(p.message))
 
 
 _TASK_ID = re.compile(r"(?:.+:)?(\d+)")
@@ -119,12 +148,29 @@ def _sort_key(loc: Loc) -> tuple[tuple[int, int, str], ...]:
 
 # ------------------------------------------------------------------------------------------------ parsing
 
+def strip_bom(raw: bytes) -> bytes:
+    """The bytes without a leading UTF-8 byte-order mark (editors on Windows add one); the one BOM rule."""
+    return raw[len(UTF8_BOM):] if raw.startswith(UTF8_BOM) else raw
+
+
+_UTF_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+             (b"\xfe\xff", "UTF-16"))
+
+
 def _parse(raw: bytes) -> tuple[Any, Problem | None, list[tuple[Loc, str]]]:
     """JSON → data, or the one problem that stops everything; plus duplicate keys (JSON keeps the last)."""
-    if not raw.strip(b" \t\r\n\xef\xbb\xbf"):
+    raw = strip_bom(raw)
+    if not raw.strip(b" \t\r\n"):
         return None, Problem("$", "file is empty"), []
+    for bom, name in _UTF_BOMS:
+        if raw.startswith(bom):
+            return None, Problem("$", f"not valid JSON: the file is {name} text (it starts with a {name} "
+                                      "byte-order mark); save it as UTF-8"), []
+    if b"\x00" in raw:
+        return None, Problem("$", "not valid JSON: the file contains NUL bytes (UTF-16 or binary data?); "
+                                  "save it as UTF-8 text"), []
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
@@ -150,7 +196,7 @@ def _parse(raw: bytes) -> tuple[Any, Problem | None, list[tuple[Loc, str]]]:
     except json.JSONDecodeError as e:
         return None, Problem("$", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"), []
     except RecursionError:
-        return None, Problem("$", "not valid JSON: nested too deeply"), []
+        return None, Problem("$", f"nested too deeply: at most {MAX_DEPTH} levels of objects and lists"), []
     except ValueError as e:
         return None, Problem("$", f"not valid JSON: {e}"), []
     found: list[tuple[Loc, str]] = []
@@ -159,6 +205,52 @@ def _parse(raw: bytes) -> tuple[Any, Problem | None, list[tuple[Loc, str]]]:
             found.extend(((*loc, key), "duplicate key: JSON keeps only the last value; remove one")
                          for key in dupes.get(id(node), ()))
     return data, None, found
+
+
+def _unsafe_values(data: Any) -> list[tuple[Loc, str]]:
+    """Strings, keys and numbers no later stage can carry, and nesting beyond :data:`MAX_DEPTH`; iterative."""
+    found: list[tuple[Loc, str]] = []
+    stack: list[tuple[Loc, Any]] = [((), data)]
+    while stack:
+        loc, node = stack.pop()
+        if isinstance(node, str):
+            if (why := _unsafe_text(node)) is not None:
+                found.append((loc, why))
+        elif isinstance(node, bool) or node is None:
+            continue
+        elif isinstance(node, int):
+            if not -MAX_SAFE_INT <= node <= MAX_SAFE_INT:
+                found.append((loc, "number out of range: whole numbers must be between -2^53 and 2^53"))
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                found.append((loc, "number out of range: too large to be stored"))
+        elif isinstance(node, dict | list):
+            if len(loc) >= MAX_DEPTH:
+                found.append((loc, f"nested too deeply: at most {MAX_DEPTH} levels of objects and lists"))
+                continue
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    if (why := _unsafe_text(k)) is not None:
+                        found.append(((*loc, k), "this key " + why.removeprefix("this text ")))
+                    stack.append(((*loc, k), v))
+            else:
+                stack.extend(((*loc, i), v) for i, v in enumerate(node))
+    found.sort(key=lambda p: _sort_key(p[0]))
+    return found
+
+
+def _unsafe_text(text: str) -> str | None:
+    if text.isascii() and "\x00" not in text:
+        return None
+    if "\x00" in text:
+        return ("this text contains a NUL character (\\u0000), which no command line, file name or database "
+                "text can hold; remove it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return ("this text contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), which is not a "
+                "character; write the character itself or a complete surrogate pair")
+    return None
 
 
 def _walk(data: Any) -> Iterator[tuple[Loc, dict[str, Any]]]:
@@ -523,4 +615,5 @@ def _warnings(data: dict[str, Any], known_agents: Collection[str] | None) -> lis
     return out
 
 
-__all__ = ["LoadResult", "Problem", "format_problems", "json_path", "load_mission"]
+__all__ = ["MAX_DEPTH", "MAX_SAFE_INT", "LoadResult", "Problem", "carryable", "format_problems", "json_path",
+           "load_mission", "strip_bom"]

@@ -36,7 +36,13 @@ def _dict(row: sqlite3.Row | None, json_cols: tuple[str, ...] = ()) -> dict[str,
     return d
 
 
-def missions(con: sqlite3.Connection, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
+def mission_count(con: sqlite3.Connection) -> int:
+    return int(con.execute("SELECT COUNT(*) FROM missions").fetchone()[0])
+
+
+def missions(con: sqlite3.Connection, *, include_finished: bool = True,
+             limit: int | None = 200) -> list[dict[str, Any]]:
+    """The newest ``limit`` missions (all if None), oldest first."""
     sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
@@ -45,7 +51,7 @@ def missions(con: sqlite3.Connection, *, include_finished: bool = True, limit: i
     if not include_finished:
         sql += "WHERE m.status IN ('running', 'cancelling') "
     sql += "ORDER BY m.seq DESC LIMIT ?"
-    return [dict(r) for r in con.execute(sql, (limit,))][::-1]
+    return [dict(r) for r in con.execute(sql, (-1 if limit is None else limit,))][::-1]
 
 
 def mission(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
