@@ -32,6 +32,7 @@ SETTLE_STEP = 0.05  # seconds between two size/mtime readings
 SETTLE_MAX = 30.0  # give up waiting for a writer that never stops
 UNPARSABLE_GRACE = 1.0  # how long a file that is broken JSON must stay unchanged before it is rejected
 INCOMPLETE_GRACE = 15.0  # the same for a file that looks cut short (or is still empty): a writer may be pausing
+WATCH_RESTART_DELAY = 0.5  # after the watcher failed, before it watches (and scans) again
 DEFAULT_MAX_BYTES: int = DaemonSettings.model_fields["max_mission_bytes"].default
 
 Content = bytes | Unreadable
@@ -135,19 +136,29 @@ class Intake:
         async with anyio.create_task_group() as tg:
             self._scan(tg)  # files added while the daemon was down
             self.ready.set()
-            watcher = awatch(self.folder, watch_filter=lambda _c, p: is_mission_file(Path(p)), recursive=False,
-                             stop_event=self.stop_event, force_polling=self.force_polling or None,
-                             step=30, rust_timeout=1000, yield_on_timeout=True)
-            first = True
-            async for changes in watcher:
-                if first:  # the watcher is live now: scan once more for files that arrived in between
-                    first = False
-                    self._scan(tg)
-                for change, p in changes:
-                    path = Path(p)
-                    if change in (Change.added, Change.modified) and path.parent == self.folder:
-                        self._schedule(tg, path)
+            while not self.stop_event.is_set():
+                try:
+                    await self._watch(tg)
+                except Exception:  # e.g. watchfiles cannot decode a file name that is not UTF-8
+                    log.exception("watching %s failed; scanning it and watching again", self.folder)
+                    with anyio.move_on_after(WATCH_RESTART_DELAY):
+                        await self.stop_event.wait()
             tg.cancel_scope.cancel()
+
+    async def _watch(self, tg: anyio.abc.TaskGroup) -> None:
+        """Watch until stopped. Events lost when this fails are found by the scan of the next round."""
+        watcher = awatch(self.folder, watch_filter=lambda _c, p: is_mission_file(Path(p)), recursive=False,
+                         stop_event=self.stop_event, force_polling=self.force_polling or None,
+                         step=30, rust_timeout=1000, yield_on_timeout=True)
+        first = True
+        async for changes in watcher:
+            if first:  # the watcher is live now: scan once more for files that arrived in between
+                first = False
+                self._scan(tg)
+            for change, p in changes:
+                path = Path(p)
+                if change in (Change.added, Change.modified) and path.parent == self.folder:
+                    self._schedule(tg, path)
 
     def _scan(self, tg: anyio.abc.TaskGroup) -> None:
         """Every mission name, whatever it is: a directory named ``*.json`` is rejected once, not skipped."""
