@@ -20,6 +20,8 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
+import anyio
+
 from polpo.engine.admission import Admission
 from polpo.intake.check import Verdict, cap, check_mission, internal_error, unreadable
 from polpo.intake.reader import Unreadable
@@ -76,7 +78,9 @@ class IntakeHandler:
             self._reject(source, digest, Verdict(None, [Problem("$", reason)], [], "still running"),
                          busy_with=active.id)
             return "busy"
-        verdict = check_mission(content, known_agents=self.known_agents, channels=self.channels)
+        # in a worker thread: a big bad file costs seconds of validation, which must not stall running missions
+        verdict = await anyio.to_thread.run_sync(
+            lambda: check_mission(content, known_agents=self.known_agents, channels=self.channels))
         if verdict.spec is None:
             self._reject(source, digest, verdict)
             return "rejected"

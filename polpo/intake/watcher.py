@@ -31,7 +31,7 @@ IGNORED_SUFFIXES = (".tmp", ".part", ".partial", ".swp", ".swx", "~", ".crdownlo
 SETTLE_STEP = 0.05  # seconds between two size/mtime readings
 SETTLE_MAX = 30.0  # give up waiting for a writer that never stops
 UNPARSABLE_GRACE = 1.0  # how long a file that is broken JSON must stay unchanged before it is rejected
-INCOMPLETE_GRACE = 15.0  # the same for a file that looks cut short (or is still empty): a writer may be pausing
+INCOMPLETE_GRACE = 10.0  # the same for a file that looks cut short (or is still empty): a writer may be pausing
 WATCH_RESTART_DELAY = 0.5  # after the watcher failed, before it watches (and scans) again
 DEFAULT_MAX_BYTES: int = DaemonSettings.model_fields["max_mission_bytes"].default
 

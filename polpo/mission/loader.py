@@ -7,8 +7,10 @@ defensively, so one run reports everything a person has to fix. Linear in the si
 Before any of that, the parse step refuses what no later stage can carry: text that is not UTF-8 (a UTF-8
 byte-order mark is dropped, here and in the watcher alike), NUL characters and lone surrogates in any string
 (argv, file names, SQLite and UTF-8 JSON cannot hold them), whole numbers beyond ±2^53 and numbers too large
-for a double (orjson and SQLite stop at 64 bits), and nesting deeper than :data:`MAX_DEPTH`. Every problem's
-path and message is made UTF-8-safe, so a rejection can always be stored and logged.
+for a double (orjson and SQLite stop at 64 bits), nesting deeper than :data:`MAX_DEPTH`, and more than
+:data:`MAX_ENTRIES` in one list or object or :data:`MAX_VALUES` in the document (so the validation's work
+and memory stay bounded: 300 000 bad items would otherwise make 300 000 errors). Every problem's path and
+message is made UTF-8-safe, so a rejection can always be stored and logged.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ _IGNORED = "Polpo field not implemented by polpo; ignored"
 _MAX_SUGGESTIONS = 50  # difflib is linear in the candidates: cap it so a broken 10 000-task file stays fast
 MAX_DEPTH = 64  # objects and lists nested deeper than this are refused (orjson's own limit is 255)
 MAX_SAFE_INT = 2**53  # the largest whole number every JSON reader (JavaScript's included) keeps exactly
+MAX_ENTRIES = 10_000  # items of one list, keys of one object (10 000 tasks fit)
+MAX_VALUES = 200_000  # values in the whole document: bounds the work (and the errors) of the validation
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -211,8 +215,13 @@ def _unsafe_values(data: Any) -> list[tuple[Loc, str]]:
     """Strings, keys and numbers no later stage can carry, and nesting beyond :data:`MAX_DEPTH`; iterative."""
     found: list[tuple[Loc, str]] = []
     stack: list[tuple[Loc, Any]] = [((), data)]
+    seen = 0
     while stack:
         loc, node = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            return [((), f"too many values: at most {MAX_VALUES} strings, numbers, lists and objects in one "
+                         "mission file")]
         if isinstance(node, str):
             if (why := _unsafe_text(node)) is not None:
                 found.append((loc, why))
@@ -227,6 +236,10 @@ def _unsafe_values(data: Any) -> list[tuple[Loc, str]]:
         elif isinstance(node, dict | list):
             if len(loc) >= MAX_DEPTH:
                 found.append((loc, f"nested too deeply: at most {MAX_DEPTH} levels of objects and lists"))
+                continue
+            if len(node) > MAX_ENTRIES:
+                found.append((loc, f"too many entries ({len(node)}): at most {MAX_ENTRIES} in one "
+                                   + ("object" if isinstance(node, dict) else "list")))
                 continue
             if isinstance(node, dict):
                 for k, v in node.items():
@@ -615,5 +628,5 @@ def _warnings(data: dict[str, Any], known_agents: Collection[str] | None) -> lis
     return out
 
 
-__all__ = ["MAX_DEPTH", "MAX_SAFE_INT", "LoadResult", "Problem", "carryable", "format_problems", "json_path",
+__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "MAX_SAFE_INT", "MAX_VALUES", "LoadResult", "Problem", "carryable", "format_problems", "json_path",
            "load_mission", "strip_bom"]

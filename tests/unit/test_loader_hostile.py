@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from polpo.intake.check import check_mission, stored_round_trip
-from polpo.mission.loader import MAX_DEPTH, load_mission
+from polpo.mission.loader import MAX_DEPTH, MAX_ENTRIES, MAX_VALUES, load_mission
 
 TASK = {"title": "t", "description": "d"}
 
@@ -135,3 +135,14 @@ def test_check_mission_gives_the_stored_form_and_orjson_can_write_it() -> None:
     v = check_mission(raw, known_agents=None, channels=None)
     assert v.spec is not None and v.reason is None
     orjson.dumps(v.spec.model_dump(mode="json"))
+
+
+def test_the_work_of_validation_is_bounded() -> None:
+    # the 300 000-item file used to give 300 000 problems (and half a gigabyte of memory)
+    [(path, msg)] = _load({"tasks": [{**TASK, "dependsOn": [10] * 300_000}]})
+    assert (path, msg) == ("$.tasks[0].dependsOn", f"too many entries (300000): at most {MAX_ENTRIES} in one list")
+    [(path, msg)] = _load({"tasks": [TASK], "notifications": {f"k{i}": 1 for i in range(MAX_ENTRIES + 1)}})
+    assert path == "$.notifications" and "in one object" in msg
+    many = {"tasks": [{**TASK, "title": f"t{i}", "dependsOn": list(range(25))} for i in range(MAX_VALUES // 25)]}
+    assert _load(many) == [("$", f"too many values: at most {MAX_VALUES} strings, numbers, lists and objects in "
+                                 "one mission file")]
