@@ -70,10 +70,13 @@ def submit(file: str, name: str | None, no_validate: bool, config_path: str | No
     The file is validated first, so mistakes show here rather than only in the log.
     """
     from polpo.intake.check import cap, check_mission
+    from polpo.intake.reader import Unreadable, read_mission_file
     from polpo.mission.loader import format_problems
 
     cfg = load_config_or_exit(config_path)
-    raw = Path(file).read_bytes()
+    raw = read_mission_file(Path(file), cfg.daemon.max_mission_bytes)  # never blocks on a FIFO
+    if raw is None or isinstance(raw, Unreadable):
+        raise click.ClickException(f"{term(file)}: " + ("no such file" if raw is None else raw.message))
     if not no_validate:
         verdict = check_mission(raw, known_agents=sorted(cfg.agents), channels=set(cfg.channels))
         if verdict.spec is None:
