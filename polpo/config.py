@@ -29,12 +29,16 @@ class _Base(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DEFAULT_MAX_MISSION_BYTES = 4 * 1024 * 1024  # larger mission files are rejected unread
+
+
 class DaemonSettings(_Base):
     missions_dir: Path = Path("missions")
     state_dir: Path = Path(".polpo")
     max_concurrency: int = Field(4, ge=1)
     shutdown_grace: Duration = Field(default_factory=lambda: _secs(10))
     force_polling: bool = False  # for network file systems where inotify events do not arrive
+    max_mission_bytes: int = Field(DEFAULT_MAX_MISSION_BYTES, ge=1024, le=1024**3)  # larger mission files are rejected unread
 
 
 class AgentConfig(_Base):

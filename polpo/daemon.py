@@ -104,7 +104,8 @@ class Daemon:
         self.sla_monitor = monitor
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
                                 channels=set(self.notify.channels))
-        intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling)
+        intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
+                        max_bytes=cfg.daemon.max_mission_bytes)
         self.intake = intake
         try:
             await engine.load()

@@ -1,4 +1,4 @@
-"""What every command shares: the --config option, loading the config, JSON output.
+"""What every command shares: the --config option, loading the config, JSON output, terminal-safe text.
 
 Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
 commands start fast.
@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-__all__ = ["CONFIG_HELP", "config_option", "load_config_or_exit", "locate_or_exit", "print_json"]
+__all__ = ["CONFIG_HELP", "config_option", "load_config_or_exit", "locate_or_exit", "print_json", "term"]
 
 CONFIG_HELP = "Config file (default: $POLPO_CONFIG or config/polpo.toml)."
 
@@ -43,3 +43,12 @@ def print_json(obj: Any) -> None:
     import orjson
 
     sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+
+
+def term(text: object) -> str:
+    """Text from a file or the store, for a terminal: control characters escaped as the console and
+    `polpo tail` show them (a title cannot clear the screen or forge a line), lone surrogates escaped."""
+    from polpo.events.pipeline import json_safe_text
+    from polpo.events.render import safe
+
+    return safe(json_safe_text(str(text)))

@@ -10,30 +10,30 @@ from typing import Any
 
 import click
 
-from polpo.cli.common import config_option, locate_or_exit, print_json
+from polpo.cli.common import config_option, locate_or_exit, print_json, term
 
 
 def _show_task(t: dict[str, Any]) -> None:
-    click.echo(f"task {t['id']}: {t['title']}")
-    click.echo(f"  status {t['status']}" + (f" — {t['reason']}" if t["reason"] else ""))
+    click.echo(f"task {term(t['id'])}: {term(t['title'])}")
+    click.echo(f"  status {term(t['status'])}" + (f" — {term(t['reason'])}" if t["reason"] else ""))
     score = f"; score {t['score']:.2f}" if t.get("score") is not None else ""
-    click.echo(f"  agent {t['agent']}" + (f" (model {t['model']})" if t.get("model") else "")
+    click.echo(f"  agent {term(t['agent'])}" + (f" (model {term(t['model'])})" if t.get("model") else "")
                + f"; attempts {t['attemptCount']}, retries {t['retries']}, fixes {t['total_fixes']}{score}")
     if t.get("escalation_level"):
         click.echo(f"  escalated to level {t['escalation_level']}")
     if t.get("expectations"):
         click.echo("  expectations corrected by the judge (the mission file's are kept; see --json)")
     for d in t.get("dimensions") or []:
-        names = ", ".join(f"{x['name']} {x['weight']:g}" for x in d["dimensions"])
-        click.echo(f"  review #{d['check'] + 1} dimensions ({d['source']}): {names}")
+        names = ", ".join(f"{term(x['name'])} {x['weight']:g}" for x in d["dimensions"])
+        click.echo(f"  review #{d['check'] + 1} dimensions ({term(d['source'])}): {names}")
     for a in t["attempts"]:
-        who = a["agent"] + (f"/{a['model']}" if a.get("model") else "")
-        click.echo(f"  attempt {a['number']} ({a['kind']}, {who}): {a['status']}, exit {a['exit_code']}"
-                   + (", timed out" if a["timed_out"] else "") + (f", {a['error']}" if a["error"] else "")
+        who = term(a["agent"] + (f"/{a['model']}" if a.get("model") else ""))
+        click.echo(f"  attempt {a['number']} ({term(a['kind'])}, {who}): {term(a['status'])}, exit {a['exit_code']}"
+                   + (", timed out" if a["timed_out"] else "") + (f", {term(a['error'])}" if a["error"] else "")
                    + (f", {a['duration']} s" if a["duration"] is not None else "")
                    + (f", {a['tokens']} tokens" if a.get("tokens") else ""))
         files = a.get("files") or {}
-        changed = [f"+{p}" for p in files.get("created", [])] + [f"~{p}" for p in files.get("modified", [])]
+        changed = [f"+{term(p)}" for p in files.get("created", [])] + [f"~{term(p)}" for p in files.get("modified", [])]
         if changed:
             click.echo(f"    files: {' '.join(changed[:12])}" + (" …" if len(changed) > 12 else ""))
         for asm in a["assessments"]:
@@ -41,26 +41,30 @@ def _show_task(t: dict[str, Any]) -> None:
                 click.echo("    re-assessed after the expectation judge's correction:")
             for c in asm["checks"]:
                 mark = "pass" if c["passed"] else "FAIL"
-                click.echo(f"    [{mark}] {c['type']} {c['label']}: {c['message']}")
+                click.echo(f"    [{mark}] {term(c['type'])} {term(c['label'])}: {term(c['message'])}")
             for r in asm.get("reviews") or []:
                 score_txt = f"{r['globalScore']:.2f}" if r.get("globalScore") is not None else "-"
-                status = f"score {score_txt} via {r['strategy']}" if r["ok"] else f"failed: {r['error']}"
-                click.echo(f"      reviewer {r['reviewer']} ({r['model']}): {status}; "
+                status = (f"score {score_txt} via {term(r['strategy'])}" if r["ok"]
+                          else f"failed: {term(r['error'])}")
+                click.echo(f"      reviewer {term(r['reviewer'])} ({term(r['model'])}): {status}; "
                            f"read {len(r.get('filesRead') or [])} file(s)")
         if a.get("timeline"):
             click.echo("    what the agent did:")
             for line in a["timeline"].splitlines()[:15]:
-                click.echo(f"      {line}")
+                click.echo(f"      {term(line)}")
         if a["stderr_tail"] and a["verdict"] != "passed":
-            click.echo("    stderr: " + a["stderr_tail"].strip()[-300:].replace("\n", "\n            "))
+            lines = a["stderr_tail"].strip()[-300:].split("\n")
+            click.echo("    stderr: " + "\n            ".join(term(line) for line in lines))
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--all", "show_all", is_flag=True, help="List the tasks of finished missions too.")
+@click.option("--limit", type=click.IntRange(min=0), default=200, show_default=True,
+              help="Show the newest N missions (0: all of them).")
 @config_option
-def status(as_json: bool, show_all: bool, config_path: str | None) -> None:
-    """Missions and their tasks, with their state."""
+def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -> None:
+    """Missions and their tasks, with their state (the newest --limit missions; it says when it leaves some out)."""
     from polpo.daemon_probe import daemon_pid
     from polpo.store import read
 
@@ -75,24 +79,28 @@ def status(as_json: bool, show_all: bool, config_path: str | None) -> None:
             print_json({"daemon": {"running": pid is not None, "pid": pid}, "missions": []})
             return
         raise click.ClickException(str(e)) from None
-    ms = read.missions(con)
+    ms = read.missions(con, limit=limit or None)
+    total = read.mission_count(con)
     for m in ms:
         m["tasks"] = read.tasks(con, m["id"])
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
-               "missions": ms})
+                    "missions": ms, "total": total, "truncated": len(ms) < total})
         return
-    click.echo(f"daemon: {'running (pid ' + str(pid) + ')' if pid else 'not running'}; state {cfg.state_dir}")
+    click.echo(f"daemon: {'running (pid ' + str(pid) + ')' if pid else 'not running'}; "
+               f"state {term(cfg.state_dir)}")
     if not ms:
-        click.echo("no missions yet: drop a mission file into " + str(cfg.missions_dir))
+        click.echo("no missions yet: drop a mission file into " + term(cfg.missions_dir))
         return
+    if len(ms) < total:
+        click.echo(f"(the newest {len(ms)} of {total} missions; --limit N or --limit 0 shows more)")
     for m in ms:
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
-        click.echo(f"{m['id']:<24} {m['status']:<10} {progress:<22} {m['created_at']}")
+        click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}")
         if show_all or m["status"] in ("running", "cancelling"):
             for t in m["tasks"]:
-                reason = f"  ({t['reason']})" if t["reason"] and t["status"] != "done" else ""
-                click.echo(f"  {t['id']:<22} {t['status']:<12} {t['title'][:40]:<40} "
+                reason = f"  ({term(t['reason'])})" if t["reason"] and t["status"] != "done" else ""
+                click.echo(f"  {term(t['id']):<22} {term(t['status']):<12} {term(t['title'][:40]):<40} "
                            f"attempts {t['attempts']}{reason}")
 
 
@@ -127,7 +135,7 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         return
     m = read.mission(con, ident)
     if m is None:
-        raise click.ClickException(f"no mission or task {ident!r}; see `polpo status`")
+        raise click.ClickException(f"no mission or task {term(repr(ident))}; see `polpo status`")
     m["tasks"] = read.tasks(con, m["id"])
     m["gates"] = read.gates(con, m["id"])
     if as_json:
@@ -136,16 +144,17 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         m["spec"] = orjson.loads(m["spec"])
         print_json(m)
         return
-    click.echo(f"mission {m['id']} ({m['name']}): {m['status']}")
-    click.echo(f"  file {m['source']}\n  workspace {m['workspace']}\n  started {m['created_at']}"
-               + (f", finished {m['finished_at']}" if m["finished_at"] else ""))
+    click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m['status'])}")
+    click.echo(f"  file {term(m['source'])}\n  workspace {term(m['workspace'])}\n  started {term(m['created_at'])}"
+               + (f", finished {term(m['finished_at'])}" if m["finished_at"] else ""))
     for w in m.get("warnings") or []:
-        click.echo(f"  warning: {w}")
+        click.echo(f"  warning: {term(w)}")
     if m.get("report"):
-        click.echo(f"  report: {m['report'].get('summary')}, {m['report'].get('attempts')} attempt(s), "
-                   f"{m['report'].get('durationSeconds')} s")
+        rep = m["report"]
+        click.echo(f"  report: {term(rep.get('summary'))}, {term(rep.get('attempts'))} attempt(s), "
+                   f"{term(rep.get('durationSeconds'))} s")
     for t in m["tasks"]:
-        click.echo(f"  {t['id']:<22} {t['status']:<12} {t['title']}"
-                   + (f"  ({t['reason']})" if t["reason"] and t["status"] != "done" else ""))
+        click.echo(f"  {term(t['id']):<22} {term(t['status']):<12} {term(t['title'])}"
+                   + (f"  ({term(t['reason'])})" if t["reason"] and t["status"] != "done" else ""))
     for g in m["gates"]:
-        click.echo(f"  gate {g['name']}: {g['status']} — {g['reason']}")
+        click.echo(f"  gate {term(g['name'])}: {term(g['status'])} — {term(g['reason'])}")

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from polpo.mission.loader import LoadResult
+    from polpo.intake.check import Verdict
     from polpo.mission.templates import Template
 
-__all__ = ["PARAM_HELP", "checked", "duplicate_or_none", "fill_or_none", "target_name_for"]
+__all__ = ["PARAM_HELP", "duplicate_or_none", "fill_or_none", "in_template", "target_name_for"]
 
 PARAM_HELP = "A template parameter (repeat for each); parameters not given take their defaults."
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -59,14 +59,11 @@ def fill_or_none(file: str, raw: bytes, params: tuple[str, ...]) -> tuple[bytes 
     return tpl.filled_bytes(filled.mission), template
 
 
-def checked(result: LoadResult, template: Template | None, channels: set[str] | None) -> LoadResult:
-    """The loader's result plus the notification rules' checks (event names; channels when the config is
-    known), with paths in the template file for a filled template (``$.tasks`` → ``$.plan.tasks``)."""
-    from polpo.intake.scoped import scoped_problems
+def in_template(verdict: Verdict, template: Template | None) -> Verdict:
+    """For a filled template, the verdict's paths in the template file (``$.tasks`` → ``$.plan.tasks``)."""
     from polpo.mission.loader import Problem
 
-    if result.spec is not None and (problems := scoped_problems(result.spec, channels)):
-        result = replace(result, spec=None, problems=problems)
+    result = verdict
     if template is None:
         return result
 

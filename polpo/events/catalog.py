@@ -63,7 +63,7 @@ class MissionAccepted(Payload):
 class MissionRejected(Payload):
     file: str
     hash: str
-    reason: str  # invalid | still running | internal error
+    reason: str  # invalid | still running | internal error | not a regular file | too large | unreadable
     errors: list[dict[str, str]]  # [{path, message}]
     lines: list[str]  # "FILE: $.path: reason", as `polpo validate` prints them
     more: int | None = None  # problems left out of errors/lines

@@ -5,24 +5,35 @@ Rules (README "How the daemon treats files"):
 - new bytes while the mission from this file is still running are rejected with a reason: the running
   mission keeps its original spec. Cancel it (``polpo cancel ID``) or wait for it to finish, then save again;
 - new bytes after it finished start a new run, with id ``NAME#2``, ``NAME#3`` …;
-- invalid bytes are rejected with every problem; the file is never moved, changed or deleted.
+- invalid bytes are rejected with every problem (the first :data:`~polpo.intake.check.MAX_REPORTED` listed,
+  the rest counted); the file is never moved, changed or deleted;
+- a file that is not read (not a regular file, too large, unreadable) is rejected with why;
+- whatever goes wrong inside polpo while handling a file rejects that file (``internal error``, traceback in
+  the log), so it is stored like any rejection and not retried at every restart.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Collection
 from pathlib import Path
 
+import anyio
+
 from polpo.engine.admission import Admission
-from polpo.intake.scoped import scoped_problems
-from polpo.mission.loader import Problem, format_problems, load_mission
-from polpo.mission.schema import MissionSpec
+from polpo.intake.check import Verdict, cap, check_mission, internal_error, unreadable
+from polpo.intake.reader import Unreadable
+from polpo.mission.jsonbytes import carryable
+from polpo.mission.loader import Problem, format_problems
 from polpo.mission.security import policy_problems
 from polpo.model.status import SourceOutcome
+from polpo.store.protocol import SourceRecord
 
 __all__ = ["IntakeHandler"]
+
+log = logging.getLogger("polpo.intake")
 
 
 class IntakeHandler:
@@ -31,15 +42,34 @@ class IntakeHandler:
         self.known_agents = known_agents
         self.channels = channels  # notification channels, for checking gates' notifyChannels
 
-    async def __call__(self, path: Path, raw: bytes) -> str:
+    async def __call__(self, path: Path, content: bytes | Unreadable) -> str:
         """Returns what happened: accepted | rejected | busy | duplicate."""
-        adm = self.admission
         source = os.path.abspath(path)  # noqa: ASYNC240 - string work; watcher paths are absolute
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = content.digest if isinstance(content, Unreadable) else hashlib.sha256(content).hexdigest()
+        try:
+            return await self._handle(source, content, digest)
+        except Exception as exc:
+            log.exception("internal error while handling %s", carryable(source))
+            self._reject(carryable(source), digest, internal_error(exc))
+            return "rejected"
+
+    async def _handle(self, source: str, content: bytes | Unreadable, digest: str) -> str:
+        adm = self.admission
+        if carryable(source) != source:
+            # the name would break the store (and every command line it reaches): refuse the file, keyed safely
+            source = carryable(source)
+            if _same(adm.sources.get(source), digest):
+                return "duplicate"
+            self._reject(source, digest, Verdict(None, [Problem("$", "the file name is not valid UTF-8; rename "
+                                                                     "the file")], [], "invalid"))
+            return "rejected"
         info = adm.sources.get(source)
         active = adm.active_for_source(source)
         if info is not None and info.hash == digest and (info.outcome is not SourceOutcome.BUSY or active):
             return "duplicate"
+        if isinstance(content, Unreadable):
+            self._reject(source, digest, unreadable(content))
+            return "rejected"
         if active is not None:
             if active.hash == digest:  # edited back to what is running
                 adm.record(source, digest, SourceOutcome.ACCEPTED, active.id)
@@ -47,30 +77,25 @@ class IntakeHandler:
             reason = (f"mission {active.id!r} from this file is still running, so the edit is not applied "
                       f"(the running mission keeps its original tasks). Cancel it with `polpo cancel {active.id}` "
                       "or wait for it to finish, then save the file again to start a new run")
-            self._reject(source, digest, [Problem("$", reason)], "still running", busy_with=active.id)
+            self._reject(source, digest, Verdict(None, [Problem("$", reason)], [], "still running"),
+                         busy_with=active.id)
             return "busy"
-        result = load_mission(raw, known_agents=self.known_agents)
-        problems = result.problems if result.spec is None else (
-            _unknown_channels(result.spec, self.channels) + scoped_problems(result.spec, self.channels)
-            + policy_problems(result.spec, adm.cfg, source))
-        if result.spec is None or problems:
-            self._reject(source, digest, problems, "invalid")
+        # in a worker thread: a big bad file costs seconds of validation, which must not stall running missions
+        verdict = await anyio.to_thread.run_sync(lambda: check_mission(
+            content, known_agents=self.known_agents, channels=self.channels,
+            policy=lambda spec: policy_problems(spec, adm.cfg, source)))
+        if verdict.spec is None:
+            self._reject(source, digest, verdict)
             return "rejected"
-        await adm.accept(spec=result.spec, source=source, digest=digest, warnings=list(result.warnings))
+        await adm.accept(spec=verdict.spec, source=source, digest=digest, warnings=list(verdict.warnings))
         return "accepted"
 
-    def _reject(self, source: str, digest: str, problems: list[Problem], reason: str, *,
-                busy_with: str | None = None) -> None:
-        self.admission.reject(source, digest, reason=reason,
-                              errors=[{"path": p.path, "message": p.message} for p in problems],
-                              lines=format_problems(source, problems), busy_with=busy_with)
+    def _reject(self, source: str, digest: str, verdict: Verdict, *, busy_with: str | None = None) -> None:
+        shown, more = cap(verdict.problems)
+        self.admission.reject(source, digest, reason=verdict.reason or "invalid",
+                              errors=[{"path": p.path, "message": p.message} for p in shown],
+                              lines=format_problems(source, shown), more=more or None, busy_with=busy_with)
 
 
-def _unknown_channels(spec: MissionSpec, known: Collection[str] | None) -> list[Problem]:
-    """A gate's notifyChannels must name channels of the config, or its notifications would vanish."""
-    if known is None:
-        return []
-    listing = ", ".join(sorted(known)) or "none are configured"
-    return [Problem(f"$.qualityGates[{i}].notifyChannels[{j}]", f'no channel named "{name}"; available: {listing}')
-            for i, g in enumerate(spec.quality_gates) for j, name in enumerate(g.notify_channels)
-            if name not in known]
+def _same(info: SourceRecord | None, digest: str) -> bool:
+    return info is not None and info.hash == digest

@@ -3,6 +3,10 @@
 Field errors come from pydantic; the checks that need the whole document (unique titles, references to tasks
 and agents, dependency cycles including the waits that quality gates add) run on the raw JSON next to them,
 defensively, so one run reports everything a person has to fix. Linear in the size of the document.
+
+Before any of that, :mod:`polpo.mission.jsonbytes` refuses what no later stage can carry (bad encodings, NUL,
+lone surrogates, huge numbers, deep nesting, too many values). Every problem's path and message is made
+UTF-8-safe, so a rejection can always be stored and logged.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from pydantic import BaseModel, ValidationError
 
 from polpo.docmodel import Model
 from polpo.mission.crosscheck import CrossChecker
+from polpo.mission.jsonbytes import carryable, parse, unsafe_values
 from polpo.mission.notifications import notification_warnings
-from polpo.mission.rawdoc import Loc, Suggester, as_list, get, name_of
+from polpo.mission.rawdoc import Loc, Suggester, as_list, get, name_of, sort_key
 from polpo.mission.schema import (
     EXPECTATION_TYPES,
     MissionSettings,
@@ -56,9 +61,12 @@ class LoadResult:
 def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadResult:
     """Parse and validate a mission file. ``known_agents`` are the daemon's configured agents (None: unknown,
     so agent references are not checked)."""
-    data, problem, duplicates = _parse(raw)
+    data, problem, duplicates = parse(raw)
     if problem is not None:
-        return LoadResult(None, [problem], [])
+        return LoadResult(None, [_carryable_problem(Problem("$", problem))], [])
+    unsafe = unsafe_values(data)
+    if unsafe:  # nothing downstream may see these values, so they are the whole answer
+        return LoadResult(None, [_carryable_problem(Problem(json_path(loc), msg)) for loc, msg in unsafe], [])
     if not isinstance(data, dict):
         return LoadResult(None, [Problem("$", 'the top level must be a JSON object with a "tasks" list')], [])
     if is_template(data):
@@ -72,12 +80,17 @@ def load_mission(raw: bytes, *, known_agents: Collection[str] | None) -> LoadRes
         found.extend(_from_pydantic(e, data, suggest))
     checker = CrossChecker(data, known_agents, suggest)
     found.extend(checker.run())
-    warnings = _warnings(data, known_agents) + [f"{json_path(loc)}: {msg}" for loc, msg in notification_warnings(data)]
+    warnings = [carryable(w) for w in _warnings(data, known_agents)
+                + [f"{json_path(loc)}: {msg}" for loc, msg in notification_warnings(data)]]
     if not found:
         assert spec is not None
         return LoadResult(_gates_by_title(spec, checker.id_refs), [], warnings)
-    unique = dict.fromkeys((loc, msg) for loc, msg in sorted(found, key=lambda p: _sort_key(p[0])))
-    return LoadResult(None, [Problem(json_path(loc), msg) for loc, msg in unique], warnings)
+    unique = dict.fromkeys((loc, msg) for loc, msg in sorted(found, key=lambda p: sort_key(p[0])))
+    return LoadResult(None, [_carryable_problem(Problem(json_path(loc), msg)) for loc, msg in unique], warnings)
+
+
+def _carryable_problem(p: Problem) -> Problem:
+    return Problem(carryable(p.path), carryable(p.message))
 
 
 def _gates_by_title(spec: MissionSpec, id_refs: dict[str, str]) -> MissionSpec:
@@ -109,66 +122,6 @@ def json_path(loc: Loc) -> str:
         else:
             parts.append(f"[{json.dumps(seg, ensure_ascii=False)}]")
     return "".join(parts)
-
-
-def _sort_key(loc: Loc) -> tuple[tuple[int, int, str], ...]:
-    return tuple((0, s, "") if isinstance(s, int) else (1, 0, s) for s in loc)
-
-
-# ------------------------------------------------------------------------------------------------ parsing
-
-def _parse(raw: bytes) -> tuple[Any, Problem | None, list[tuple[Loc, str]]]:
-    """JSON → data, or the one problem that stops everything; plus duplicate keys (JSON keeps the last)."""
-    if not raw.strip(b" \t\r\n\xef\xbb\xbf"):
-        return None, Problem("$", "file is empty"), []
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        return None, Problem("$", f"not valid JSON: not UTF-8 text (line {line}, column {col})"), []
-    dupes: dict[int, list[str]] = {}
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(items)
-        if len(obj) < len(items):
-            seen: set[str] = set()
-            repeated = dupes[id(obj)] = []
-            for k, _ in items:
-                if k in seen:
-                    repeated.append(k)
-                seen.add(k)
-        return obj
-
-    def constant(name: str) -> Any:
-        raise ValueError(f"{name} is not a JSON number")
-
-    try:
-        data = json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
-    except json.JSONDecodeError as e:
-        return None, Problem("$", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"), []
-    except RecursionError:
-        return None, Problem("$", "not valid JSON: nested too deeply"), []
-    except ValueError as e:
-        return None, Problem("$", f"not valid JSON: {e}"), []
-    found: list[tuple[Loc, str]] = []
-    if dupes:
-        for loc, node in _walk(data):
-            found.extend(((*loc, key), "duplicate key: JSON keeps only the last value; remove one")
-                         for key in dupes.get(id(node), ()))
-    return data, None, found
-
-
-def _walk(data: Any) -> Iterator[tuple[Loc, dict[str, Any]]]:
-    """Every object in the document with its location; iterative, so deep documents are fine."""
-    stack: list[tuple[Loc, Any]] = [((), data)]
-    while stack:
-        loc, node = stack.pop()
-        if isinstance(node, dict):
-            yield loc, node
-            stack.extend(((*loc, k), v) for k, v in node.items() if isinstance(v, dict | list))
-        elif isinstance(node, list):
-            stack.extend(((*loc, i), v) for i, v in enumerate(node) if isinstance(v, dict | list))
 
 
 # ------------------------------------------------------------------------------------------ field errors
@@ -306,6 +259,7 @@ def _warnings(data: dict[str, Any], known_agents: Collection[str] | None) -> lis
                 out.append(f'{json_path((team_key, i, key))}: team agent "{n}" is used instead of the configured '
                            "agent of the same name in this mission")
     return out
+
 
 
 __all__ = ["LoadResult", "Problem", "format_problems", "json_path", "load_mission"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_snake
 
-__all__ = ["Loc", "Suggester", "as_list", "get", "name_of"]
+__all__ = ["Loc", "Suggester", "as_list", "get", "name_of", "sort_key"]
 
 Loc = tuple[str | int, ...]
 MAX_SUGGESTIONS = 50  # difflib is linear in the candidates: cap it so a broken 10 000-task file stays fast
@@ -61,3 +61,10 @@ class Suggester:
             close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
             match = close[0] if close else None
         return f'; did you mean "{match}"?' if match else ""
+
+
+def sort_key(loc: Loc) -> tuple[tuple[int, int, str], ...]:
+    """Locations in document order (indexes numerically, before keys)."""
+    return tuple((0, s, "") if isinstance(s, int) else (1, 0, s) for s in loc)
+
+

@@ -5,19 +5,50 @@ lists them (``TOLERATED``, plus ``TOLERATED_PREFIXES`` for families such as ``en
 validator takes them out before ``extra="forbid"`` sees them, and the loader names each one in a warning —
 so Polpo documents load, nothing is dropped silently, and a real typo is still an error.
 Cross-field checks that need the whole document (titles, references, cycles) live in ``loader.py``.
+
+Every number has a sane range (counts, priorities, temperatures, durations, deadline years), so nothing a file
+says can overflow the arithmetic, the JSON encoder or the database further on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Self
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from polpo.checks.registry import EXPECTATION_TYPES, Expectation
 from polpo.docmodel import Model, Name, NonEmpty
-from polpo.durations import Deadline, Duration
+from polpo.durations import Deadline as _Deadline
+from polpo.durations import Duration as _Duration
 from polpo.mission.notifications import RULE_TOLERATED, current_event_name
+
+MAX_COUNT = 100  # retries, fix attempts, escalation steps
+MAX_CONCURRENCY = 1000
+MAX_TURNS = 10_000
+MAX_PRIORITY = 1e6
+MAX_SPAN = timedelta(days=3660)  # ten years: the longest duration, and a relative deadline
+_YEARS = (1900, 9000)  # a deadline instant's year, far enough from datetime's limits for any time zone
+
+
+def _bounded_span(td: timedelta) -> timedelta:
+    if td > MAX_SPAN:
+        raise ValueError("the duration is too long: at most ten years (P3660D)")
+    return td
+
+
+def _bounded_deadline(v: datetime | timedelta) -> datetime | timedelta:
+    if isinstance(v, timedelta):
+        return _bounded_span(v)
+    if not _YEARS[0] <= v.year <= _YEARS[1]:
+        raise ValueError(f"the year must be between {_YEARS[0]} and {_YEARS[1]}")
+    return v
+
+
+Duration = Annotated[_Duration, AfterValidator(_bounded_span)]
+Deadline = Annotated[_Deadline, AfterValidator(_bounded_deadline)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 
 # ----------------------------------------------------------------------------------------- notifications
 
@@ -59,7 +90,7 @@ class Notifications(Model):
 
 
 class RetryPolicy(Model):
-    escalate_after: int | None = Field(None, ge=1)
+    escalate_after: int | None = Field(None, ge=1, le=MAX_COUNT)
     fallback_agent: Name | None = None
     escalate_model: NonEmpty | None = None
 
@@ -83,10 +114,10 @@ class TaskSpec(Model):
     depends_on: Sequence[Name] = ()
     expectations: Sequence[Expectation] = ()
     expected_outcomes: Sequence[ExpectedOutcome] = ()
-    priority: float = Field(1.0, gt=0)
+    priority: float = Field(1.0, gt=0, le=MAX_PRIORITY, allow_inf_nan=False)
     deadline: Deadline | None = None
-    max_retries: int | None = Field(None, ge=0)
-    max_fix_attempts: int | None = Field(None, ge=0)
+    max_retries: Count | None = None
+    max_fix_attempts: Count | None = None
     max_duration: Duration | None = None
     retry_policy: RetryPolicy | None = None
     side_effects: bool = False
@@ -114,12 +145,12 @@ class TeamAgent(Model):
     model: str | None = None
     command: list[NonEmpty] | None = None
     timeout: Duration | None = None
-    max_concurrency: int | None = Field(None, ge=1)
-    max_turns: int | None = Field(None, ge=1)
+    max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    max_turns: int | None = Field(None, ge=1, le=MAX_TURNS)
     system_prompt: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None  # the agent's own key; only a variable [security] team_key_envs lists
-    temperature: float | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
     env: dict[str, str] = {}
 
     @model_validator(mode="after")
@@ -134,16 +165,16 @@ class QualityGate(Model):
     name: Name
     after_tasks: list[Name] = Field(min_length=1)
     blocks_tasks: list[Name] = Field(min_length=1)
-    min_score: float | None = Field(None, ge=1, le=5)
+    min_score: float | None = Field(None, ge=1, le=5, allow_inf_nan=False)
     require_all_passed: bool = False
     notify_channels: list[str] = []
 
 
 class MissionSettings(Model):
     TOLERATED = frozenset({"enableVolatileTeams", "volatileCleanup", "maxQuestionRounds", "maxResolutionAttempts"})
-    max_retries: int | None = Field(None, ge=0)
-    max_fix_attempts: int | None = Field(None, ge=0)
-    max_concurrency: int | None = Field(None, ge=1)
+    max_retries: Count | None = None
+    max_fix_attempts: Count | None = None
+    max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
     auto_correct_expectations: bool | None = None
 
 
@@ -155,7 +186,7 @@ class MissionSpec(Model):
     tasks: list[TaskSpec] = Field(min_length=1)
     team: list[TeamAgent] = []
     quality_gates: list[QualityGate] = []
-    quality_threshold: float | None = Field(None, ge=1, le=5)
+    quality_threshold: float | None = Field(None, ge=1, le=5, allow_inf_nan=False)
     deadline: Deadline | None = None
     workspace: str | None = None
     settings: MissionSettings = MissionSettings()

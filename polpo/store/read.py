@@ -81,7 +81,13 @@ def _dict(row: Any, json_cols: tuple[str, ...] = ()) -> dict[str, Any] | None:
     return d
 
 
-def missions(con: Conn, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
+def mission_count(con: Conn) -> int:
+    return int(con.execute("SELECT COUNT(*) FROM missions").fetchone()[0])
+
+
+def missions(con: Conn, *, include_finished: bool = True,
+             limit: int | None = 200) -> list[dict[str, Any]]:
+    """The newest ``limit`` missions (all if None), oldest first."""
     sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
@@ -89,8 +95,10 @@ def missions(con: Conn, *, include_finished: bool = True, limit: int = 200) -> l
            "FROM missions m ")
     if not include_finished:
         sql += "WHERE m.status IN ('running', 'cancelling') "
-    sql += "ORDER BY m.seq DESC LIMIT ?"
-    return [dict(r) for r in con.execute(sql, (limit,))][::-1]
+    sql += "ORDER BY m.seq DESC"
+    if limit is None:  # no LIMIT at all: PostgreSQL refuses SQLite's LIMIT -1
+        return [dict(r) for r in con.execute(sql)][::-1]
+    return [dict(r) for r in con.execute(sql + " LIMIT ?", (limit,))][::-1]
 
 
 def mission(con: Conn, mid: str) -> dict[str, Any] | None:

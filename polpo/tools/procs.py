@@ -9,8 +9,8 @@ Every program polpo starts (command agents, ``test``/``script`` checks) goes thr
 * on timeout, or when the calling scope is cancelled, the whole group gets SIGTERM, then SIGKILL after ``grace``
   seconds; after a normal exit, any member of the group still running (a background or daemon-ised grandchild)
   gets SIGKILL, so nothing outlives its task;
-* a program that cannot be started (missing, not executable, bad working directory) is reported in
-  :attr:`ProcResult.error`; it never raises.
+* a program that cannot be started (missing, not executable, bad working directory, a NUL byte or a lone
+  surrogate in an argument or the environment) is reported in :attr:`ProcResult.error`; it never raises.
 
 The helpers below (:func:`kill_group`, :func:`terminate_group`, :func:`process_start_ticks`,
 :func:`find_processes_with_env`) let the daemon find and kill orphans of a previous run after a crash.
@@ -140,6 +140,11 @@ def minimal_env(extra: Mapping[str, str] = _EMPTY) -> dict[str, str]:
     return env
 
 
+def _printable(text: str) -> str:
+    """``text`` with NUL and lone surrogates escaped, so an error about them can itself be stored."""
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _spawn_error(argv: Sequence[str], cwd: Path, exc: OSError) -> str:
     program = argv[0]
     filename = exc.filename
@@ -228,8 +233,9 @@ async def run_process(
     except OSError as exc:
         return _not_started(_spawn_error(args, cwd, exc), clock.monotonic() - start,
                             permanent=exc.errno == errno.E2BIG)
-    except ValueError as exc:  # e.g. an embedded NUL byte in an argument or the environment
-        return _not_started(f"cannot start {args[0][:80]}: {exc}", clock.monotonic() - start, permanent=True)
+    except ValueError as exc:  # a NUL byte or a lone surrogate in argv, env or cwd: nothing can be started
+        return _not_started(f"cannot start {_printable(args[0])}: {_printable(str(exc))}", clock.monotonic() - start,
+                            permanent=True)
 
     pid = transport.get_pid()
     RUNNING.add(pid)

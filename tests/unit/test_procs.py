@@ -144,6 +144,21 @@ async def test_missing_working_directory_gives_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("argv", "env"), [
+    (["echo", "a\x00b"], {}),  # NUL in an argument
+    (["ech\x00o"], {}),  # NUL in the program
+    (["echo", "\ud800"], {}),  # a lone surrogate that the file system encoding cannot carry
+    (["echo", "ok"], {"X": "a\x00b"}),  # NUL in the environment
+])
+async def test_unspawnable_text_gives_error_not_exception(tmp_path: Path, argv: list[str], env: dict[str, str]) -> None:
+    res = await run_process(argv, cwd=tmp_path, env=_env(**env), clock=SystemClock())
+    assert res.error is not None and res.error.startswith("cannot start ")
+    assert res.exit_code is None
+    res.error.encode("utf-8")  # the error itself can be stored
+    assert "\x00" not in res.error
+
+
+@pytest.mark.anyio
 async def test_empty_argv_gives_error(tmp_path: Path) -> None:
     res = await run_process([], cwd=tmp_path, env=_env(), clock=SystemClock())
     assert res.error == "empty command"

@@ -1,0 +1,97 @@
+"""One verdict on a mission file, shared by the daemon's intake and ``polpo validate`` so they agree on every file.
+
+The verdict is the loader's, plus what only the daemon knew before: notification channels named by gates
+and by scoped notification rules, the config's ``[security]`` policy (``policy``), and the store's round trip (the accepted spec is stored as canonical JSON and a restart parses it back, so a
+spec that would not read back is refused now instead of failing every restart). An exception anywhere in
+that is an ``internal error`` verdict for this file, never a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from polpo.intake.reader import Unreadable
+from polpo.intake.scoped import scoped_problems
+from polpo.mission.jsonbytes import carryable
+from polpo.mission.loader import Problem, load_mission
+from polpo.mission.schema import MissionSpec
+
+__all__ = ["INTERNAL_ERROR", "INVALID", "MAX_REPORTED", "Policy", "Verdict", "cap", "check_mission", "internal_error",
+           "stored_round_trip", "unknown_channels", "unreadable"]
+
+log = logging.getLogger("polpo.intake")
+
+INVALID = "invalid"
+INTERNAL_ERROR = "internal error"
+MAX_REPORTED = 50  # problems listed per file (in the event, and by `polpo validate` without --all)
+_MAX_ERROR_TEXT = 500
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``spec`` (ready to accept) iff there are no problems; ``reason`` says why not."""
+
+    spec: MissionSpec | None
+    problems: list[Problem]
+    warnings: list[str]
+    reason: str | None  # None when ok; invalid | internal error | not a regular file | too large | unreadable
+
+
+Policy = Callable[[MissionSpec], list[Problem]]
+
+
+def check_mission(raw: bytes, *, known_agents: Collection[str] | None, channels: Collection[str] | None,
+                  policy: Policy | None = None) -> Verdict:
+    """Load, check the channels and the policy, and round-trip through the stored form.
+
+    ``None`` for ``known_agents`` or ``channels``: not known, not checked (event globs are checked anyway).
+    """
+    try:
+        result = load_mission(raw, known_agents=known_agents)
+        if result.spec is None:
+            return Verdict(None, result.problems, result.warnings, INVALID)
+        problems = (unknown_channels(result.spec, channels) + scoped_problems(result.spec, channels)
+                    + (policy(result.spec) if policy is not None else []))
+        if problems:
+            return Verdict(None, problems, result.warnings, INVALID)
+        return Verdict(stored_round_trip(result.spec), [], result.warnings, None)
+    except Exception as exc:
+        log.exception("internal error while checking a mission file")
+        return internal_error(exc)
+
+
+def stored_round_trip(spec: MissionSpec) -> MissionSpec:
+    """The spec as a restart reads it back: admission stores this JSON, recovery parses it."""
+    return MissionSpec.model_validate_json(spec.model_dump_json(exclude_none=True))
+
+
+def internal_error(exc: BaseException) -> Verdict:
+    text = carryable(f"{type(exc).__name__}: {exc}")
+    if len(text) > _MAX_ERROR_TEXT:
+        text = text[:_MAX_ERROR_TEXT] + f"… ({len(text) - _MAX_ERROR_TEXT} more characters)"
+    message = (f"internal error in polpo while reading this file ({text}); the daemon's log has the details. "
+               "The file is not retried until it changes")
+    return Verdict(None, [Problem("$", message)], [], INTERNAL_ERROR)
+
+
+def unreadable(u: Unreadable) -> Verdict:
+    return Verdict(None, [Problem("$", u.message)], [], u.reason)
+
+
+def unknown_channels(spec: MissionSpec, known: Collection[str] | None) -> list[Problem]:
+    """A gate's notifyChannels must name channels of the config, or its notifications would vanish."""
+    if known is None:
+        return []
+    listing = ", ".join(sorted(known)) or "none are configured"
+    return [Problem(f"$.qualityGates[{i}].notifyChannels[{j}]", f'no channel named "{name}"; available: {listing}')
+            for i, g in enumerate(spec.quality_gates) for j, name in enumerate(g.notify_channels)
+            if name not in known]
+
+
+def cap(problems: Sequence[Problem], limit: int | None = MAX_REPORTED) -> tuple[list[Problem], int]:
+    """The first ``limit`` problems (all if None) and how many were left out."""
+    if limit is None or len(problems) <= limit:
+        return list(problems), 0
+    return list(problems[:limit]), len(problems) - limit
