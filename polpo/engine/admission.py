@@ -16,6 +16,7 @@ from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
+from polpo.engine.isolation import isolation_warnings
 from polpo.events.catalog import MissionAccepted, MissionRejected, TaskCreated
 from polpo.mission.schema import MissionSpec
 from polpo.mission.security import mission_workspace
@@ -95,6 +96,7 @@ class Admission:
         mid, run = self.new_mission_id(source)
         m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
         await anyio.to_thread.run_sync(lambda: m.workspace.mkdir(parents=True, exist_ok=True))
+        m.warnings = [*m.warnings, *isolation_warnings(spec, m.workspace)]
         # the validated spec as canonical JSON: what a restart reads back is exactly what runs now
         tx = self.store.tx().mission(m, spec.model_dump_json(exclude_none=True))
         for t in m.tasks.values():
@@ -102,7 +104,7 @@ class Admission:
         self.sources[source] = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid)
         tx.source(source, digest, SourceOutcome.ACCEPTED, mid, m.created_at)
         tx.event(MissionAccepted(name=m.name, file=source, hash=digest, run=run, task_count=len(m.tasks),
-                                 workspace=str(m.workspace), warnings=warnings), mission_id=mid)
+                                 workspace=str(m.workspace), warnings=m.warnings), mission_id=mid)
         for t in m.tasks.values():
             tx.event(TaskCreated(title=t.title, agent=t.agent, depends_on=t.deps, priority=t.spec.priority),
                      mission_id=mid, task_id=t.id)
