@@ -19,7 +19,7 @@ import anyio
 from polpo.changes.patterns import ignored
 from polpo.changes.watch import Window
 from polpo.vcs.git import git
-from polpo.workspace import FileChanges
+from polpo.workspace import SKIP_DIRS, FileChanges
 
 __all__ = ["PATHSPEC_LIMIT", "GitSnapshot", "git_snapshot", "git_status", "snapshot_changes", "window_changes"]
 
@@ -41,6 +41,11 @@ async def git_status(root: str | os.PathLike[str], paths: Sequence[str] | None =
         if len(item) > 3:
             out[item[3:]] = item[:2]
     return out
+
+
+def _skipped(path: str) -> bool:
+    """In a folder never watched (:data:`polpo.workspace.SKIP_DIRS`): the fallback says what the watch would."""
+    return any(part in SKIP_DIRS for part in path.split("/")[:-1])
 
 
 def _under(path: str, folders: Sequence[str]) -> bool:
@@ -116,7 +121,7 @@ def snapshot_changes(before: GitSnapshot, after: GitSnapshot, ignore: Sequence[s
     modified: list[str] = []
     deleted: list[str] = []
     for path in sorted({*before, *after}):
-        if before.get(path) == after.get(path) or ignored(path, ignore):
+        if before.get(path) == after.get(path) or ignored(path, ignore) or _skipped(path):
             continue
         now = after.get(path)
         if now is None:
