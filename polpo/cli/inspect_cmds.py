@@ -36,6 +36,8 @@ def _show_task(t: dict[str, Any]) -> None:
         changed = [f"+{p}" for p in files.get("created", [])] + [f"~{p}" for p in files.get("modified", [])]
         if changed:
             click.echo(f"    files: {' '.join(changed[:12])}" + (" …" if len(changed) > 12 else ""))
+        if files.get("note"):
+            click.echo(f"    files: {files['note']}")
         for asm in a["assessments"]:
             if asm["trigger"] == "judge":
                 click.echo("    re-assessed after the expectation judge's correction:")
@@ -53,6 +55,9 @@ def _show_task(t: dict[str, Any]) -> None:
                 click.echo(f"      {line}")
         if a["stderr_tail"] and a["verdict"] != "passed":
             click.echo("    stderr: " + a["stderr_tail"].strip()[-300:].replace("\n", "\n            "))
+        # a command agent's output: some CLIs (aider) exit 0 and say only there why nothing happened
+        if a["stdout_tail"].strip() and not a.get("model") and (a["verdict"] != "passed" or not changed):
+            click.echo("    stdout: " + a["stdout_tail"].strip()[-300:].replace("\n", "\n            "))
 
 
 @click.command()
@@ -144,6 +149,11 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
     if m.get("report"):
         click.echo(f"  report: {m['report'].get('summary')}, {m['report'].get('attempts')} attempt(s), "
                    f"{m['report'].get('durationSeconds')} s")
+        branch = m["report"].get("branch")
+        if branch:
+            click.echo(f"  result on branch {branch['name']} in {branch['repository']} "
+                       f"({len(branch['tasks'])} task(s) merged): review with `git log -p {branch['base'][:12]}.."
+                       f"{branch['name']}`, then `git merge {branch['name']}`")
     for t in m["tasks"]:
         click.echo(f"  {t['id']:<22} {t['status']:<12} {t['title']}"
                    + (f"  ({t['reason']})" if t["reason"] and t["status"] != "done" else ""))

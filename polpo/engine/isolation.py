@@ -283,6 +283,7 @@ class Isolation:
         done = [t.id for t in m.tasks.values() if t.status is TaskStatus.DONE and t.id in mr.branches]
         if m.report is not None:
             m.report["branch"] = {"name": mr.result, "base": mr.base, "repository": str(mr.repo), "tasks": done}
+            tx.mission(m)  # the row the board put in ``tx`` was made before this; the later one is stored
         self._send.send_nowait(m.id)
 
     async def janitor(self) -> None:
@@ -300,9 +301,12 @@ class Isolation:
         if mr is None:
             return
         async with self._lock(mr.repo):
-            for tid, path in [(t, p) for t, p in self.worktrees.items() if t.startswith(f"{mid}:")]:
+            for tid in [t for t in self.worktrees if t.startswith(f"{mid}:")]:
                 del self.worktrees[tid]
-                await self._remove(mr, path, f"unfinished work of task {tid}", ())
+            folder = self._dir(mr)
+            left = await anyio.to_thread.run_sync(lambda: sorted(p for p in folder.glob("*") if p.is_dir()))
+            for path in left:  # worktrees of tasks that did not end by themselves (cancelled, or a crash)
+                await self._remove(mr, path, f"unfinished work left in {path.name}", ())
             result = await wt.rev(mr.repo, f"refs/heads/{mr.result}")
             for branch in await _branches(mr.repo, f"polpo/{mr.slug}/"):
                 if branch != mr.result and result and await wt.is_ancestor(mr.repo, f"refs/heads/{branch}", result):

@@ -187,15 +187,17 @@ class TaskRunner:
         verdict = await self.assessor.assess(m, task, attempt, existing)
         if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
             verdict = await self.assessor.judge_and_reassess(m, task, attempt, verdict)
+        ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
         if verdict.passed and attempt.agent_ok:
-            verdict = await self._land(m, task, attempt, verdict)
+            verdict = await self._land(m, task, attempt, verdict, ignore)
         self._decide(m, task, attempt, verdict)
         if task.terminal:
-            await self.isolation.release(m, task, self.slot_of(task).ignore_files)
+            await self.isolation.release(m, task, ignore)
 
-    async def _land(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> Verdict:
+    async def _land(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict,
+                    ignore: tuple[str, ...]) -> Verdict:
         """An isolated task that passed: its work merged into the mission's branch, or a conflict to fix."""
-        landing = await self.isolation.land(m, task, attempt.number, attempt.agent, self.slot_of(task).ignore_files)
+        landing = await self.isolation.land(m, task, attempt.number, attempt.agent, ignore)
         if landing is None or landing.merged:
             return verdict
         check = CheckOutcome(
