@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,16 @@ import pytest
 
 from polpo.changes.tracker import SHARED_NOTE
 from polpo.config import Config, load_config
-from tests.support.daemon import mission_json, run_cli, running_daemon, shell_task, submit, write_config
+from tests.support.daemon import (
+    DEFAULT_AGENTS,
+    mission_json,
+    run_cli,
+    running_daemon,
+    shell_task,
+    submit,
+    write_config,
+)
+from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -152,3 +162,43 @@ async def test_a_merge_conflict_goes_back_to_the_agent_as_a_fix(tmp_path: Path, 
     assert fixed[1]["files"]["modified"] == ["shared.txt"]
     assert git(repo, "show", "polpo/clash/result:shared.txt") == "both\n"
     assert len(w.of("task:merged")) == 2
+
+
+async def test_an_llm_agents_own_writes_stay_attributed_in_a_shared_workspace(
+        tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model writes llm.txt, then answers only once the command task has started (it waits for llm.txt):
+    the two overlap for sure. The LLM agent's tool log is certain; the command agent's files are not."""
+    monkeypatch.setenv("POLPO_ISO_TEST_KEY", "sk-iso-test")
+    started = tmp_path / "barrier"
+    started.mkdir()
+
+    def reply(req: RecordedRequest) -> Reply:
+        if req["messages"][-1]["role"] != "tool":
+            return tool_call("write_file", {"path": "llm.txt", "content": "from the model\n"})
+        deadline = time.monotonic() + 30
+        while not (started / "mixed:2").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)  # the server's thread waits for the other task; no assertion depends on time
+        return text("llm.txt written")
+
+    with FakeLLM() as srv:
+        srv.responder = reply
+        cfg = load_config(write_config(tmp_path, agents=DEFAULT_AGENTS + f"""
+[agents.coder]
+type = "llm"
+model = "openai/fake-model"
+api_base = "{srv.base_url}"
+api_key_env = "POLPO_ISO_TEST_KEY"
+""", extra=f'[security]\nworkspace_roots = ["{repo}"]\n[llm]\nmax_retries = 0\n'))
+        tasks = [{"title": "Model writes", "description": "Write llm.txt.", "assignTo": "coder"},
+                 shell_task("Command writes", f'touch "{started}/$POLPO_TASK_ID"; '
+                                              "while [ ! -f llm.txt ]; do sleep 0.05; done; echo b > b.txt")]
+        async with running_daemon(cfg) as (_, w):
+            submit(cfg, "mixed.json", mission_json(*tasks, name="mixed", workspace=str(repo)))
+            done = await w.wait_event("mission:completed")
+    assert done.data["outcome"] == "completed"
+    [model] = attempts(cfg, "mixed:1")
+    assert model["files"] == {"created": ["llm.txt"], "modified": [], "deleted": [], "attributed": True,
+                              "tracking": "tool-log"}
+    [command] = attempts(cfg, "mixed:2")
+    assert (command["files"]["created"], command["files"]["attributed"]) == ([], False)
+    assert command["files"]["note"] == f"{SHARED_NOTE} (task mixed:1 ran in it meanwhile)"
