@@ -21,6 +21,7 @@ keys existed read as attributed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,7 @@ __all__ = ["SHARED_NOTE", "ChangeTracker", "ToolLog", "Tracking", "files_count",
 
 SHARED_NOTE = "shared workspace: changes not attributed"
 LINGER = 300.0  # seconds an unused watch is kept (a mission's next task reuses it)
+RETRY_WATCH = 60.0  # seconds a folder that could not be watched uses the fallback before watching is tried again
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class ChangeTracker:
     linger: float = LINGER
     use_watch: bool = True
     watches: dict[str, TreeWatch] = field(default_factory=dict)
-    unwatchable: dict[str, str] = field(default_factory=dict)  # root → why (then: the fallback)
+    unwatchable: dict[str, tuple[str, float]] = field(default_factory=dict)  # root → (why, when): the fallback
     activities: list[_Activity] = field(default_factory=list)
     open_trackings: set[Tracking] = field(default_factory=set)
     _locks: dict[str, anyio.Lock] = field(default_factory=dict)
@@ -189,7 +191,9 @@ class ChangeTracker:
     async def _watch(self, root: Path) -> TreeWatch | None:
         key = os.fspath(root)
         if key in self.unwatchable:
-            return None
+            if time.monotonic() - self.unwatchable[key][1] < RETRY_WATCH:
+                return None
+            del self.unwatchable[key]
         async with self._locks.setdefault(key, anyio.Lock()):
             self._forget_idle(keep=key)
             watch = self.watches.get(key)
@@ -205,9 +209,15 @@ class ChangeTracker:
 
             try:
                 watch = TreeWatch(key, skip)
+            except InotifyUnavailable as exc:  # no inotify here, or no instance left: the fallback for a while
+                self.unwatchable[key] = (str(exc), time.monotonic())
+                return None
+            try:
                 await anyio.to_thread.run_sync(watch.start)
             except InotifyUnavailable as exc:
-                self.unwatchable[key] = str(exc)
+                watch.close()
+                if exc.errno != errno.ENOENT:  # the watch limit: not worth a whole walk at every attempt
+                    self.unwatchable[key] = (str(exc), time.monotonic())
                 return None
             self.watches[key] = watch
             return watch

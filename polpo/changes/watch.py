@@ -14,6 +14,7 @@ through ``mmap`` and changes made by another machine on a network file system.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -55,8 +56,11 @@ class TreeWatch:
 
     # -- life -----------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Watch the whole tree (a walk of its folders)."""
+        """Watch the whole tree (a walk of its folders); raises :class:`InotifyUnavailable` if the root itself
+        cannot be watched (it does not exist yet, or a limit is reached)."""
         with self.lock:
+            if self.ino.add(self.root) is None:
+                raise InotifyUnavailable(errno.ENOENT, f"cannot watch {self.root}: not a folder (yet)")
             self._watch_tree("", record=False)
 
     def close(self) -> None:

@@ -201,3 +201,13 @@ def test_ignore_patterns() -> None:
     assert ignored("out/report.tmp", ["out/*.tmp"]) and not ignored("src/out/report.tmp", ["out/*.tmp"])
     assert ignored("gen/a/b.py", ["gen/a"])
     assert not ignored("x.py", [])
+
+
+async def test_a_workspace_that_does_not_exist_yet_is_scanned_instead(tmp_path: Path) -> None:
+    ws = tmp_path / "later"
+    tracker = ChangeTracker()
+    files = await _attempt(tracker, ws, lambda: _write(ws / "made.txt"))
+    assert (files["created"], files["tracking"]) == (["made.txt"], "scan")
+    assert not tracker.unwatchable  # watched from the next attempt on
+    files = await _attempt(tracker, ws, lambda: _write(ws / "next.txt"))
+    assert (files["created"], files["tracking"]) == (["next.txt"], "watch")
