@@ -51,7 +51,6 @@ log = logging.getLogger("polpo.isolation")
 __all__ = ["Isolation", "Landing", "isolation_of", "isolation_warnings"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_MARKER = re.compile(rb"^(<{7} |>{7} |={7}$)", re.M)
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -92,6 +91,7 @@ class _MissionRepo:
     slug: str
     base: str
     branches: dict[str, str] = field(default_factory=dict)  # task id → its branch
+    dirty_checked: bool = False
 
     @property
     def result(self) -> str:
@@ -182,9 +182,12 @@ class Isolation:
                 await git(path, "reset", "-q", "--hard", mr.result)
                 note = "its dependencies' branches conflict with each other: started from the mission branch"
                 break
-        uncommitted = await git(mr.repo, "status", "--porcelain", "-uno", ok=(0, 128))
-        if uncommitted.out.strip():
-            note = (note + "; " if note else "") + "uncommitted changes of the repository are not in the worktree"
+        if not mr.dirty_checked:  # once per mission: a whole git status of a big repository takes a while
+            mr.dirty_checked = True
+            uncommitted = await git(mr.repo, "status", "--porcelain", "-uno", ok=(0, 128))
+            if uncommitted.out.strip():
+                note = (note + "; " if note else "") + ("the repository has uncommitted changes: the tasks' "
+                                                        "worktrees do not have them")
         return note
 
     async def _mission_repo(self, m: Mission) -> _MissionRepo:
@@ -226,7 +229,7 @@ class Isolation:
         branch = mr.branches[task.id]
         async with self._lock(mr.repo):
             if await wt.merge_in_progress(path):
-                marked = await _with_markers(path, await wt.conflicted_files(path))
+                marked = await wt.files_with_markers(path, await wt.conflicted_files(path))
                 if marked:
                     return Landing(False, marked, "conflict markers are still in these files")
             message = (f"{task.title}\n\npolpo task {task.id} (mission {m.id}), attempt {attempt_number}, "
@@ -308,7 +311,7 @@ class Isolation:
             for path in left:  # worktrees of tasks that did not end by themselves (cancelled, or a crash)
                 await self._remove(mr, path, f"unfinished work left in {path.name}", ())
             result = await wt.rev(mr.repo, f"refs/heads/{mr.result}")
-            for branch in await _branches(mr.repo, f"polpo/{mr.slug}/"):
+            for branch in await wt.branches(mr.repo, f"polpo/{mr.slug}/"):
                 if branch != mr.result and result and await wt.is_ancestor(mr.repo, f"refs/heads/{branch}", result):
                     await wt.delete_branch(mr.repo, branch)
             await git(mr.repo, "worktree", "prune", ok=(0, 128))
@@ -340,14 +343,14 @@ class Isolation:
                 log.warning("could not reconcile the worktrees of mission %s: %s", mr.mission_id, exc)
 
     async def _adopt(self, mr: _MissionRepo, m: Mission | None) -> None:
-        await _clear_stale_locks(mr, self._dir(mr))
+        await wt.clear_stale_locks(mr.repo, self._dir(mr), mr.slug)
         self.missions[mr.mission_id] = mr
         await git(mr.repo, "worktree", "prune", ok=(0, 128))
         if m is None:
             await self.finish(mr.mission_id)
             return
         known = {self._names(mr, t)[1]: t for t in m.tasks.values()}
-        for branch in await _branches(mr.repo, f"polpo/{mr.slug}/"):
+        for branch in await wt.branches(mr.repo, f"polpo/{mr.slug}/"):
             if branch in known:
                 mr.branches[known[branch].id] = branch
         for task in m.tasks.values():
@@ -360,44 +363,3 @@ class Isolation:
                 continue
             self.worktrees[task.id] = path
             mr.branches[task.id] = branch
-
-
-async def _branches(repo: Path, prefix: str) -> list[str]:
-    r = await git(repo, "for-each-ref", "--format=%(refname:strip=2)", f"refs/heads/{prefix}")
-    return [b for b in r.out.splitlines() if b]
-
-
-async def _with_markers(path: Path, files: list[str]) -> list[str]:
-    def scan() -> list[str]:
-        found = []
-        for f in files:
-            try:
-                if _MARKER.search((path / f).read_bytes()):
-                    found.append(f)
-            except OSError:
-                continue
-        return found
-
-    return await anyio.to_thread.run_sync(scan)
-
-
-async def _clear_stale_locks(mr: _MissionRepo, folder: Path) -> None:
-    """Lock files a killed git of polpo's left: in its worktrees' admin folders and under its refs."""
-    r = await git(mr.repo, "rev-parse", "--path-format=absolute", "--git-common-dir", ok=(0, 128))
-    if not r.ok:
-        return
-    common = Path(r.out.strip())
-
-    def clear() -> None:
-        places = [common / "refs" / "heads" / "polpo" / mr.slug, common / "refs" / "polpo" / mr.slug]
-        for admin in (common / "worktrees").glob("*") if (common / "worktrees").is_dir() else []:
-            try:
-                if Path((admin / "gitdir").read_text().strip()).is_relative_to(folder):
-                    places.append(admin)
-            except OSError:
-                continue
-        for place in places:
-            for lock in place.rglob("*.lock") if place.is_dir() else []:
-                lock.unlink(missing_ok=True)
-
-    await anyio.to_thread.run_sync(clear)

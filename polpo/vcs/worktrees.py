@@ -9,6 +9,7 @@ either the old branch or the new one, never a half-merged checkout or a stale in
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,10 +23,13 @@ __all__ = [
     "Merge",
     "add_worktree",
     "branch_exists",
+    "branches",
+    "clear_stale_locks",
     "commit_all",
     "conflicted_files",
     "delete_branch",
     "exclude_pathspecs",
+    "files_with_markers",
     "head",
     "is_ancestor",
     "list_worktrees",
@@ -180,3 +184,50 @@ async def start_merge(worktree: Path, ref: str, message: str) -> list[str]:
     if not files:  # failed for another reason (e.g. local changes in the way): say so
         raise GitError(("merge",), r, f"git merge failed: {(r.err or r.out).strip()[-300:]}")
     return files
+
+
+async def branches(repo: Path, prefix: str) -> list[str]:
+    """Branch names starting with ``prefix``."""
+    r = await git(repo, "for-each-ref", "--format=%(refname:strip=2)", f"refs/heads/{prefix}")
+    return [b for b in r.out.splitlines() if b]
+
+
+_MARKER = re.compile(rb"^(<{7} |>{7} |={7}$)", re.M)
+
+
+async def files_with_markers(worktree: Path, files: Sequence[str]) -> list[str]:
+    """Those of ``files`` that still hold conflict markers."""
+    def scan() -> list[str]:
+        found = []
+        for f in files:
+            try:
+                if _MARKER.search((worktree / f).read_bytes()):
+                    found.append(f)
+            except OSError:
+                continue
+        return found
+
+    return await anyio.to_thread.run_sync(scan)
+
+
+async def clear_stale_locks(repo: Path, worktrees_under: Path, ref_folder: str) -> None:
+    """Lock files a killed git left: in the admin folders of the worktrees under ``worktrees_under`` and under
+    ``refs/heads/polpo/<ref_folder>`` and ``refs/polpo/<ref_folder>`` (no other program writes there)."""
+    r = await git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir", ok=(0, 128))
+    if not r.ok:
+        return
+    common = Path(r.out.strip())
+
+    def clear() -> None:
+        places = [common / "refs" / "heads" / "polpo" / ref_folder, common / "refs" / "polpo" / ref_folder]
+        for admin in (common / "worktrees").glob("*") if (common / "worktrees").is_dir() else []:
+            try:
+                if Path((admin / "gitdir").read_text().strip()).is_relative_to(worktrees_under):
+                    places.append(admin)
+            except OSError:
+                continue
+        for place in places:
+            for lock in place.rglob("*.lock") if place.is_dir() else []:
+                lock.unlink(missing_ok=True)
+
+    await anyio.to_thread.run_sync(clear)

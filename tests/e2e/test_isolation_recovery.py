@@ -64,7 +64,8 @@ def test_sigkill_mid_task_then_restart_reuses_the_worktree_and_lands(tmp_path: P
     go.write_text("")
     with daemon_process(config):
         evs = wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
-        wait_events(state, lambda _: len(git(repo, "worktree", "list").splitlines()) == 1)
+        wait_events(state, lambda _: not (state / "worktrees" / "crash").exists()
+                    and len(git(repo, "worktree", "list").splitlines()) == 1)
     done = next(e for e in evs if e["event"] == "mission:completed")
     assert done["data"]["outcome"] == "completed"
     # the same worktree ran the task again (made once, adopted after the crash): its first run's file is there

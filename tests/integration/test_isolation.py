@@ -72,11 +72,11 @@ def attempts(cfg: Config, task_id: str) -> list[dict[str, Any]]:
     return shown
 
 
-async def cleaned_up(repo: Path) -> None:
-    """Wait for the end-of-mission clean-up (it runs after mission:completed)."""
+async def cleaned_up(repo: Path, folder: Path) -> None:
+    """Wait for the end-of-mission clean-up (it runs after mission:completed); ``folder``: the mission's
+    folder of worktrees, removed last."""
     with anyio.fail_after(20):
-        while len(git(repo, "worktree", "list").splitlines()) > 1 or \
-                len(git(repo, "branch", "--list", "polpo/*").split()) > 1:
+        while folder.exists() or len(git(repo, "worktree", "list").splitlines()) > 1:
             await anyio.sleep(0.05)
 
 
@@ -92,7 +92,7 @@ async def test_two_tasks_at_once_in_worktrees_report_their_own_file_and_end_on_o
     async with running_daemon(cfg) as (_, w):
         submit(cfg, "iso.json", doc)
         done = await w.wait_event("mission:completed")
-        await cleaned_up(repo)
+        await cleaned_up(repo, cfg.state_dir / "worktrees" / "iso")
     assert done.data["outcome"] == "completed"
     for tid, name in (("iso:1", "a.txt"), ("iso:2", "b.txt")):
         [a] = attempts(cfg, tid)
@@ -112,7 +112,6 @@ async def test_two_tasks_at_once_in_worktrees_report_their_own_file_and_end_on_o
     assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == ""
     assert not (repo / "a.txt").exists()
     assert git(repo, "branch", "--list", "polpo/*").split() == ["polpo/iso/result"]
-    assert not (cfg.state_dir / "worktrees" / "iso").exists()
     shown = run_cli("show", "iso", "--config", str(cfg.source)).stdout
     assert "result on branch polpo/iso/result" in shown
 
@@ -144,11 +143,12 @@ async def test_a_merge_conflict_goes_back_to_the_agent_as_a_fix(tmp_path: Path, 
               "grep -q '^<<<<<<<' shared.txt && printf 'both\\n' > shared.txt; exit 0; fi; "
               + wait + 'echo "$POLPO_TASK_TITLE" > shared.txt')
     tasks = [shell_task(t, script, maxFixAttempts=1, maxRetries=0) for t in ("A", "B")]
+    (repo / "README.md").write_text("edited, not committed\n")  # the worktrees start from what is committed
     async with running_daemon(cfg) as (_, w):
         submit(cfg, "clash.json", mission_json(*tasks, name="clash", workspace=str(repo),
                                                settings={"isolation": "worktree"}))
         done = await w.wait_event("mission:completed")
-        await cleaned_up(repo)
+        await cleaned_up(repo, cfg.state_dir / "worktrees" / "clash")
     assert done.data["outcome"] == "completed"
     [conflict] = w.of("task:merge:conflict")
     assert conflict.data["files"] == ["shared.txt"] and conflict.data["into"] == "polpo/clash/result"
@@ -162,6 +162,11 @@ async def test_a_merge_conflict_goes_back_to_the_agent_as_a_fix(tmp_path: Path, 
     assert fixed[1]["files"]["modified"] == ["shared.txt"]
     assert git(repo, "show", "polpo/clash/result:shared.txt") == "both\n"
     assert len(w.of("task:merged")) == 2
+    notes = [e.data.get("note") for e in w.of("task:worktree")]
+    assert sorted(notes, key=str) == [None, "the repository has uncommitted changes: the tasks' worktrees do not "
+                                            "have them"]
+    assert git(repo, "show", "polpo/clash/result:README.md") == "a repository\n"
+    assert (repo / "README.md").read_text() == "edited, not committed\n"
 
 
 async def test_an_llm_agents_own_writes_stay_attributed_in_a_shared_workspace(
