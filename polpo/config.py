@@ -59,6 +59,7 @@ class AgentConfig(_Base):
     # both
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)
+    ignore_files: list[str] | None = None  # its own state files (kept out of its changes); None: [defaults]'
 
 
 class Defaults(_Base):
@@ -71,6 +72,9 @@ class Defaults(_Base):
     # endpoint and key of LLM agents that set neither (the two go together: an agent that sets one takes neither)
     api_base: str | None = None
     api_key_env: str | None = None
+    # agents' own state files, never an attempt's changes nor committed (polpo.changes.patterns): aider's history,
+    # tags cache and config (.aider*); Claude Code and Codex run as the README says write none into the workspace
+    ignore_files: list[str] = [".aider*"]
 
 
 class JudgeSettings(_Base):

@@ -1,4 +1,8 @@
-"""Snapshot a workspace folder and diff two snapshots: which files an agent run created, modified, deleted."""
+"""Snapshot a workspace folder and diff two snapshots: which files an agent run created, modified, deleted.
+
+The scan is the fallback of :mod:`polpo.changes` (used where inotify is not available); :func:`skip_dir` is the
+rule both use for folders never looked into.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,22 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SKIP_DIRS", "FileChanges", "Snapshot", "diff", "snapshot"]
+__all__ = ["SKIP_DIRS", "FileChanges", "Snapshot", "diff", "is_virtualenv", "skip_dir", "snapshot"]
 
-#: Directory names never descended into (at any depth).
-SKIP_DIRS: frozenset[str] = frozenset({".git", "node_modules", "__pycache__", ".venv", ".polpo"})
+#: Directory names never descended into (at any depth): version control, dependencies, tool caches, polpo's state.
+SKIP_DIRS: frozenset[str] = frozenset({
+    ".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".polpo", ".tox", ".nox", ".mypy_cache",
+    ".pytest_cache", ".ruff_cache"})
+
+
+def is_virtualenv(path: str) -> bool:
+    """A Python virtualenv (whatever its name): it holds ``pyvenv.cfg``."""
+    return os.path.isfile(os.path.join(path, "pyvenv.cfg"))
+
+
+def skip_dir(name: str, path: str) -> bool:
+    """Whether the folder ``name`` at ``path`` is never scanned or watched."""
+    return name in SKIP_DIRS or is_virtualenv(path)
 
 #: relative posix path → (size in bytes, mtime in ns)
 Snapshot = dict[str, tuple[int, int]]
@@ -30,11 +46,12 @@ class FileChanges:
         return {"created": list(self.created), "modified": list(self.modified), "deleted": list(self.deleted)}
 
 
-def snapshot(root: Path, *, max_entries: int = 50_000) -> Snapshot:
+def snapshot(root: Path, *, max_entries: int = 50_000, exclude: frozenset[str] = frozenset()) -> Snapshot:
     """Regular files under ``root`` (symlinks not followed, :data:`SKIP_DIRS` skipped), at most ``max_entries``.
 
     A missing or unreadable ``root`` gives an empty snapshot; files or folders that vanish during the walk are
-    skipped. The walk is in sorted order, so hitting ``max_entries`` always keeps the same files.
+    skipped. The walk is in sorted order, so hitting ``max_entries`` always keeps the same files. ``exclude``:
+    absolute folder paths not entered either (polpo's own state when it lies inside the workspace).
     """
     result: Snapshot = {}
     if max_entries <= 0:
@@ -55,7 +72,7 @@ def snapshot(root: Path, *, max_entries: int = 50_000) -> Snapshot:
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                if entry.name not in SKIP_DIRS:
+                if not skip_dir(entry.name, entry.path) and entry.path not in exclude:
                     subdirs.append((entry.path, name + "/"))
             elif stat.S_ISREG(st.st_mode):
                 result[name] = (st.st_size, st.st_mtime_ns)

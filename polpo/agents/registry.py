@@ -32,6 +32,8 @@ class AgentSlot:
     timeout: float | None
     kind: str
     model: str | None = None  # LLM agents: the model they run on
+    ignore_files: tuple[str, ...] = ()  # its own state files: never its changes, never committed
+    isolation: str | None = None  # "worktree" for a team agent with enableGit: its tasks' default
 
 
 class UnavailableAgent:
@@ -63,7 +65,8 @@ class AgentFactory:
             name: self._build(name, a, limit_key=name) for name, a in cfg.agents.items()
         }
         for name, agent in (extra or {}).items():
-            self._config_agents[name] = AgentSlot(agent, name, None, _secs(cfg.defaults.agent_timeout), "custom")
+            self._config_agents[name] = AgentSlot(agent, name, None, _secs(cfg.defaults.agent_timeout), "custom",
+                                                  ignore_files=tuple(cfg.defaults.ignore_files))
 
     def known_names(self) -> list[str]:
         return sorted(self._config_agents)
@@ -85,8 +88,11 @@ class AgentFactory:
         return AgentSlot(UnavailableAgent(name, f"no agent named {name!r} is configured"),
                          f"missing:{name}", None, None, "missing")
 
-    def _build(self, name: str, a: AgentConfig, *, limit_key: str, team: bool = False) -> AgentSlot:
+    def _build(self, name: str, a: AgentConfig, *, limit_key: str, team: bool = False,
+               isolation: str | None = None) -> AgentSlot:
         timeout = _secs(a.timeout) or _secs(self.cfg.defaults.agent_timeout)
+        extras: dict[str, Any] = {"isolation": isolation, "ignore_files": tuple(
+            a.ignore_files if a.ignore_files is not None else self.cfg.defaults.ignore_files)}
         # a mission's own command agent gets the minimal environment only: passthrough is for the config's agents
         passthrough = () if team else (*self.cfg.security.env_passthrough, *a.env_passthrough)
         agent: Agent
@@ -102,14 +108,14 @@ class AgentFactory:
             if not model:
                 return AgentSlot(UnavailableAgent(name, f"LLM agent {name!r} has no model; set its model or "
                                                         f"[defaults] model in the config"),
-                                 limit_key, a.max_concurrency, timeout, a.type)
+                                 limit_key, a.max_concurrency, timeout, a.type, **extras)
             settings = ModelSettings(model=model, api_base=endpoint.api_base, api_key_env=endpoint.api_key_env,
                                      temperature=a.temperature,
                                      timeout=self.cfg.llm.request_timeout.total_seconds())
             agent = LLMAgent(name, settings, client=self.llm, clock=self.clock, max_turns=a.max_turns,
                              system_prompt=a.system_prompt, default_timeout=timeout, role=a.role)
-            return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, model)
-        return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type)
+            return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, model, **extras)
+        return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, **extras)
 
     def _build_team(self, mission_id: str, t: TeamAgent) -> AgentSlot:
         kind = t.type or "llm"
@@ -127,5 +133,7 @@ class AgentFactory:
                           max_concurrency=pick(t.max_concurrency, "max_concurrency"),
                           system_prompt=pick(t.system_prompt, "system_prompt"),
                           temperature=pick(t.temperature, "temperature"),
-                          max_turns=pick(t.max_turns, "max_turns") or 50, role=pick(t.role, "role"))
-        return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}", team=True)
+                          max_turns=pick(t.max_turns, "max_turns") or 50, role=pick(t.role, "role"),
+                          ignore_files=pick(t.ignore_files, "ignore_files"))
+        return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}", team=True,
+                           isolation="worktree" if t.enable_git else None)

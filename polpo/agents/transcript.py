@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from polpo.changes.tracker import ToolLog
 from polpo.clock import Clock, iso
 from polpo.llm.client import ChatReply, ToolCallOut
 from polpo.llm.secrets import _BEARER, redact, secret_values
@@ -37,6 +38,7 @@ __all__ = [
     "clip",
     "files_touched",
     "timeline_text",
+    "tool_log",
 ]
 
 RESULT_CHARS = 2_000
@@ -173,6 +175,15 @@ def files_touched(transcript: Sequence[Mapping[str, Any]]) -> dict[str, list[str
         elif path not in edited:
             edited.append(path)
     return {"created": created, "edited": edited}
+
+
+def tool_log(transcript: Sequence[Mapping[str, Any]] | None) -> ToolLog | None:
+    """An LLM agent's file-tool writes, for change attribution; complete when it ran no shell command."""
+    if transcript is None:
+        return None
+    touched = files_touched(transcript)
+    ran = any(e.get("type") == "tool" and e.get("name") == "run_command" for e in transcript)
+    return ToolLog(tuple(touched["created"]), tuple(touched["edited"]), complete=not ran)
 
 
 def _one_line(text: str, limit: int) -> str:

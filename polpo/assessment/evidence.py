@@ -34,4 +34,6 @@ def evidence(attempt: Attempt) -> tuple[list[str], str]:
             f"- {o.get('type')}: {o.get('label')}: {o.get('value') or o.get('path') or ''}" for o in attempt.outcomes))
     if files.get("deleted"):
         parts.append("Files deleted: " + ", ".join(files["deleted"]))
+    if files.get("note"):  # e.g. another task worked in the same folder meanwhile: judge by what the agent did
+        parts.append(f"Files: {files['note']}")
     return changed_files(attempt), "\n\n".join(parts)

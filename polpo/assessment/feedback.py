@@ -10,8 +10,12 @@ __all__ = ["feedback_text", "first_line"]
 
 
 def feedback_text(*, checks: Sequence[CheckOutcome], exit_code: int | None, timed_out: bool,
-                  error: str | None, stderr_tail: str) -> str:
-    """What went wrong, for the next attempt: the agent's own failure first, then each failed check."""
+                  error: str | None, stderr_tail: str, stdout_tail: str = "") -> str:
+    """What went wrong, for the next attempt: the agent's own failure first, then each failed check.
+
+    ``stdout_tail``: given when a command agent exited 0 without changing a file — some CLIs (aider) report a
+    failed model call only on stdout and still exit 0; what they printed is then the reason.
+    """
     lines: list[str] = []
     if error:
         lines.append(f"The agent could not run: {error}")
@@ -21,6 +25,9 @@ def feedback_text(*, checks: Sequence[CheckOutcome], exit_code: int | None, time
         lines.append(f"The agent exited with code {exit_code}.")
     if (error or timed_out or exit_code not in (0, None)) and stderr_tail.strip():
         lines.append("Its stderr ended with:\n" + _indent(stderr_tail.strip()[-2000:]))
+    elif exit_code == 0 and stdout_tail.strip():
+        lines.append("The agent exited 0 but changed no file; its output ended with:\n"
+                     + _indent(stdout_tail.strip()[-2000:]))
     failed = [c for c in checks if not c.passed]
     if failed:
         lines.append("Failed checks:")

@@ -10,8 +10,9 @@ already stored.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -65,17 +66,20 @@ def expectations_of(task: Task) -> list[Any]:
 class Assessor:
     """Runs a task's checks against an attempt and stores every result; the review panel is one of them."""
 
-    def __init__(self, cfg: Config, store: Store, clock: Clock, llm: LLMClient) -> None:
+    def __init__(self, cfg: Config, store: Store, clock: Clock, llm: LLMClient,
+                 workspace_of: Callable[[Mission, Task], Path] | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
         self.llm = llm
+        self.workspace_of = workspace_of  # where a task's checks run: its own worktree when it is isolated
 
     def _context(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment) -> CheckContext:
         files, timeline = evidence(attempt)
         reviews = AssessmentReviews(self.cfg, self.store, self.clock, self.llm, task_id=task.id,
                                     assessment_id=assessment.id)
-        return CheckContext(workspace=m.workspace, clock=self.clock,
+        return CheckContext(workspace=self.workspace_of(m, task) if self.workspace_of else m.workspace,
+                            clock=self.clock,
                             check_timeout=self.cfg.defaults.check_timeout.total_seconds(), task_title=task.title,
                             task_description=task.spec.description, attempt_number=attempt.number,
                             agent_ok=attempt.agent_ok, files_changed=files, timeline=timeline,

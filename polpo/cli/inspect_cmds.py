@@ -36,6 +36,8 @@ def _show_task(t: dict[str, Any]) -> None:
         changed = [f"+{term(p)}" for p in files.get("created", [])] + [f"~{term(p)}" for p in files.get("modified", [])]
         if changed:
             click.echo(f"    files: {' '.join(changed[:12])}" + (" …" if len(changed) > 12 else ""))
+        if files.get("note"):
+            click.echo(f"    files: {term(files['note'])}")
         for asm in a["assessments"]:
             if asm["trigger"] == "judge":
                 click.echo("    re-assessed after the expectation judge's correction:")
@@ -55,6 +57,10 @@ def _show_task(t: dict[str, Any]) -> None:
         if a["stderr_tail"] and a["verdict"] != "passed":
             lines = a["stderr_tail"].strip()[-300:].split("\n")
             click.echo("    stderr: " + "\n            ".join(term(line) for line in lines))
+        # a command agent's output: some CLIs (aider) exit 0 and say only there why nothing happened
+        if a["stdout_tail"].strip() and not a.get("model") and (a["verdict"] != "passed" or not changed):
+            lines = a["stdout_tail"].strip()[-300:].split("\n")
+            click.echo("    stdout: " + "\n            ".join(term(line) for line in lines))
 
 
 @click.command()
@@ -153,6 +159,12 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         rep = m["report"]
         click.echo(f"  report: {term(rep.get('summary'))}, {term(rep.get('attempts'))} attempt(s), "
                    f"{term(rep.get('durationSeconds'))} s")
+        branch = rep.get("branch")
+        if branch:
+            click.echo(f"  result on branch {term(branch['name'])} in {term(branch['repository'])} "
+                       f"({len(branch['tasks'])} task(s) merged): review with "
+                       f"`git log -p {term(branch['base'][:12])}..{term(branch['name'])}`, "
+                       f"then `git merge {term(branch['name'])}`")
     for t in m["tasks"]:
         click.echo(f"  {term(t['id']):<22} {term(t['status']):<12} {term(t['title'])}"
                    + (f"  ({term(t['reason'])})" if t["reason"] and t["status"] != "done" else ""))

@@ -17,6 +17,7 @@ from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
+from polpo.engine.isolation import isolation_warnings
 from polpo.events.catalog import MissionAccepted, MissionRejected, TaskCreated
 from polpo.mission.schema import MissionSpec
 from polpo.mission.security import mission_workspace
@@ -133,12 +134,13 @@ class Admission:
         mid, run = self.new_mission_id(source)
         m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
         await anyio.to_thread.run_sync(lambda: m.workspace.mkdir(parents=True, exist_ok=True))
+        m.warnings = [*m.warnings, *isolation_warnings(spec, m.workspace)]
         # the validated spec as canonical JSON: what a restart reads back is exactly what runs now
         tx = self.store.tx().mission(m, spec.model_dump_json(exclude_none=True))
         self.sources[source] = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid)
         tx.source(source, digest, SourceOutcome.ACCEPTED, mid, m.created_at)
         tx.event(MissionAccepted(name=m.name, file=source, hash=digest, run=run, task_count=len(m.tasks),
-                                 workspace=str(m.workspace), warnings=warnings), mission_id=mid)
+                                 workspace=str(m.workspace), warnings=m.warnings), mission_id=mid)
         self._register(m)
         self.board.add(m)
         tasks = list(m.tasks.values())

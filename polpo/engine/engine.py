@@ -6,7 +6,9 @@
 * :class:`~polpo.engine.commands.Commands` — cancel / retry / approve and the command inbox;
 * :class:`~polpo.engine.admission.Admission` — what mission files became: ids, runs, workspaces;
 * :class:`~polpo.engine.recovery.Recovery` — the board rebuilt from the store after a restart or a crash;
-* :class:`~polpo.engine.sla.SlaKeeper` — deadlines.
+* :class:`~polpo.engine.sla.SlaKeeper` — deadlines;
+* :class:`~polpo.engine.isolation.Isolation` — per-task git worktrees and the mission's result branch;
+* :class:`~polpo.changes.tracker.ChangeTracker` — which files each attempt changed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from anyio.abc import TaskGroup
 
 from polpo.agents.registry import AgentFactory
 from polpo.assessment.pipeline import Assessor
+from polpo.changes.tracker import ChangeTracker
 from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.admission import Admission
@@ -22,11 +25,13 @@ from polpo.engine.board import MissionBoard
 from polpo.engine.commands import Commands
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.handles import RunHandle
+from polpo.engine.isolation import Isolation
 from polpo.engine.recovery import Recovery
 from polpo.engine.runner import TaskRunner
 from polpo.engine.sla import SlaKeeper
-from polpo.model.records import Task
+from polpo.model.records import Mission, Task
 from polpo.store.protocol import Store
+from polpo.store.tx import Tx
 from polpo.tools.marks import attempt_mark
 from polpo.tools.orphans import sweep
 from polpo.tools.procs import RUNNING
@@ -49,12 +54,16 @@ class Engine:
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
                                  load=lambda mid: self.recovery.load_mission(mid), admission=self.admission)
         self.sla = SlaKeeper(cfg.sla, store, self.board, self.commands.fail_for_sla)
-        self.board.hooks = self.sla
-        self.assessor = Assessor(cfg, store, clock, agents.llm)
+        self.tracker = ChangeTracker(exclude=(cfg.state_dir,))
+        self.isolation = Isolation(cfg, store, forget_root=self.tracker.forget)
+        self.board.hooks = _Hooks(self.sla, self.isolation)
+        self.assessor = Assessor(cfg, store, clock, agents.llm, workspace_of=self.isolation.workspace_of)
         self.runner = TaskRunner(cfg=cfg, store=store, clock=clock, board=self.board, agents=agents,
-                                 slot_of=self.dispatcher.slot, assessor=self.assessor)
+                                 slot_of=self.dispatcher.slot, assessor=self.assessor, tracker=self.tracker,
+                                 isolation=self.isolation)
         self.recovery = Recovery(cfg=cfg, store=store, clock=clock, board=self.board, admission=self.admission,
-                                 dispatcher=self.dispatcher, commands=self.commands)
+                                 dispatcher=self.dispatcher, commands=self.commands,
+                                 hooks=[self.isolation.reconcile])
 
     async def _run_task(self, task: Task, handle: RunHandle) -> None:
         await self.runner.run(task, handle)
@@ -74,7 +83,24 @@ class Engine:
         await self.recovery.recover()
 
     async def run(self, tg: TaskGroup) -> None:
+        tg.start_soon(self.isolation.janitor)
         await self.dispatcher.run(tg)
 
     async def stop(self, grace: float) -> None:
         await self.dispatcher.stop(grace)
+        self.tracker.shutdown()
+
+
+class _Hooks:
+    """What the board calls when tasks and missions finish: the SLA keeper's marks, the isolation's report."""
+
+    def __init__(self, sla: SlaKeeper, isolation: Isolation) -> None:
+        self.sla = sla
+        self.isolation = isolation
+
+    def on_task_terminal(self, tx: Tx, task: Task, mission: Mission) -> None:
+        self.sla.on_task_terminal(tx, task, mission)
+
+    def on_mission_complete(self, tx: Tx, mission: Mission) -> None:
+        self.isolation.on_mission_complete(tx, mission)
+        self.sla.on_mission_complete(tx, mission)

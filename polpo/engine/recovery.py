@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
@@ -40,8 +41,10 @@ MAX_INTERRUPTIONS = 3
 
 class Recovery:
     def __init__(self, *, cfg: Config, store: Store, clock: Clock, board: MissionBoard, admission: Admission,
-                 dispatcher: Dispatcher, commands: Commands) -> None:
+                 dispatcher: Dispatcher, commands: Commands,
+                 hooks: Sequence[Callable[[dict[str, Mission]], Awaitable[None]]] = ()) -> None:
         self.cfg = cfg
+        self.hooks = hooks  # run first by recover() with the loaded missions (per-task worktrees reconcile)
         self.store = store
         self.clock = clock
         self.board = board
@@ -71,6 +74,8 @@ class Recovery:
 
     async def recover(self) -> None:
         """Reconcile loaded missions with reality: orphans killed, interrupted runs re-queued, checks resumed."""
+        for hook in self.hooks:
+            await hook(dict(self.board.missions))
         tx = self.store.tx()
         orphans: list[int] = []
         resume: list[Task] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,8 +18,11 @@ import orjson
 from polpo.agents.base import AgentRequest
 from polpo.agents.prompts import build_prompt
 from polpo.agents.registry import AgentFactory, AgentSlot
+from polpo.agents.transcript import tool_log
 from polpo.assessment.feedback import feedback_text, first_line
 from polpo.assessment.pipeline import Assessor, Verdict, combine_scores
+from polpo.changes.tracker import ChangeTracker, files_count
+from polpo.checks.base import CheckOutcome
 from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine import policy
@@ -26,6 +30,7 @@ from polpo.engine.board import MissionBoard
 from polpo.engine.budget import budget, escalation, timeout_seconds
 from polpo.engine.commands import SLA_REASON
 from polpo.engine.handles import RunHandle
+from polpo.engine.isolation import Isolation
 from polpo.engine.lifecycle import Trigger
 from polpo.events.catalog import (
     AgentFinished,
@@ -45,7 +50,6 @@ from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
 from polpo.tools.proctable import process_start_ticks
-from polpo.workspace import diff, snapshot
 
 log = logging.getLogger("polpo.runner")
 
@@ -57,7 +61,8 @@ PROMPT_DESCRIPTION_MAX = 16 * 1024  # a longer description is not copied into ev
 
 class TaskRunner:
     def __init__(self, *, cfg: Config, store: Store, clock: Clock, board: MissionBoard, agents: AgentFactory,
-                 slot_of: Callable[[Task], AgentSlot], assessor: Assessor) -> None:
+                 slot_of: Callable[[Task], AgentSlot], assessor: Assessor, tracker: ChangeTracker,
+                 isolation: Isolation) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -65,21 +70,26 @@ class TaskRunner:
         self.agents = agents
         self.slot_of = slot_of
         self.assessor = assessor
+        self.tracker = tracker
+        self.isolation = isolation
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         with anyio.CancelScope() as scope:
             handle.scope = scope
             if handle.stop_reason:
                 scope.cancel()
-            if task.status is TaskStatus.REVIEW:
-                await self._resume_assessment(task, handle)
-            else:
-                await self._attempt(task, handle)
+            # the task's folder: its own worktree when isolated; its whole turn (agent + checks) is an activity there
+            ws = await self.isolation.prepare(self.board.mission_of(task), task, self.slot_of(task).isolation)
+            with self.tracker.activity(ws, task.id):
+                if task.status is TaskStatus.REVIEW:
+                    await self._resume_assessment(task, handle)
+                else:
+                    await self._attempt(task, handle, ws)
         if handle.stop_reason:
             self._stopped(task, handle)
 
     # -- one attempt ----------------------------------------------------------------------------------------
-    async def _attempt(self, task: Task, handle: RunHandle) -> None:
+    async def _attempt(self, task: Task, handle: RunHandle, ws: Path) -> None:
         m = self.board.mission_of(task)
         slot = self.slot_of(task)
         n = task.attempts + 1
@@ -101,7 +111,7 @@ class TaskRunner:
         self.board.transition(tx, task, Trigger.DISPATCH, attempt=n, kind=kind, agent=task.agent)
         await self.store.commit(tx)  # durable before the process exists
 
-        before = await anyio.to_thread.run_sync(snapshot, m.workspace)
+        tracking = await self.tracker.open(ws, task.id, ignore=slot.ignore_files)
 
         def on_start(pid: int | None) -> None:
             attempt.pid = pid
@@ -117,7 +127,7 @@ class TaskRunner:
         request = AgentRequest(
             task_id=task.id, mission_id=m.id, mission_name=m.name, attempt_id=attempt.id, attempt_number=n,
             kind=kind, title=task.title, description=task.spec.description, prompt=prompt,
-            feedback=task.feedback, workspace=m.workspace, timeout=timeout, expectations=expectations,
+            feedback=task.feedback, workspace=ws, timeout=timeout, expectations=expectations,
             env_marker=(ATTEMPT_MARK, attempt_mark(self.cfg.state_dir, attempt.id)), mission_goal=m.spec.description or "",
             siblings=_siblings(m, task) if slot.kind == "llm" else (),  # O(tasks): only for agents that read it
             model=task.model)
@@ -125,7 +135,7 @@ class TaskRunner:
             on_start(None)  # no process of its own: the conversation starts now
         result = await slot.agent.run(request, on_start=on_start)
 
-        changes = diff(before, await anyio.to_thread.run_sync(snapshot, m.workspace))
+        files = await self.tracker.close(tracking, tool_log=tool_log(result.transcript))
         attempt.status = AttemptStatus.FINISHED
         attempt.exit_code = result.exit_code
         attempt.signal = result.signal
@@ -137,7 +147,7 @@ class TaskRunner:
         attempt.stdout_bytes = result.stdout_bytes
         attempt.stderr_bytes = result.stderr_bytes
         attempt.duration = round(result.duration, 4)
-        attempt.files = changes.as_dict()
+        attempt.files = files
         attempt.finished_at = self.clock.now()
         attempt.model = result.model or attempt.model
         attempt.outcomes = result.outcomes or None
@@ -152,7 +162,7 @@ class TaskRunner:
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
         tx.event(AgentFinished(agent_name=task.agent, attempt=n, exit_code=result.exit_code,
                                duration=attempt.duration, timed_out=result.timed_out, error=attempt.error,
-                               files_changed=sum(len(v) for v in attempt.files.values())), **ids)
+                               files_changed=files_count(files), files_note=files.get("note")), **ids)
         if result.timed_out:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
         self.board.transition(tx, task, Trigger.FINISHED, attempt=n, exit_code=result.exit_code)
@@ -179,7 +189,26 @@ class TaskRunner:
         verdict = await self.assessor.assess(m, task, attempt, existing)
         if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
             verdict = await self.assessor.judge_and_reassess(m, task, attempt, verdict)
+        ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
+        if verdict.passed and attempt.agent_ok:
+            verdict = await self._land(m, task, attempt, verdict, ignore)
         self._decide(m, task, attempt, verdict)
+        if task.terminal:
+            await self.isolation.release(m, task, ignore)
+
+    async def _land(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict,
+                    ignore: tuple[str, ...]) -> Verdict:
+        """An isolated task that passed: its work merged into the mission's branch, or a conflict to fix."""
+        landing = await self.isolation.land(m, task, attempt.number, attempt.agent, ignore)
+        if landing is None or landing.merged:
+            return verdict
+        check = CheckOutcome(
+            type="merge", label="merge into the mission branch", passed=False, index=len(verdict.checks),
+            message=(f"your work conflicts with the mission's branch in {', '.join(landing.files)}. The mission's "
+                     "branch is now merged into your workspace: resolve the conflict markers (<<<<<<<, =======, "
+                     ">>>>>>>) in those files, keeping what both sides meant"),
+            details=landing.message or None)
+        return Verdict(False, [*verdict.checks, check], check.message)
 
     def _decide(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> None:
         b = budget(task.spec, m.spec, self.cfg.defaults)
@@ -197,7 +226,9 @@ class TaskRunner:
         else:
             next_kind = decision.action
         feedback = feedback_text(checks=verdict.checks, exit_code=attempt.exit_code, timed_out=attempt.timed_out,
-                                 error=attempt.error, stderr_tail=attempt.stderr_tail)
+                                 error=attempt.error, stderr_tail=attempt.stderr_tail,
+                                 stdout_tail=attempt.stdout_tail if self.slot_of(task).kind == "command"
+                                 and not files_count(attempt.files) else "")
         failed_check = next((f"{c.type} {c.label}" for c in verdict.checks if not c.passed), None)
         attempt.verdict = "passed" if verdict.passed and attempt.agent_ok else "failed"
         tx = self.store.tx().attempt(attempt)

@@ -7,6 +7,9 @@ because Polpo has no watched folder.
 A payload is a frozen dataclass with snake_case fields; :mod:`polpo.events.pipeline` turns it into the
 camelCase ``data`` object once, when the store stamps the event. A field whose default is ``None`` is left out
 of ``data`` while it is ``None``; every other field is always present (``null`` included).
+
+Longer than 400 lines because it is the one list of every event's payload (a few lines each): split, the catalog
+would no longer be one place to read.
 """
 
 from __future__ import annotations
@@ -187,6 +190,34 @@ class AgentFinished(Payload):
     timed_out: bool
     error: str | None
     files_changed: int
+    files_note: str | None = None  # why the files are not attributed ("shared workspace: …"), when they are not
+
+
+# per-task isolation (polpo.engine.isolation): a task in its own worktree, its work merged or in conflict
+
+
+@_event("task:worktree")
+class TaskWorktree(Payload):
+    path: str
+    branch: str
+    start: str  # the commit it starts from: the mission's base with its dependencies' work merged in
+    repository: str
+    note: str | None = None  # e.g. the repository has uncommitted changes, which the worktree does not have
+
+
+@_event("task:merged")
+class TaskMerged(Payload):
+    branch: str
+    into: str
+    commit: str | None  # the task's last commit (None: it changed nothing)
+    merge: str | None  # the merge commit (None: nothing new to merge)
+
+
+@_event("task:merge:conflict")
+class TaskMergeConflict(Payload):
+    branch: str
+    into: str
+    files: list[str]
 
 
 @_event("escalation:triggered")

@@ -169,6 +169,11 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
     "task:error": lambda d: f"internal error in {safe(d.get('where'))}: {safe(d.get('error'))}",
     "agent:spawned": _spawned,
     "agent:finished": _finished,
+    "task:worktree": lambda d: f"works in {safe(d.get('path'))} on branch {safe(d.get('branch'))}"
+                               + (f" ({safe(d['note'])})" if d.get("note") else ""),
+    "task:merged": lambda d: f"merged {safe(d.get('branch'))} into {safe(d.get('into'))}",
+    "task:merge:conflict": lambda d: f"{safe(d.get('branch'))} conflicts with {safe(d.get('into'))} in "
+                                     f"{safe(', '.join(d.get('files') or []))}: back to a fix",
     "escalation:triggered": lambda d: f"escalated (level {d.get('level')}) to {safe(d.get('handler'))} "
                                       f"{safe(d.get('target'))}",
     "assessment:started": lambda d: f"{d.get('total')} check(s) for attempt {d.get('attempt')}"

@@ -88,6 +88,8 @@ class Notifications(Model):
 
 # ------------------------------------------------------------------------------------------------- tasks
 
+Isolation = Literal["none", "worktree"]
+
 
 class RetryPolicy(Model):
     escalate_after: int | None = Field(None, ge=1, le=MAX_COUNT)
@@ -122,6 +124,7 @@ class TaskSpec(Model):
     retry_policy: RetryPolicy | None = None
     side_effects: bool = False
     notifications: Notifications | None = None
+    isolation: Isolation | None = None  # None: the mission's setting (see MissionSettings.isolation)
 
     @field_validator("depends_on", "expectations", "expected_outcomes")
     @classmethod
@@ -132,9 +135,10 @@ class TaskSpec(Model):
 class TeamAgent(Model):
     """An agent defined inline in the mission; ``type`` None means an LLM agent on the default model."""
 
-    # Polpo's AgentConfig fields we do not implement, and its enableX capability flags (enableGit, enablePdf…).
+    # Polpo's AgentConfig fields we do not implement, and its enableX capability flags (enablePdf…); enableGit is
+    # implemented: the agent's tasks run in their own git worktree (polpo.engine.isolation) unless they say otherwise.
     TOLERATED = frozenset({
-        "enableGit", "reasoning", "reportsTo", "skills", "allowedTools", "allowedPaths", "volatile",
+        "reasoning", "reportsTo", "skills", "allowedTools", "allowedPaths", "volatile",
         "missionGroup", "identity", "maxTurnsPerTask", "createdAt", "browserProfile", "emailAllowedDomains",
         "image_model", "video_model", "vision_model", "transcribe_model", "tts_model", "search_provider",
         "version", "author", "tags"})
@@ -152,6 +156,12 @@ class TeamAgent(Model):
     api_key_env: str | None = None  # the agent's own key; only a variable [security] team_key_envs lists
     temperature: float | None = Field(None, ge=0, le=2)
     env: dict[str, str] = {}
+    enable_git: bool | None = None
+    ignore_files: list[NonEmpty] | None = None  # its own state files, kept out of its changes and commits
+
+    @classmethod
+    def is_tolerated(cls, key: str) -> bool:
+        return key != "enableGit" and super().is_tolerated(key)
 
     @model_validator(mode="after")
     def _command_needs_argv(self) -> Self:
@@ -171,11 +181,17 @@ class QualityGate(Model):
 
 
 class MissionSettings(Model):
+    """``isolation``: ``"worktree"`` runs each task in its own git worktree and branch when the workspace is a git
+    repository (polpo.engine.isolation); ``"none"`` runs every task in the workspace itself. Unset (the default):
+    ``"none"``, except for tasks of a team agent with ``enableGit`` — a shared workspace is what a folder that is
+    not a repository, uncommitted files and non-code missions need, and it is what polpo did before."""
+
     TOLERATED = frozenset({"enableVolatileTeams", "volatileCleanup", "maxQuestionRounds", "maxResolutionAttempts"})
     max_retries: Count | None = None
     max_fix_attempts: Count | None = None
     max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
     auto_correct_expectations: bool | None = None
+    isolation: Isolation | None = None
 
 
 class MissionSpec(Model):
@@ -221,7 +237,8 @@ def mission_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
-    "EXPECTATION_TYPES", "TOLERANT_MODELS", "Expectation", "ExpectedOutcome", "MissionSettings", "MissionSpec",
+    "EXPECTATION_TYPES", "TOLERANT_MODELS", "Expectation", "ExpectedOutcome", "Isolation", "MissionSettings",
+    "MissionSpec",
     "NotificationRule", "Notifications", "QualityGate", "RetryPolicy", "TaskSpec", "TeamAgent",
     "mission_json_schema",
 ]

@@ -47,7 +47,7 @@ class Attempt:
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     duration: float | None = None
-    files: dict[str, list[str]] | None = None
+    files: dict[str, Any] | None = None  # created/modified/deleted lists + attributed/tracking/note (polpo.changes)
     verdict: str | None = None  # passed | failed, once assessed
     finished_at: datetime | None = None
     model: str | None = None

@@ -32,7 +32,7 @@ from tests.support.aider import (
     whole_file,
 )
 from tests.support.daemon import REPO, load, mission_json, run_cli, running_daemon, submit, write_config
-from tests.support.fake_llm import FakeLLM, RecordedRequest, error
+from tests.support.fake_llm import FakeLLM, RecordedRequest, error, text
 
 pytestmark = pytest.mark.anyio
 
@@ -175,36 +175,44 @@ async def test_aider_writes_a_file_then_fixes_a_failing_test_inside_the_workspac
     write, add = _show(cfg, "calc:1"), _show(cfg, "calc:2")
     assert [a["files"]["created"] for a in write["attempts"]] == [["calc.py"]]
     assert [(a["kind"], a["files"]) for a in add["attempts"]] == [
-        ("initial", {"created": [], "modified": ["calc.py"], "deleted": []}),
-        ("fix", {"created": [], "modified": ["calc.py"], "deleted": []}),
+        ("initial", {"created": [], "modified": ["calc.py"], "deleted": [], "attributed": True, "tracking": "watch"}),
+        ("fix", {"created": [], "modified": ["calc.py"], "deleted": [], "attributed": True, "tracking": "watch"}),
     ]
 
 
 @pytest.mark.timeout(300)
-async def test_an_authentication_error_exits_0_and_is_only_on_stdout(
+async def test_an_authentication_error_exits_0_its_stdout_is_shown_and_fed_back(
         enclosing_repo: Path, aider_home: Path, fake_llm: FakeLLM, tmp_path: Path) -> None:
     """aider cannot be made to exit non-zero when its model fails: polpo sees exit 0, no files, and the reason only
-    in the stored stdout; the task fails through its check. aider also "opens" the URL in the error, which is why
-    the recipe sets ``BROWSER=true``; here a recording script stands in for it."""
+    on stdout; the task fails through its check, ``polpo show`` prints that stdout and the fix attempt is told it.
+    aider also "opens" the URL in the error, which is why the recipe sets ``BROWSER=true``; here a recording script
+    stands in for it."""
     fake_llm.script(error(401, {"error": {
         "message": "Incorrect API key provided. You can find your API key at https://platform.example/api-keys.",
-        "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}))
+        "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}),
+        text(whole_file("calc.py", ADD)))
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "record-url"
     browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> {opened}\n')
     browser.chmod(0o755)
     cfg = _config(enclosing_repo, aider_home, fake_llm.base_url, BROWSER=str(browser))
     task = {"title": "Write calc.py", "description": "Create calc.py.", "assignTo": "aider",
-            "maxRetries": 0, "maxFixAttempts": 0, "expectations": [{"type": "file_exists", "path": "calc.py"}]}
+            "maxRetries": 0, "maxFixAttempts": 1, "expectations": [{"type": "file_exists", "path": "calc.py"}]}
     async with running_daemon(cfg) as (_, w):
         submit(cfg, "auth.json", mission_json(task, name="auth"))
         done = await w.wait_event("mission:completed", timeout=240)
 
-    assert done.data["outcome"] == "failed"
-    assert len(fake_llm.requests) == 1  # not retried
-    [attempt] = _show(cfg, "auth:1")["attempts"]
+    assert done.data["outcome"] == "completed"  # the fix attempt, told why, wrote the file
+    assert len(fake_llm.requests) == 2  # aider itself did not retry the 401
+    fix = _unwrapped(message_of(fake_llm.requests[1]))
+    assert "The agent exited 0 but changed no file; its output ended with:" in fix
+    assert "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided." in fix
+    assert cfg.source is not None
+    shown = run_cli("show", "auth:1", "--config", str(cfg.source)).stdout
+    assert "stdout: " in shown and "litellm.AuthenticationError" in _unwrapped(shown)
+    attempt, _ = _show(cfg, "auth:1")["attempts"]
     assert attempt["exit_code"] == 0
-    assert attempt["files"] == {"created": [], "modified": [], "deleted": []}
+    assert attempt["files"] == {"created": [], "modified": [], "deleted": [], "attributed": True, "tracking": "watch"}
     out = _unwrapped(attempt["stdout_tail"])
     assert "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided." in out
     assert out.endswith("The API provider is not able to authenticate you. Check your API key. "
@@ -231,7 +239,7 @@ async def test_a_dead_model_endpoint_exits_0_after_retrying_and_is_only_on_stdou
     assert done.data["outcome"] == "failed"
     [attempt] = _show(cfg, "dead:1")["attempts"]
     assert attempt["exit_code"] == 0 and not attempt["timed_out"]
-    assert attempt["files"] == {"created": [], "modified": [], "deleted": []}
+    assert attempt["files"] == {"created": [], "modified": [], "deleted": [], "attributed": True, "tracking": "watch"}
     out = _unwrapped(attempt["stdout_tail"])
     assert "litellm.InternalServerError: InternalServerError: OpenAIException - Connection error." in out
     assert "Retrying in 32.0 seconds..." in out

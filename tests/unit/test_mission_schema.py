@@ -87,18 +87,17 @@ def test_polpo_example_plans_validate(name: str) -> None:
 
 
 @pytest.mark.skipif(not EXAMPLES.is_dir(), reason="Polpo examples not available")
-def test_code_review_example_warns_about_enable_git_and_keeps_its_gate() -> None:
+def test_code_review_example_maps_enable_git_onto_worktree_isolation_and_keeps_its_gate() -> None:
     r = load(example_plan("code-review"))
-    assert "$.team[0].enableGit: Polpo field not implemented by polpo; ignored" in r.warnings
-    assert "$.team[1].enableGit: Polpo field not implemented by polpo; ignored" in r.warnings
+    assert not [w for w in r.warnings if "enableGit" in w]  # implemented now: no "not implemented" warning
     assert r.spec is not None
+    assert [a.enable_git for a in r.spec.team] == [True, True]
     gate = r.spec.quality_gates[0]
     assert (gate.after_tasks, gate.blocks_tasks, gate.min_score) == (
         ["Analyze x"],
         ["Apply critical fixes"],
         3.5,
     )
-    assert any(w.startswith("$.team[0].enableGit:") for w in r.warnings)  # ignored, and said so
 
 
 # ------------------------------------------------------------------------------------------ error table

@@ -22,6 +22,19 @@ def test_feedback_names_failed_checks_and_agent_failure() -> None:
     assert "Test passed" not in text
 
 
+def test_feedback_of_an_agent_that_exited_0_without_changes_quotes_its_stdout() -> None:
+    failed = [CheckOutcome("file_exists", "calc.py", False, "Missing 1/1 file(s): calc.py")]
+    out = "Model: openai/gpt-4o-mini\nlitellm.AuthenticationError: Incorrect API key provided."
+    text = feedback_text(checks=failed, exit_code=0, timed_out=False, error=None, stderr_tail="", stdout_tail=out)
+    assert text.splitlines()[:3] == ["The agent exited 0 but changed no file; its output ended with:",
+                                     "  Model: openai/gpt-4o-mini",
+                                     "  litellm.AuthenticationError: Incorrect API key provided."]
+    assert "file_exists: Missing 1/1 file(s): calc.py" in text
+    # a failed exit still reports stderr, not stdout
+    text = feedback_text(checks=failed, exit_code=1, timed_out=False, error=None, stderr_tail="boom", stdout_tail=out)
+    assert "boom" in text and "AuthenticationError" not in text
+
+
 def test_fix_prompt_carries_feedback_and_original_task() -> None:
     p = build_prompt(
         title="T",

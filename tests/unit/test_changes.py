@@ -1,0 +1,213 @@
+"""polpo.changes on real folders and real git repositories: what an attempt changed, and when it is attributed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from polpo.changes.patterns import ignored
+from polpo.changes.tracker import SHARED_NOTE, ChangeTracker, ToolLog, files_count
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout
+
+
+def _write(path: Path, text: str = "x") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "repo"
+    r.mkdir()
+    _git(r, "init", "-q")
+    _write(r / ".gitignore", "build/\n*.log\n")
+    _write(r / "src" / "keep.py", "keep\n")
+    _write(r / "src" / "same.py", "same\n")
+    _write(r / "old" / "a.txt", "a\n")
+    _write(r / "gone.txt", "bye\n")
+    _git(r, "add", "-A")
+    _git(r, "commit", "-qm", "init")
+    return r
+
+
+@pytest.fixture(params=[True, False], ids=["watch", "fallback"])
+def tracker(request: pytest.FixtureRequest) -> ChangeTracker:
+    return ChangeTracker(use_watch=request.param)
+
+
+async def _attempt(tracker: ChangeTracker, root: Path, act, key: str = "t:1", **kw):  # type: ignore[no-untyped-def]
+    with tracker.activity(root, key):
+        t = await tracker.open(root, key, **kw)
+        act()
+        return await tracker.close(t)
+
+
+async def test_a_repository_attempt_reports_what_git_sees_of_its_changes(repo: Path, tracker: ChangeTracker) -> None:
+    def act() -> None:
+        _write(repo / "src" / "keep.py", "changed\n")
+        (repo / "src" / "same.py").write_text("same\n")  # rewritten, same content: not a change
+        _write(repo / "new" / "deep" / "n.py", "n\n")  # a new folder with a file written at once
+        (repo / "gone.txt").unlink()
+        _write(repo / "build" / "out.bin", "ignored by git\n")
+        _write(repo / "debug.log", "ignored too\n")
+        _write(repo / "node_modules" / "x" / "i.js", "never looked at\n")
+        _write(repo / ".aider.chat.history.md", "aider's own\n")
+
+    files = await _attempt(tracker, repo, act, ignore=[".aider*"])
+    assert files["created"] == ["new/deep/n.py"]
+    assert files["modified"] == ["src/keep.py"]
+    assert files["deleted"] == ["gone.txt"]
+    assert files["attributed"] is True
+    assert files["tracking"] == ("watch" if tracker.use_watch else "git")
+
+
+async def test_a_folder_moved_away_in_a_repository_names_its_files(repo: Path, tracker: ChangeTracker) -> None:
+    files = await _attempt(tracker, repo, lambda: shutil.move(repo / "old", repo / "renamed"))
+    assert files["deleted"] == ["old/a.txt"]
+    assert files["created"] == ["renamed/a.txt"]
+
+
+async def test_a_plain_folder_skips_dependencies_virtualenvs_and_agent_files(tmp_path: Path,
+                                                                             tracker: ChangeTracker) -> None:
+    ws = tmp_path / "ws"
+    _write(ws / "app.js", "1")
+    _write(ws / "old.js", "1")
+    _write(ws / "node_modules" / "lib" / "index.js", "1")
+    _write(ws / "env" / "pyvenv.cfg", "home = /usr\n")
+
+    def act() -> None:
+        _write(ws / "app.js", "2")
+        _write(ws / "lib" / "new.js", "n")
+        (ws / "old.js").unlink()
+        _write(ws / "node_modules" / "lib" / "index.js", "2")
+        _write(ws / "env" / "lib" / "site.py", "x")
+        _write(ws / ".aider.tags.cache.v4" / "cache.db", "x")
+        _write(ws / "tmp.txt", "t")
+        (ws / "tmp.txt").unlink()  # created and deleted within the attempt: nothing
+
+    files = await _attempt(tracker, ws, act, ignore=[".aider*"])
+    assert (files["created"], files["modified"], files["deleted"]) == (["lib/new.js"], ["app.js"], ["old.js"])
+    assert files["tracking"] == ("watch" if tracker.use_watch else "scan")
+
+
+async def test_an_excluded_folder_is_never_reported(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    state = ws / "state"
+    state.mkdir(parents=True)
+    for use_watch in (True, False):
+        tracker = ChangeTracker(exclude=(state,), use_watch=use_watch)
+        files = await _attempt(tracker, ws, lambda: (_write(state / "polpo.db", "x"), _write(ws / "a.txt")))
+        assert files["created"] == ["a.txt"], use_watch
+        (ws / "a.txt").unlink()
+
+
+async def test_changes_between_attempts_belong_to_neither(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tracker = ChangeTracker()
+    first = await _attempt(tracker, ws, lambda: _write(ws / "one.txt"))
+    _write(ws / "by-hand" / "between.txt")  # a user (or a check) writes between two attempts
+    second = await _attempt(tracker, ws, lambda: _write(ws / "by-hand" / "two.txt"), key="t:2")
+    assert first["created"] == ["one.txt"]
+    assert second["created"] == ["by-hand/two.txt"]
+    assert list(tracker.watches) == [os.fspath(ws)]  # one watch, reused
+
+
+async def test_overlapping_tasks_in_one_workspace_are_not_attributed(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tracker = ChangeTracker()
+    with tracker.activity(ws, "m:1"):
+        a = await tracker.open(ws, "m:1")
+        _write(ws / "a.txt")
+        with tracker.activity(ws, "m:2"):  # task 2 starts while task 1's agent runs
+            b = await tracker.open(ws, "m:2")
+            _write(ws / "b.txt")
+            fb = await tracker.close(b)
+        fa = await tracker.close(a, tool_log=None)
+    for files, other in ((fa, "m:2"), (fb, "m:1")):
+        assert (files["created"], files["attributed"]) == ([], False)
+        assert files["note"] == f"{SHARED_NOTE} (task {other} ran in it meanwhile)"
+        assert files_count(files) == 0
+
+
+async def test_a_check_of_another_task_also_makes_the_window_uncertain(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tracker = ChangeTracker()
+    with tracker.activity(ws, "m:1"):
+        a = await tracker.open(ws, "m:1")
+        with tracker.activity(ws / "sub", "m:2"):  # a nested workspace counts too
+            pass
+        fa = await tracker.close(a)
+    assert fa["attributed"] is False
+
+
+async def test_an_llm_agents_tool_log_is_certain_in_a_shared_workspace(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tracker = ChangeTracker()
+    with tracker.activity(ws, "m:2"), tracker.activity(ws, "m:1"):
+        a = await tracker.open(ws, "m:1")
+        _write(ws / "mine.py")
+        _write(ws / "theirs.py")
+        complete = await tracker.close(a, tool_log=ToolLog(("mine.py",), (), complete=True))
+        b = await tracker.open(ws, "m:1")
+        partial = await tracker.close(b, tool_log=ToolLog((), ("mine.py",), complete=False))
+    assert complete == {"created": ["mine.py"], "modified": [], "deleted": [], "attributed": True,
+                        "tracking": "tool-log"}
+    assert (partial["modified"], partial["attributed"]) == (["mine.py"], False)
+    assert partial["note"].endswith("only the agent's own file-tool writes are attributed")
+
+
+async def test_a_deleted_workspace_loses_the_window(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tracker = ChangeTracker()
+    files = await _attempt(tracker, ws, lambda: shutil.rmtree(ws))
+    assert files["attributed"] is False and "deleted or moved" in files["note"]
+
+
+async def test_an_unattended_window_is_dropped_when_the_activity_ends(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tracker = ChangeTracker()
+    with tracker.activity(ws, "m:1"):
+        await tracker.open(ws, "m:1")  # the attempt was cancelled before closing it
+    assert not tracker.open_trackings and not tracker.watches[os.fspath(ws)].windows
+
+
+def test_ignore_patterns() -> None:
+    assert ignored(".aider.chat.history.md", [".aider*"])
+    assert ignored("sub/.aider.tags.cache.v4/cache.db", [".aider*"])
+    assert not ignored("src/aider.py", [".aider*"])
+    assert ignored("out/report.tmp", ["out/*.tmp"]) and not ignored("src/out/report.tmp", ["out/*.tmp"])
+    assert ignored("gen/a/b.py", ["gen/a"])
+    assert not ignored("x.py", [])
+
+
+async def test_a_workspace_that_does_not_exist_yet_is_scanned_instead(tmp_path: Path) -> None:
+    ws = tmp_path / "later"
+    tracker = ChangeTracker()
+    files = await _attempt(tracker, ws, lambda: _write(ws / "made.txt"))
+    assert (files["created"], files["tracking"]) == (["made.txt"], "scan")
+    assert not tracker.unwatchable  # watched from the next attempt on
+    files = await _attempt(tracker, ws, lambda: _write(ws / "next.txt"))
+    assert (files["created"], files["tracking"]) == (["next.txt"], "watch")
