@@ -62,6 +62,9 @@ class AgentResult:
     model: str | None = None
     tokens: int = 0
     cost: float | None = None
+    provider_error: str | None = None
+    """An LLM agent whose own model provider failed (an LLM error kind: connection, timeout, server, rate_limit,
+    auth): the attempt is interrupted by the provider, not a failed run of the agent."""
 
     @property
     def ok(self) -> bool:

@@ -27,6 +27,7 @@ from polpo.engine.budget import budget, escalation, timeout_seconds
 from polpo.engine.commands import SLA_REASON
 from polpo.engine.handles import RunHandle
 from polpo.engine.lifecycle import Trigger
+from polpo.engine.outage import OutageKeeper
 from polpo.events.catalog import (
     AgentFinished,
     AgentSpawned,
@@ -64,6 +65,7 @@ class TaskRunner:
         self.agents = agents
         self.slot_of = slot_of
         self.assessor = assessor
+        self.outage = OutageKeeper(cfg, store, board)  # judge and model-provider outages (issue 13)
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         with anyio.CancelScope() as scope:
@@ -83,7 +85,8 @@ class TaskRunner:
         slot = self.slot_of(task)
         n = task.attempts + 1
         kind = task.next_kind
-        expectations = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
+        expectations = [e.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        for e in task.spec.all_expectations]
         b = budget(task.spec, m.spec, self.cfg.defaults)
         label = (f" {task.fix_attempts}/{b.max_fix_attempts}" if kind is AttemptKind.FIX
                  else f" {task.retries}/{b.max_retries}" if kind is AttemptKind.RETRY else "")
@@ -153,6 +156,13 @@ class TaskRunner:
                                files_changed=sum(len(v) for v in attempt.files.values())), **ids)
         if result.timed_out:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
+        if result.provider_error is not None:  # the model provider failed, not the agent: see engine/outage.py
+            attempt.status = AttemptStatus.INTERRUPTED
+            self.store.submit(tx.attempt(attempt))
+            await self.outage.agent_interrupted(m, task, attempt, attempt.error or result.provider_error,
+                                                retryable=result.provider_error != "auth")
+            return
+        self.outage.clear(task.id)
         self.board.transition(tx, task, Trigger.FINISHED, attempt=n, exit_code=result.exit_code)
         self.store.submit(tx)
         await self._assess_and_decide(m, task, attempt, None)
@@ -172,11 +182,20 @@ class TaskRunner:
                                   trigger=attempt.kind, status=AssessmentStatus.RUNNING, created_at=self.clock.now())
             tx = self.store.tx().assessment(existing)
             tx.event(AssessmentStarted(attempt=attempt.number, trigger=existing.trigger,
-                                       total=len(task.spec.expectations)), mission_id=m.id, task_id=task.id)
+                                       total=len(task.spec.all_expectations)), mission_id=m.id, task_id=task.id)
             self.store.submit(tx)
-        verdict = await self.assessor.assess(m, task, attempt, existing)
+
+        async def again(a: Assessment) -> Verdict:  # a judge outage: the same assessment, its missing checks
+            return await self.assessor.assess(m, task, attempt, a)
+
+        verdict = await self.outage.through(m, task, await self.assessor.assess(m, task, attempt, existing), again)
+        if verdict is None:
+            return  # on hold until `polpo retry`
         if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
-            verdict = await self.assessor.judge_and_reassess(m, task, attempt, verdict)
+            verdict = await self.outage.through(
+                m, task, await self.assessor.judge_and_reassess(m, task, attempt, verdict), again)
+            if verdict is None:
+                return
         self._decide(m, task, attempt, verdict)
 
     def _decide(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> None:

@@ -22,13 +22,14 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from polpo.llm.secrets import redact
 
-__all__ = ["NO_KEY", "ChatReply", "LLMClient", "LLMError", "ModelSettings", "ToolCallOut", "load_litellm"]
+__all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
+           "ToolCallOut", "load_litellm"]
 
 #: What an ``api_base`` without an ``api_key_env`` is sent instead of a key (keyless local servers accept it).
 NO_KEY = "no-key"
@@ -95,6 +96,8 @@ class ChatReply:
     duration: float = 0.0
     retries: int = 0
     retry_errors: list[str] = field(default_factory=list)
+    cached: bool = False
+    """Served from the judge-call cache (``[judge] cache``), not by the provider."""
 
     def as_message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation."""
@@ -119,6 +122,17 @@ class LLMError(Exception):
 
 
 _RETRYABLE = {"rate_limit", "timeout", "connection", "server"}
+#: Error kinds that mean the provider could not serve the call (not that the request or the work was wrong):
+#: the judge is down, or the agent's own model is. ``auth`` is among them but waiting does not fix it.
+OUTAGE_KINDS = frozenset({*_RETRYABLE, "auth"})
+
+
+class ChatClient(Protocol):
+    """What callers of a model need: :class:`LLMClient`, or a wrapper of it (the judge-call cache)."""
+
+    async def chat(self, settings: ModelSettings, messages: Sequence[dict[str, Any]], *,
+                   tools: list[dict[str, Any]] | None = None, tool_choice: str | dict[str, Any] | None = None,
+                   response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatReply: ...
 
 
 def classify(exc: BaseException) -> str:
@@ -137,7 +151,8 @@ def classify(exc: BaseException) -> str:
                 "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"}:
         return "bad_request"
     if names & {"InternalServerError", "ServiceUnavailableError", "BadGatewayError"}:
-        return "server"
+        # litellm reports a refused connection (a dead port) as a 500 "Connection error."
+        return "connection" if "connection error" in text or "connection refused" in text else "server"
     if "APIConnectionError" in names or isinstance(exc, ConnectionError):
         return "connection"
     status = getattr(exc, "status_code", None)

@@ -177,7 +177,8 @@ def test_to_json_shape() -> None:
     assert c is not None
     data = c.to_json()
     assert data["globalScore"] == 4.5 and data["passed"] is True
-    assert data["scores"][0]["reviewerScores"][0] == {"reviewer": 0, "score": 2, "kept": False}
+    assert data["scores"][0]["reviewerScores"][0] == {"reviewer": 0, "score": 2, "kept": False,
+                                                      "why": "2 from the median 4 (more than 1.5)"}
 
 
 # --------------------------------------------------------------------------------------------- properties
