@@ -99,4 +99,4 @@ class CachedClient:
                                       response_format=response_format, max_tokens=max_tokens)
         if cacheable(reply):
             await anyio.to_thread.run_sync(cache.file.put, key, _dump(reply), cache.now())
-        return reply
+        return dataclasses.replace(reply, cached=False)

@@ -96,8 +96,8 @@ class ChatReply:
     duration: float = 0.0
     retries: int = 0
     retry_errors: list[str] = field(default_factory=list)
-    cached: bool = False
-    """Served from the judge-call cache (``[judge] cache``), not by the provider."""
+    cached: bool | None = None
+    """Through the judge-call cache (``[judge] cache``): True a hit, False a miss; None when no cache was asked."""
 
     def as_message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation."""

@@ -178,7 +178,7 @@ class _Run:
         if reply.cached:
             self.trace.cache_hits += 1
             return reply  # a cached answer costs nothing now
-        self.trace.cache_misses += 1
+        self.trace.cache_misses += reply.cached is False
         self.trace.tokens += reply.prompt_tokens + reply.completion_tokens
         if reply.cost is not None:
             self.costs.append(reply.cost)

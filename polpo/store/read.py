@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -218,6 +218,16 @@ class MarkRow:
     kind: str  # met | violated (warnings are not deadline outcomes)
 
 
+@dataclass(frozen=True)
+class ReviewRow:
+    """One llm_review check's judge-call cache use (from its stored panel summary)."""
+
+    task_id: str
+    mission_id: str
+    hits: int
+    misses: int
+
+
 @dataclass
 class Snapshot:
     tasks: list[TaskRow]
@@ -225,6 +235,7 @@ class Snapshot:
     attempts: list[AttemptRow]
     marks: list[MarkRow]
     mission_order: list[str]  # acceptance order
+    reviews: list[ReviewRow] = field(default_factory=list)
 
 
 def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
@@ -245,7 +256,19 @@ def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
         + ("AND mission_id = ?" if mission is not None else ""), args)]
     order = [r[0] for r in con.execute(
         "SELECT id FROM missions " + ("WHERE id = ? " if mission is not None else "") + "ORDER BY seq", args)]
-    return Snapshot(tasks, assessments, attempts, marks, order)
+    reviews = [ReviewRow(r[0], r[1], *_cache_use(r[2])) for r in con.execute(
+        "SELECT c.task_id, t.mission_id, c.scores FROM checks c JOIN tasks t ON t.id = c.task_id "
+        f"{where} {'AND' if where else 'WHERE'} c.type = 'llm_review'", args)]
+    return Snapshot(tasks, assessments, attempts, marks, order, reviews)
+
+
+def _cache_use(text: str | None) -> tuple[int, int]:
+    """(hits, misses) of the judge-call cache recorded in a review check's stored summary."""
+    try:
+        cache = ((orjson.loads(text) if text else {}).get("review") or {}).get("cache") or {}
+        return int(cache.get("hits") or 0), int(cache.get("misses") or 0)
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return 0, 0
 
 
 def _scores(text: str | None) -> list[dict[str, Any]]:
