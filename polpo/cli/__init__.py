@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from polpo.cli.calibrate_cmd import calibrate
 from polpo.cli.control import approve, cancel, retry
 from polpo.cli.daemon_cmd import daemon
 from polpo.cli.inspect_cmds import show, status
@@ -30,9 +31,10 @@ def main() -> None:
     Watch:      polpo tail -f            polpo status
     Inspect:    polpo show MISSION|TASK  (add --json for everything)
     Quality:    polpo metrics [--mission ID] [--agent NAME] [--json]
-    Act:        polpo retry TASK | cancel MISSION | approve TASK
+    Judge:      polpo calibrate LABELS.jsonl [--write FILE]
+    Act:        polpo retry TASK | cancel MISSION | approve TASK  (retry also releases a task on hold)
     """
 
 
-for _command in (daemon, validate, submit, status, show, tail, retry, cancel, approve, schema, metrics):
+for _command in (daemon, validate, submit, status, show, tail, retry, cancel, approve, schema, metrics, calibrate):
     main.add_command(_command)
