@@ -42,6 +42,8 @@ class AgentRequest:
     """(title, status) of the mission's other tasks, in file order."""
     model: str | None = None
     """Model override for LLM agents (escalation to a stronger model); None uses the agent's own."""
+    expected_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    """The task's ``expectedOutcomes`` (camelCase JSON): deliverables to declare; required ones are checked."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 
 from polpo.agents.base import AgentRequest, AgentResult
+from polpo.agents.prompts import outcomes_block
 from polpo.agents.transcript import Transcript
 from polpo.checks.registry import describe_expectation
 from polpo.clock import Clock
@@ -106,6 +107,8 @@ def build_task_message(request: AgentRequest) -> str:
     if request.expectations:
         parts.append("## Your work will be checked by\n"
                      + "\n".join(f"- {describe_expectation(e)}" for e in request.expectations))
+    if request.expected_outcomes:
+        parts.append("## Expected outcomes\n" + outcomes_block(request.expected_outcomes))
     note = _attempt_note(request)
     if note:
         parts.append(note)

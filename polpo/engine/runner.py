@@ -90,9 +90,10 @@ class TaskRunner:
         b = budget(task.spec, m.spec, self.cfg.defaults)
         label = (f" {task.fix_attempts}/{b.max_fix_attempts}" if kind is AttemptKind.FIX
                  else f" {task.retries}/{b.max_retries}" if kind is AttemptKind.RETRY else "")
+        outcomes = [o.model_dump(mode="json", by_alias=True, exclude_none=True) for o in task.spec.expected_outcomes]
         prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
                               mission_description=m.spec.description, expectations=expectations, kind=kind,
-                              feedback=task.feedback, attempt_label=label)
+                              feedback=task.feedback, attempt_label=label, expected_outcomes=outcomes)
         attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
                           agent=task.agent, status=AttemptStatus.STARTING, started_at=self.clock.now(),
                           prompt=prompt, model=task.model or slot.model)
@@ -122,7 +123,7 @@ class TaskRunner:
             feedback=task.feedback, workspace=m.workspace, timeout=timeout, expectations=expectations,
             env_marker=(ATTEMPT_MARK, attempt_mark(self.cfg.state_dir, attempt.id)), mission_goal=m.spec.description or "",
             siblings=_siblings(m, task) if slot.kind == "llm" else (),  # O(tasks): only for agents that read it
-            model=task.model)
+            model=task.model, expected_outcomes=outcomes)
         if slot.kind == "llm":
             on_start(None)  # no process of its own: the conversation starts now
         result = await slot.agent.run(request, on_start=on_start)
