@@ -86,10 +86,11 @@ class AssessmentReviews:
                                                            self.clock.now()))
         return dims, source, note
 
-    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace]) -> None:
+    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace], *, failed: bool = False) -> None:
         now = self.clock.now()
         tx = self.store.tx()
+        key = f"{self.assessment_id}/error" if failed else self.assessment_id  # the latest failed try, apart
         for trace in traces:
-            tx.review(self.assessment_id, check_idx, trace.index, self.task_id, trace.model, trace.ok,
+            tx.review(key, check_idx, trace.index, self.task_id, trace.model, trace.ok,
                       redact(orjson.dumps(trace.to_json()).decode()), now)
         self.store.submit(tx)

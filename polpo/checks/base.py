@@ -117,8 +117,9 @@ class ReviewBackend(Protocol):
         """The check's stored dimension set, else ``choose()``'s, stored so every later attempt uses it."""
         ...
 
-    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace]) -> None:
-        """Store each reviewer's whole trace."""
+    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace], *, failed: bool = False) -> None:
+        """Store each reviewer's whole trace (``failed``: of a review that could not be done, kept apart so a
+        later successful try is not listed beside them)."""
         ...
 
 

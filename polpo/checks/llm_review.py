@@ -155,7 +155,7 @@ class LlmReview(CheckType):
         result = await run_panel(backend.llm, list(backend.judges), review_ctx, _with_anchors(dims, ctx),
                                  exp.threshold, reviewer_timeout=backend.reviewer_timeout, options=options,
                                  client_for=_cache_of(backend))
-        backend.keep_traces(ctx.index, result.reviewers)
+        backend.keep_traces(ctx.index, result.reviewers, failed=result.error is not None)
         if result.error is not None:
             return CheckOutcome(self.type, self.label(exp), False, result.message, result.error,
                                 error=result.error, retryable=result.retryable, tokens=result.tokens,

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from polpo.cli.common import config_option, load_config_or_exit, print_json
+from polpo.cli.review_view import assessment_lines
 
 
 def _show_task(t: dict[str, Any]) -> None:
@@ -36,17 +37,9 @@ def _show_task(t: dict[str, Any]) -> None:
         changed = [f"+{p}" for p in files.get("created", [])] + [f"~{p}" for p in files.get("modified", [])]
         if changed:
             click.echo(f"    files: {' '.join(changed[:12])}" + (" …" if len(changed) > 12 else ""))
-        for asm in a["assessments"]:
-            if asm["trigger"] == "judge":
-                click.echo("    re-assessed after the expectation judge's correction:")
-            for c in asm["checks"]:
-                mark = "pass" if c["passed"] else "FAIL"
-                click.echo(f"    [{mark}] {c['type']} {c['label']}: {c['message']}")
-            for r in asm.get("reviews") or []:
-                score_txt = f"{r['globalScore']:.2f}" if r.get("globalScore") is not None else "-"
-                status = f"score {score_txt} via {r['strategy']}" if r["ok"] else f"failed: {r['error']}"
-                click.echo(f"      reviewer {r['reviewer']} ({r['model']}): {status}; "
-                           f"read {len(r.get('filesRead') or [])} file(s)")
+        for asm in a["assessments"]:  # checks, review panels and verdicts: polpo/cli/review_view.py
+            for line in assessment_lines(asm, tiers=t.get("hasTiers", False)):
+                click.echo(line)
         if a.get("timeline"):
             click.echo("    what the agent did:")
             for line in a["timeline"].splitlines()[:15]:
@@ -112,6 +105,7 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
     t = read.task(con, ident)
     if t is not None:
         t["attemptCount"] = t["attempts"]
+        t["hasTiers"] = read.task_has_tiers(con, ident)
         t["attempts"] = read.attempts(con, ident, full=as_json)
         t["dimensions"] = read.dimensions(con, ident)
         if not as_json:

@@ -108,6 +108,16 @@ def task(con: Conn, tid: str) -> dict[str, Any] | None:
     return _dict(con.execute("SELECT * FROM tasks WHERE id = ?", (tid,)).fetchone(), ("expectations",))
 
 
+def task_has_tiers(con: Conn, tid: str) -> bool:
+    """Whether the task's mission spec gives it explicit ``tiers`` (``polpo show`` then names each check's)."""
+    row = con.execute("SELECT m.spec, t.idx FROM tasks t JOIN missions m ON m.id = t.mission_id WHERE t.id = ?",
+                      (tid,)).fetchone()
+    if row is None:
+        return False
+    tasks = orjson.loads(row[0]).get("tasks") or []
+    return row[1] < len(tasks) and bool(tasks[row[1]].get("tiers"))
+
+
 def attempts(con: Conn, tid: str, *, full: bool = False) -> list[dict[str, Any]]:
     """A task's attempts with their assessments; ``full`` adds transcripts and every reviewer's whole trace."""
     out = []
@@ -147,7 +157,8 @@ def _review(row: Any, full: bool) -> dict[str, Any]:
     return {"check": row["check_idx"], "reviewer": row["reviewer"], "model": row["model"], "ok": bool(row["ok"]),
             "globalScore": data.get("globalScore"), "strategy": data.get("strategy"),
             "filesRead": data.get("filesRead"), "error": data.get("error"),
-            "strategyErrors": data.get("strategyErrors"), "tokens": data.get("tokens"), "cost": data.get("cost")}
+            "strategyErrors": data.get("strategyErrors"), "tokens": data.get("tokens"), "cost": data.get("cost"),
+            "cacheHits": data.get("cacheHits")}
 
 
 def transcript(con: Conn, attempt_id: str) -> list[dict[str, Any]] | None:
