@@ -59,6 +59,7 @@ __all__ = [
     "Review",
     "WeightedDimension",
     "consensus",
+    "pstdev",
     "robust_median",
     "spread_of",
     "weighted_score",
@@ -186,11 +187,17 @@ def _by_key(review: Review) -> Mapping[str, DimScore]:
     return out
 
 
+def pstdev(values: Sequence[float]) -> float:
+    """Population standard deviation, in floats (``statistics.pstdev`` is exact and ~20× slower)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+
+
 def spread_of(values: Sequence[float]) -> dict[str, Any]:
     """``{mean, median, std, votes}`` of some votes (population standard deviation). Pure."""
     vals = [float(v) for v in values]
-    return {"mean": round(statistics.fmean(vals), 6), "median": float(statistics.median(vals)),
-            "std": round(statistics.pstdev(vals), 6), "votes": vals}
+    return {"mean": round(math.fsum(vals) / len(vals), 6), "median": float(statistics.median(vals)),
+            "std": round(pstdev(vals), 6), "votes": vals}
 
 
 def _why(vote: float, med: float) -> str:

@@ -20,7 +20,6 @@ ones kept) before it is compared with the threshold.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,7 +29,7 @@ import anyio
 from polpo.llm.client import ChatClient, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review.calibration import Calibration, calibrate_consensus
-from polpo.review.consensus import Consensus, DimensionResult, Review, consensus
+from polpo.review.consensus import Consensus, DimensionResult, Review, consensus, pstdev
 from polpo.review.dimensions import Dim
 from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, run_reviewer
 
@@ -242,7 +241,7 @@ def _stability(c: Consensus, ok: list[ReviewerTrace], opts: PanelOptions) -> tup
     rate = sum(passing) / len(passing) if passing else (1.0 if c.passed else 0.0)
     verdict: Stability = ("stable_pass" if c.passed and all(passing) else
                           "stable_fail" if not c.passed and not any(passing) else "flaky")
-    confidence = round(max(0.0, 1 - statistics.pstdev(runs) / 2), 3) if len(runs) >= 2 else None
+    confidence = round(max(0.0, 1 - pstdev(runs) / 2), 3) if len(runs) >= 2 else None
     return verdict, confidence, round(rate, 3)
 
 
