@@ -17,6 +17,7 @@ explicit key (the named variable's, else :data:`NO_KEY`): litellm's fallback to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -186,6 +187,7 @@ class LLMClient:
         self.max_backoff = max_backoff
         self._sleep = sleep
         self._limits: dict[str, anyio.Semaphore] = {}
+        self._unpriced: set[str] = set()  # models litellm has no price for
         self.calls = 0  # requests sent, retries included (for metrics and tests)
 
     def _limit(self, model: str) -> anyio.Semaphore:
@@ -249,7 +251,13 @@ class LLMClient:
                 errors.append(message)
                 await self._sleep(self._delay(attempt, exc))
                 continue
-            return _reply(litellm, resp, settings.model, time.monotonic() - start, attempt - 1, errors)
+            reply = _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors)
+            if reply.cost is None and settings.model not in self._unpriced:
+                cost = _price(litellm, resp)  # litellm prices while it logs; this is for when it did not
+                if cost is None:
+                    self._unpriced.add(settings.model)  # an unknown model stays unknown: do not try each call
+                reply = dataclasses.replace(reply, cost=cost)
+            return reply
 
     def _delay(self, attempt: int, exc: BaseException) -> float:
         retry_after = _retry_after(exc)
@@ -270,7 +278,14 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _reply(litellm: Any, resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
+def _price(litellm: Any, resp: Any) -> float | None:
+    try:
+        return float(litellm.completion_cost(completion_response=resp))
+    except Exception:
+        return None
+
+
+def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
     choice = resp.choices[0]
     msg = choice.message
     calls: list[ToolCallOut] = []
@@ -287,8 +302,8 @@ def _reply(litellm: Any, resp: Any, model: str, duration: float, retries: int, e
     try:
         hidden = getattr(resp, "_hidden_params", None) or {}
         known = hidden.get("response_cost")  # litellm already priced it while logging: do not price twice
-        cost = float(known) if known is not None else float(litellm.completion_cost(completion_response=resp))
-    except Exception:
+        cost = float(known) if known is not None else None
+    except (TypeError, ValueError):
         cost = None
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
