@@ -2,6 +2,8 @@
 
 ``{"type": "file_content", "path": "hello.txt", "expected": "Hello World!", "match": "exact"}`` with ``match``:
 
+(``EXACT`` / ``CONTAINS`` as agent-judge writes them are accepted too.)
+
 * ``exact`` (default) — the whole file equals ``expected``, except that **one** trailing line break is ignored on
   each side (``\\n`` or ``\\r\\n``: ``echo`` and editors add one; ``"Hello\\n"`` matches ``"Hello"``, ``"Hello\\n\\n"``
   does not). Everything else counts, whitespace included.
@@ -44,6 +46,11 @@ class FileContentExpectation(Model):
     expected: str
     match: Literal["exact", "contains", "regex"] = "exact"
     confidence: Confidence | None = None
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _any_case(cls, v: object) -> object:
+        return v.lower() if isinstance(v, str) else v  # agent-judge writes EXACT / CONTAINS
 
     @field_validator("path")
     @classmethod

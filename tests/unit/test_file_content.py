@@ -89,6 +89,8 @@ def test_the_schema_refuses_bad_paths_and_patterns() -> None:
             EXP.validate_python({"type": "file_content", **bad})
     exp = EXP.validate_python({"type": "file_content", "path": "a.txt", "expected": "x"})
     assert isinstance(exp, FileContentExpectation) and exp.match == "exact"
+    assert EXP.validate_python({"type": "file_content", "path": "a", "expected": "x", "match": "CONTAINS"}).match \
+        == "contains"  # agent-judge's spelling
 
 
 def test_the_registry_discovers_it_ranked_with_the_cheap_checks() -> None:
