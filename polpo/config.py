@@ -86,6 +86,14 @@ class JudgeSettings(_Base):
     correct_expectations: bool = True  # the expectation judge, on a task's first failure
     threshold_floor: float = Field(2.5, ge=1, le=5)  # it never lowers an llm_review threshold below this
     reviewer_timeout: Duration = Field(default_factory=lambda: _secs(900))  # one reviewer's whole run
+    # a review the judge could not do (unreachable, 5xx, timeouts, auth) is retried, then the task waits
+    outage_retries: int = Field(5, ge=0)
+    outage_backoff: Duration = Field(default_factory=lambda: _secs(30))  # doubles after each try
+    reviewer_error: Literal["abstain", "fail"] = "abstain"  # what a crashed reviewer's seat means
+    uncertain_band: float = Field(0.25, ge=0, le=4)  # this close to the threshold: one more panel round
+    calibration: Path | None = None  # {"scale", "bias"} from `polpo calibrate --write`, applied to raw scores
+    cache: bool = False  # judge-call cache (SQLite in state_dir); samples > 1 never uses it
+    cache_ttl: Duration = Field(default_factory=lambda: _secs(7 * 86400))
 
     def panel_models(self) -> list[str]:
         """Three reviewers' models: one ``model`` means all three use it; fewer ``models`` are cycled."""
@@ -190,6 +198,9 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     base = path.resolve().parent
     daemon = resolve_dirs(dict(raw.get("daemon", {})), base)
     raw = {**raw, "daemon": daemon, "source": str(path.resolve())}
+    judge = raw.get("judge")
+    if isinstance(judge, dict) and isinstance(judge.get("calibration"), str):
+        raw["judge"] = {**judge, "calibration": str((base / judge["calibration"]).resolve())}
     llm = raw.get("llm")
     if isinstance(llm, dict) and isinstance(llm.get("env_file"), str):
         raw["llm"] = {**llm, "env_file": str((base / llm["env_file"]).resolve())}
@@ -217,6 +228,13 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
                  for owner, name in _configured_keys(cfg) if name in cfg.security.team_key_envs]
     if cfg.llm.env_file is not None and not cfg.llm.env_file.is_file():
         problems.append(f"{path}: llm.env_file: {cfg.llm.env_file} does not exist")
+    if cfg.judge.calibration is not None:
+        from polpo.review.calibration import load_calibration
+
+        try:
+            load_calibration(cfg.judge.calibration)
+        except ValueError as e:
+            problems.append(f"{path}: judge.calibration: {e}")
     if problems:
         raise ConfigError("\n".join(problems))
     return cfg

@@ -18,6 +18,9 @@ What counts, per level:
   assigned to it.
 * **agent**: an assessment is credited to the agent whose attempt was assessed (after an escalation to a
   fallback agent, the earlier attempts stay with the first agent).
+* **spread**: ``dimensionSpread`` is, per dimension, the mean over assessments of the standard deviation of the
+  judges' votes (every reviewer run and sample): how much the panel disagreed, not how the scores moved.
+* **judge cache**: ``judgeCache {hits, misses}`` sums what each llm_review check recorded (``[judge] cache``).
 
 Filters narrow the rows, then every level aggregates what is left: ``mission`` keeps one mission's rows;
 ``agent`` keeps the tasks assigned to that agent or attempted by it, their missions aggregated over those
@@ -31,9 +34,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from polpo.store.read import AssessmentRow, MarkRow, Snapshot, metrics_snapshot
+from polpo.store.read import AssessmentRow, MarkRow, ReviewRow, Snapshot, metrics_snapshot
 
-__all__ = ["MetricsReport", "QualityMetrics", "aggregate", "compute", "dimension_averages", "quality_metrics"]
+__all__ = ["MetricsReport", "QualityMetrics", "aggregate", "compute", "dimension_averages", "dimension_spread",
+           "quality_metrics"]
 
 if TYPE_CHECKING:
     from polpo.store.read import Conn
@@ -51,6 +55,9 @@ class QualityMetrics:
     min_score: float | None = None
     max_score: float | None = None
     dimension_scores: dict[str, float] = field(default_factory=dict)
+    dimension_spread: dict[str, float] = field(default_factory=dict)
+    cache_hits: int = 0
+    cache_misses: int = 0
     total_retries: int = 0
     total_fixes: int = 0
     deadlines_met: int = 0
@@ -62,6 +69,8 @@ class QualityMetrics:
                 "totalAssessments": self.total_assessments, "passedAssessments": self.passed_assessments,
                 "avgScore": _r(self.avg_score), "minScore": _r(self.min_score), "maxScore": _r(self.max_score),
                 "dimensionScores": {k: _r(v) for k, v in self.dimension_scores.items()},
+                "dimensionSpread": {k: _r(v) for k, v in self.dimension_spread.items()},
+                "judgeCache": {"hits": self.cache_hits, "misses": self.cache_misses},
                 "totalRetries": self.total_retries, "totalFixes": self.total_fixes,
                 "deadlinesMet": self.deadlines_met, "deadlinesMissed": self.deadlines_missed}
 
@@ -96,17 +105,33 @@ def dimension_averages(assessments: Iterable[AssessmentRow]) -> dict[str, float]
     return {name: sum(v) / len(v) for name, v in sorted(per.items())}
 
 
+def dimension_spread(assessments: Iterable[AssessmentRow]) -> dict[str, float]:
+    """Mean per dimension of the stored vote spread (σ of the judges' votes), over the assessments that have it."""
+    per: dict[str, list[float]] = defaultdict(list)
+    for a in assessments:
+        for s in a.scores:
+            name, spread = s.get("dimension"), s.get("spread")
+            std = spread.get("std") if isinstance(spread, dict) else None
+            if isinstance(name, str) and isinstance(std, int | float) and not isinstance(std, bool):
+                per[name].append(float(std))
+    return {name: sum(v) / len(v) for name, v in sorted(per.items())}
+
+
 def aggregate(entity_id: str, entity_type: EntityType, assessments: Sequence[AssessmentRow], *,
-              retries: int = 0, fixes: int = 0, marks: Iterable[MarkRow] = ()) -> QualityMetrics:
+              retries: int = 0, fixes: int = 0, marks: Iterable[MarkRow] = (),
+              reviews: Iterable[ReviewRow] = ()) -> QualityMetrics:
     """One entity's metrics from its rows."""
     scores = [a.global_score for a in assessments if a.global_score is not None]
     kinds = [m.kind for m in marks]
+    reviews = list(reviews)
     return QualityMetrics(
         entity_id=entity_id, entity_type=entity_type, total_assessments=len(assessments),
         passed_assessments=sum(1 for a in assessments if a.passed),
         avg_score=sum(scores) / len(scores) if scores else None,
         min_score=min(scores) if scores else None, max_score=max(scores) if scores else None,
-        dimension_scores=dimension_averages(assessments), total_retries=retries, total_fixes=fixes,
+        dimension_scores=dimension_averages(assessments), dimension_spread=dimension_spread(assessments),
+        cache_hits=sum(r.hits for r in reviews), cache_misses=sum(r.misses for r in reviews),
+        total_retries=retries, total_fixes=fixes,
         deadlines_met=kinds.count("met"), deadlines_missed=kinds.count("violated"))
 
 
@@ -130,8 +155,11 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
         elif m.entity_type == "mission" and agent is None:
             mission_marks[m.mission_id].append(m)
 
+    reviews_of: dict[str, list[ReviewRow]] = defaultdict(list)
+    for r in snap.reviews:
+        reviews_of[r.task_id].append(r)
     task_rows = [aggregate(t.id, "task", by_task[t.id], retries=t.retries, fixes=t.total_fixes,
-                           marks=task_marks[t.id])
+                           marks=task_marks[t.id], reviews=reviews_of[t.id])
                  for t in tasks]
     for row, t in zip(task_rows, tasks, strict=True):
         row.context = {"missionId": t.mission_id, "title": t.title, "agent": t.agent}
@@ -143,7 +171,8 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
             continue
         mission_rows.append(aggregate(
             mid, "mission", [a for t in mine for a in by_task[t.id]], retries=sum(t.retries for t in mine),
-            fixes=sum(t.total_fixes for t in mine), marks=mission_marks[mid]))
+            fixes=sum(t.total_fixes for t in mine), marks=mission_marks[mid],
+            reviews=[r for t in mine for r in reviews_of[t.id]]))
 
     agent_names = sorted({t.agent for t in snap.tasks if t.agent} | {a.agent for a in snap.assessments if a.agent}
                          | {a.agent for a in snap.attempts if a.agent})
@@ -156,7 +185,8 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
         name, "agent", [a for a in snap.assessments if a.agent == name],
         retries=sum(1 for a in snap.attempts if a.agent == name and a.kind == "retry"),
         fixes=sum(1 for a in snap.attempts if a.agent == name and a.kind == "fix"),
-        marks=[m for m in snap.marks if m.entity_type == "task" and m.entity_id in assigned[name]])
+        marks=[m for m in snap.marks if m.entity_type == "task" and m.entity_id in assigned[name]],
+        reviews=[r for tid in assigned[name] for r in reviews_of[tid]])
         for name in agent_names]
     return MetricsReport(missions=mission_rows, agents=agent_rows, tasks=task_rows)
 

@@ -1,9 +1,14 @@
 """A scripted, local OpenAI-compatible judge, to try llm_review without an API key (and for acceptance runs).
 
 Usage: .venv/bin/python scripts/fake_judge_server.py [--port 8765] [--score 4] [--scores a=2,b=4,c=5]
+       .venv/bin/python scripts/fake_judge_server.py --heuristic [--offsets b=1]
+       .venv/bin/python scripts/fake_judge_server.py --down-for 60
 
 Every reviewer scores every dimension with --score; --scores gives a score per model name instead
-(e.g. with [judge] models = ["openai/a", "openai/b", "openai/c"]). Point the config at it:
+(e.g. with [judge] models = ["openai/a", "openai/b", "openai/c"]). --heuristic scores what it is shown instead
+(1 + one per marker: a ``return``, ``[::-1]``, a docstring, ``->``; --offsets shifts a model's scores), so
+``polpo calibrate tests/fixtures/calibration/labels.jsonl`` prints real agreement numbers. --down-for N answers
+every request with HTTP 503 for the first N seconds (a judge outage). Point the config at it:
 
     [judge]
     model = "openai/fake-judge"
@@ -19,8 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.fake_llm import FakeLLM, RecordedRequest
-from tests.support.judges import ScriptedJudge
+from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, error
+from tests.support.judges import HeuristicJudge, ScriptedJudge
 
 
 def main() -> None:
@@ -28,14 +33,24 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--score", type=float, default=4.0)
     ap.add_argument("--scores", default="", help="per model: name=score,… (model name without provider)")
+    ap.add_argument("--heuristic", action="store_true", help="score the work shown (see above)")
+    ap.add_argument("--offsets", default="", help="with --heuristic, per model: name=offset,…")
+    ap.add_argument("--down-for", type=float, default=0.0, help="answer 503 for this many seconds first")
     args = ap.parse_args()
     per_model = {k.strip(): float(v) for k, v in (p.split("=") for p in args.scores.split(",") if p)}
 
     def score_for(req: RecordedRequest) -> float:
         return per_model.get(str(req.get("model", "")).split("/")[-1], args.score)
 
-    srv = FakeLLM(models=("fake-judge", *per_model), port=args.port)
-    srv.responder = ScriptedJudge(score_for=score_for)
+    offsets = {k.strip(): int(v) for k, v in (p.split("=") for p in args.offsets.split(",") if p)}
+    judge = HeuristicJudge(offsets=offsets) if args.heuristic else ScriptedJudge(score_for=score_for)
+    up_at = time.monotonic() + args.down_for
+
+    def answer(req: RecordedRequest) -> Reply:
+        return error(503) if time.monotonic() < up_at else judge(req)
+
+    srv = FakeLLM(models=("fake-judge", *per_model, *offsets), port=args.port)
+    srv.responder = answer
     srv.start()
     print(f"fake judge on http://127.0.0.1:{args.port}/v1 (Ctrl-C to stop)", flush=True)
     try:

@@ -42,6 +42,8 @@ class AgentRequest:
     """(title, status) of the mission's other tasks, in file order."""
     model: str | None = None
     """Model override for LLM agents (escalation to a stronger model); None uses the agent's own."""
+    expected_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    """The task's ``expectedOutcomes`` (camelCase JSON): deliverables to declare; required ones are checked."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,9 @@ class AgentResult:
     cost: float | None = None
     permanent: bool = False
     """The agent could not start for a reason a new attempt cannot change: the task fails at once."""
+    provider_error: str | None = None
+    """An LLM agent whose own model provider failed (an LLM error kind: connection, timeout, server, rate_limit,
+    auth): the attempt is interrupted by the provider, not a failed run of the agent."""
 
     @property
     def ok(self) -> bool:

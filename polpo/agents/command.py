@@ -7,23 +7,41 @@ The program gets the task three ways: placeholders in its argv (``{title}``, ``{
 Its environment is the minimal one (PATH, HOME, locale…: no keys) plus the variables ``[security]
 env_passthrough`` names, the agent's ``env`` and the ``POLPO_*`` ones. Only an agent of the config may set
 ``inherit_env`` to get the daemon's whole environment instead.
+
+**Outcomes.** ``$POLPO_OUTCOMES`` names an empty file (outside the workspace) where the program may declare its
+deliverables, one JSON object per line, as an LLM agent does with ``register_outcome``::
+
+    {"type": "file", "label": "Audit Report", "path": "audit-report.md"}
+    {"type": "text", "label": "Summary", "value": "Three pages checked, two issues."}
+    {"type": "url", "label": "Preview", "value": "https://example.com/preview"}
+    {"type": "json", "label": "Totals", "value": {"net": 100, "vat": 22}}
+
+A ``file`` must exist inside the workspace; the same label again replaces the earlier line. Each line is
+validated like the tool's arguments; a line that is not valid is ignored and named at the end of the attempt's
+stderr (``[polpo] $POLPO_OUTCOMES line N ignored: …``). The file is read once the program has exited, then deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 import anyio
 import orjson
+from pydantic import ValidationError
 
 from polpo.agents.base import AgentRequest, AgentResult
 from polpo.clock import Clock
+from polpo.tools.outcomes import RegisterOutcomeArgs, register_outcome
 from polpo.tools.procs import ProcResult, minimal_env, run_process
+from polpo.tools.sandbox import Sandbox
 
-__all__ = ["PLACEHOLDERS", "CommandAgent", "agent_env", "agent_stdin", "render_argv"]
+__all__ = ["PLACEHOLDERS", "CommandAgent", "agent_env", "agent_stdin", "read_outcomes", "render_argv"]
 
 PLACEHOLDERS: tuple[str, ...] = (
     "title",
@@ -62,6 +80,7 @@ def agent_env(
     extra: Mapping[str, str] = _EMPTY,
     inherit_env: bool = False,
     passthrough: Sequence[str] = (),
+    outcomes_file: str | None = None,
 ) -> dict[str, str]:
     """The child's environment: base (daemon env, or :func:`minimal_env` + the ``passthrough`` variables that
     are set) + ``extra`` + POLPO_* + the marker."""
@@ -82,6 +101,8 @@ def agent_env(
             "POLPO_ATTEMPT_ID": request.attempt_id,
         }
     )
+    if outcomes_file is not None:
+        env["POLPO_OUTCOMES"] = outcomes_file
     key, value = request.env_marker
     env[key] = value
     return env
@@ -119,23 +140,56 @@ def agent_stdin(request: AgentRequest) -> bytes:
             "workspace": os.fspath(request.workspace),
             "attempt": {"id": request.attempt_id, "number": request.attempt_number, "kind": request.kind},
             "expectations": request.expectations,
+            "expectedOutcomes": request.expected_outcomes,
         }
     )
 
 
-def _to_agent_result(proc: ProcResult) -> AgentResult:
+def _to_agent_result(proc: ProcResult, outcomes: list[dict[str, Any]], notes: list[str]) -> AgentResult:
+    stderr = proc.stderr_tail + "".join(f"\n[polpo] {n}" for n in notes)
     return AgentResult(
         exit_code=proc.exit_code,
         signal=proc.signal,
         timed_out=proc.timed_out,
         stdout_tail=proc.stdout_tail,
-        stderr_tail=proc.stderr_tail,
+        stderr_tail=stderr,
         stdout_bytes=proc.stdout_bytes,
         stderr_bytes=proc.stderr_bytes,
         duration=proc.duration,
         error=proc.error,
         permanent=proc.permanent,
+        outcomes=outcomes,
     )
+
+
+MAX_OUTCOME_LINES = 200
+
+
+async def read_outcomes(path: str, workspace: os.PathLike[str] | str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(outcomes, notes about ignored lines) of a ``$POLPO_OUTCOMES`` file; the last line of a label wins."""
+    try:
+        text = await anyio.Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return [], []
+    sandbox = Sandbox(os.fspath(workspace))
+    found: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    for n, line in enumerate(text.splitlines()[:MAX_OUTCOME_LINES], 1):
+        if not line.strip():
+            continue
+        try:
+            args = RegisterOutcomeArgs.model_validate(orjson.loads(line))
+        except (orjson.JSONDecodeError, ValidationError) as exc:
+            notes.append(f"$POLPO_OUTCOMES line {n} ignored: {str(exc).splitlines()[0][:200]}")
+            continue
+        out = await register_outcome(sandbox, args)
+        if not out.ok:
+            notes.append(f"$POLPO_OUTCOMES line {n} ignored: {out.text[:200]}")
+            continue
+        outcome = out.data["outcome"]
+        found.pop(outcome["label"], None)
+        found[outcome["label"]] = outcome
+    return list(found.values()), notes
 
 
 class CommandAgent:
@@ -186,15 +240,23 @@ class CommandAgent:
                 duration=max(0.0, self.clock.monotonic() - start),
                 error=f"cannot create workspace {request.workspace}: {exc.strerror or exc}",
             )
-        proc = await run_process(
-            render_argv(self.command, request),
-            cwd=request.workspace,
-            env=agent_env(request, extra=self.env, inherit_env=self.inherit_env, passthrough=self.passthrough),
-            clock=self.clock,
-            stdin=agent_stdin(request),
-            timeout=request.timeout if request.timeout is not None else self.default_timeout,
-            grace=self.grace,
-            output_limit=self.output_limit,
-            on_start=on_start,
-        )
-        return _to_agent_result(proc)
+        fd, outcomes_file = tempfile.mkstemp(prefix="polpo-outcomes-", suffix=".jsonl")
+        os.close(fd)
+        try:
+            proc = await run_process(
+                render_argv(self.command, request),
+                cwd=request.workspace,
+                env=agent_env(request, extra=self.env, inherit_env=self.inherit_env, passthrough=self.passthrough,
+                              outcomes_file=outcomes_file),
+                clock=self.clock,
+                stdin=agent_stdin(request),
+                timeout=request.timeout if request.timeout is not None else self.default_timeout,
+                grace=self.grace,
+                output_limit=self.output_limit,
+                on_start=on_start,
+            )
+            outcomes, notes = await read_outcomes(outcomes_file, request.workspace)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(outcomes_file)
+        return _to_agent_result(proc, outcomes, notes)

@@ -9,7 +9,9 @@ result starting with ``Error:`` so it can correct itself; it never ends the sess
 
 * an answer without tool calls → exit code 0, the answer is ``stdout_tail``;
 * ``max_turns`` model calls without such an answer → exit code 1, the reason in ``stderr_tail``;
-* an :class:`~polpo.llm.client.LLMError` (after the client's own retries) → ``error``;
+* an :class:`~polpo.llm.client.LLMError` (after the client's own retries) → ``error``; when the provider
+  itself failed (unreachable, 5xx, timeouts, rate limits, a refused key) also ``provider_error``: the runner
+  then records the attempt as interrupted by the provider, not as a failed run (:mod:`polpo.engine.outage`);
 * the attempt's time limit → ``timed_out`` (a running command is killed with its process group).
 
 The agent has no process of its own, so it never calls ``on_start`` (the runner marks an LLM attempt running
@@ -30,10 +32,11 @@ from typing import Any
 import anyio
 
 from polpo.agents.base import AgentRequest, AgentResult
+from polpo.agents.prompts import outcomes_block
 from polpo.agents.transcript import Transcript
 from polpo.checks.registry import describe_expectation
 from polpo.clock import Clock
-from polpo.llm.client import LLMClient, LLMError, ModelSettings, ToolCallOut
+from polpo.llm.client import OUTAGE_KINDS, LLMClient, LLMError, ModelSettings, ToolCallOut
 from polpo.tools.catalog import TOOLS
 from polpo.tools.output import ToolError
 from polpo.tools.registry import ToolContext, decode_arguments
@@ -104,6 +107,8 @@ def build_task_message(request: AgentRequest) -> str:
     if request.expectations:
         parts.append("## Your work will be checked by\n"
                      + "\n".join(f"- {describe_expectation(e)}" for e in request.expectations))
+    if request.expected_outcomes:
+        parts.append("## Expected outcomes\n" + outcomes_block(request.expected_outcomes))
     note = _attempt_note(request)
     if note:
         parts.append(note)
@@ -171,6 +176,7 @@ class _End:
     final_text: str = ""
     reason: str = ""
     error: str | None = None
+    provider_error: str | None = None
 
 
 class LLMAgent:
@@ -260,7 +266,7 @@ class LLMAgent:
     def _model_failed(s: _Session, kind: str, message: str) -> _End:
         text = s.transcript.redact(f"model call failed ({kind}): {message}")
         s.transcript.error(s.turn, text, kind=kind)
-        return _End(None, reason=text, error=text)
+        return _End(None, reason=text, error=text, provider_error=kind if kind in OUTAGE_KINDS else None)
 
     async def _tool_turn(self, s: _Session, context: ToolContext, call: ToolCallOut) -> None:
         output = await TOOLS.dispatch(context, call.name, call.arguments)
@@ -292,5 +298,6 @@ class LLMAgent:
             model=settings.model,
             tokens=s.tokens if s is not None else 0,
             cost=sum(s.costs) if s is not None and s.costs else None,
+            provider_error=end.provider_error,
         )
 

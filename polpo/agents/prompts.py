@@ -5,12 +5,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from polpo.checks.outcomes import describe_outcome
 from polpo.checks.registry import describe_expectation
+
+OUTCOMES_HOW = ("An LLM agent declares each with its register_outcome tool; a command agent writes one JSON line "
+                'per outcome ({"type": "file|text|url|json", "label": …, "path" or "value": …}) to the file '
+                "named by $POLPO_OUTCOMES. A file outcome whose path exists counts as delivered.")
+
+
+def outcomes_block(expected: Sequence[Mapping[str, Any]]) -> str:
+    """The expected outcomes, as an agent is told them (empty when there are none)."""
+    if not expected:
+        return ""
+    lines = [f"- {describe_outcome(o)}" + (f": {o['description']}" if o.get("description") else "")
+             + ("" if o.get("required", True) else " (optional)") for o in expected]
+    return "Deliver these outcomes (required ones are checked):\n" + "\n".join(lines) + "\n" + OUTCOMES_HOW
 
 
 def build_prompt(*, title: str, description: str, mission_name: str, mission_description: str | None,
                  expectations: Sequence[Mapping[str, Any]], kind: str, feedback: str | None,
-                 attempt_label: str = "") -> str:
+                 attempt_label: str = "", expected_outcomes: Sequence[Mapping[str, Any]] = ()) -> str:
     parts: list[str] = []
     if kind == "fix":
         parts.append(
@@ -34,4 +48,5 @@ def build_prompt(*, title: str, description: str, mission_name: str, mission_des
     if expectations:
         parts.append("Your work will be checked by:\n" + "\n".join(
             f"- {describe_expectation(e)}" for e in expectations))
+    parts.append(outcomes_block(expected_outcomes))
     return "\n\n".join(p for p in parts if p)

@@ -15,13 +15,17 @@ import orjson
 from polpo.checks.base import Chosen
 from polpo.clock import Clock
 from polpo.config import Config
-from polpo.llm.client import LLMClient, ModelSettings
+from polpo.llm.client import ChatClient, LLMClient, ModelSettings
 from polpo.llm.secrets import redact
+from polpo.review.calibration import Calibration, load_calibration
 from polpo.review.dimensions import dims_from_json, dims_to_json
+from polpo.review.panel import PanelOptions
 from polpo.review.reviewer import ReviewerTrace
 from polpo.store.protocol import Store
 
-__all__ = ["AssessmentReviews", "judge_settings"]
+__all__ = ["AssessmentReviews", "judge_settings", "panel_options"]
+
+CacheFor = Callable[[int], ChatClient | None]
 
 
 def judge_settings(cfg: Config) -> list[ModelSettings]:
@@ -31,22 +35,38 @@ def judge_settings(cfg: Config) -> list[ModelSettings]:
                           timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
 
 
+def panel_options(cfg: Config) -> PanelOptions:
+    """The config's panel rules; the calibration file is read here (the config load checked it already)."""
+    j = cfg.judge
+    cal: Calibration | None = load_calibration(j.calibration) if j.calibration is not None else None
+    return PanelOptions(reviewer_error=j.reviewer_error, uncertain_band=j.uncertain_band, calibration=cal)
+
+
 class AssessmentReviews:
     """A :class:`~polpo.checks.base.ReviewBackend` for one assessment of one task."""
 
     def __init__(self, cfg: Config, store: Store, clock: Clock, llm: LLMClient, *, task_id: str,
-                 assessment_id: str) -> None:
+                 assessment_id: str, options: PanelOptions | None = None, cache: CacheFor | None = None) -> None:
         self.store = store
         self.clock = clock
         self._llm = llm
         self._judges = judge_settings(cfg)
         self._timeout = cfg.judge.reviewer_timeout.total_seconds()
+        self._options = options if options is not None else panel_options(cfg)
+        self._cache = cache
         self.task_id = task_id
         self.assessment_id = assessment_id
 
     @property
-    def llm(self) -> LLMClient:
+    def llm(self) -> ChatClient:
         return self._llm
+
+    @property
+    def options(self) -> PanelOptions:
+        return self._options
+
+    def cached(self, seat: int) -> ChatClient | None:
+        return self._cache(seat) if self._cache is not None else None
 
     @property
     def judges(self) -> Sequence[ModelSettings]:
@@ -66,10 +86,11 @@ class AssessmentReviews:
                                                            self.clock.now()))
         return dims, source, note
 
-    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace]) -> None:
+    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace], *, failed: bool = False) -> None:
         now = self.clock.now()
         tx = self.store.tx()
+        key = f"{self.assessment_id}/error" if failed else self.assessment_id  # the latest failed try, apart
         for trace in traces:
-            tx.review(self.assessment_id, check_idx, trace.index, self.task_id, trace.model, trace.ok,
+            tx.review(key, check_idx, trace.index, self.task_id, trace.model, trace.ok,
                       redact(orjson.dumps(trace.to_json()).decode()), now)
         self.store.submit(tx)

@@ -15,8 +15,9 @@ from typing import Any, ClassVar, Protocol
 
 from polpo.clock import Clock
 from polpo.docmodel import Model
-from polpo.llm.client import LLMClient, ModelSettings
+from polpo.llm.client import ChatClient, ModelSettings
 from polpo.review.dimensions import Dim
+from polpo.review.panel import PanelOptions
 from polpo.review.reviewer import ReviewerTrace
 
 __all__ = ["CheckContext", "CheckOutcome", "CheckType", "Chosen", "Correction", "ReviewBackend"]
@@ -38,6 +39,15 @@ class CheckOutcome:
     dimension_source: str | None = None  # llm_review: given | generated | default
     tokens: int | None = None
     cost: float | None = None
+    error: str | None = None  # the check could not be done (judge unreachable …): not a verdict on the work
+    retryable: bool = True  # with ``error``: whether trying again later can help (an outage, not a bad key)
+    tier: str | None = None  # the tier the check ran in (explicit ``tiers``, or the implied cascade)
+    review: dict[str, Any] | None = None  # llm_review: the panel's summary (votes, outliers, stability, cache)
+
+    @property
+    def status(self) -> str:
+        """``passed``, ``failed`` or ``error`` (an infrastructure failure is nobody's verdict)."""
+        return "error" if self.error is not None else "passed" if self.passed else "failed"
 
     def at(self, index: int, duration: float | None = None) -> CheckOutcome:
         """The same outcome, placed at expectation ``index`` (and timed, when the check did not time itself)."""
@@ -46,16 +56,37 @@ class CheckOutcome:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"index": self.index, "type": self.type, "label": self.label, "passed": self.passed,
                                "message": self.message, "details": self.details, "duration": self.duration}
+        out.update(self.row_json() or {})
+        return out
+
+    def row_json(self) -> dict[str, Any] | None:
+        """What a check row keeps beyond its columns (the ``scores`` JSON column), or None when nothing."""
+        out: dict[str, Any] = {}
         if self.global_score is not None:
             out["globalScore"] = self.global_score
             out["scores"] = self.scores or []
-        return out
+        if self.error is not None:
+            out["error"] = {"reason": self.error, "retryable": self.retryable}
+        if self.tier is not None:
+            out["tier"] = self.tier
+        if self.review is not None:
+            out["review"] = self.review
+        return out or None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CheckOutcome:
         return cls(type=d["type"], label=d["label"], passed=bool(d["passed"]), message=d["message"],
                    details=d.get("details"), duration=d.get("duration") or 0.0, index=d.get("index", -1),
-                   global_score=d.get("globalScore"), scores=d.get("scores"))
+                   **cls.fields_from_row_json(d))
+
+    @staticmethod
+    def fields_from_row_json(d: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The keyword arguments :meth:`row_json` stored (for reading a check row back)."""
+        d = d or {}
+        err = d.get("error") if isinstance(d.get("error"), Mapping) else None
+        return {"global_score": d.get("globalScore"), "scores": d.get("scores"), "tier": d.get("tier"),
+                "review": d.get("review"), "error": err.get("reason") if err else None,
+                "retryable": bool(err.get("retryable", True)) if err else True}
 
 
 Chosen = tuple[list[Dim], str, str | None]  # dimensions, source (given | generated | default), a note
@@ -65,7 +96,7 @@ class ReviewBackend(Protocol):
     """What an ``llm_review`` check needs from the daemon: judges, a stored yardstick, a place for traces."""
 
     @property
-    def llm(self) -> LLMClient: ...
+    def llm(self) -> ChatClient: ...
 
     @property
     def judges(self) -> Sequence[ModelSettings]: ...
@@ -73,12 +104,22 @@ class ReviewBackend(Protocol):
     @property
     def reviewer_timeout(self) -> float: ...
 
+    @property
+    def options(self) -> PanelOptions:
+        """The config's panel rules (reviewer_error, uncertain_band, calibration); samples come from the check."""
+        ...
+
+    def cached(self, seat: int) -> ChatClient | None:
+        """The judge-call cache's client for a seat's first run (``[judge] cache``), or None when it is off."""
+        ...
+
     async def dimensions(self, check_idx: int, choose: Callable[[], Awaitable[Chosen]]) -> Chosen:
         """The check's stored dimension set, else ``choose()``'s, stored so every later attempt uses it."""
         ...
 
-    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace]) -> None:
-        """Store each reviewer's whole trace."""
+    def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace], *, failed: bool = False) -> None:
+        """Store each reviewer's whole trace (``failed``: of a review that could not be done, kept apart so a
+        later successful try is not listed beside them)."""
         ...
 
 
@@ -98,6 +139,8 @@ class CheckContext:
     env: Mapping[str, str] = field(default_factory=dict)  # added to a command's minimal environment
     index: int = 0  # the expectation's position in the task (a review's stored yardstick is kept per index)
     review: ReviewBackend | None = None
+    expected_outcomes: Sequence[Mapping[str, Any]] = ()  # the task's expectedOutcomes (camelCase JSON)
+    outcomes: Sequence[Mapping[str, Any]] = ()  # what the attempt declared it delivered
 
 
 @dataclass(frozen=True)

@@ -3,26 +3,48 @@
 The panel itself is :mod:`polpo.review`. This check gives it the task, the attempt's evidence and the dimension
 set — the mission's own, else generated once by the judge model and stored, else the defaults, and the same set
 for every fix and retry of the task — and turns the consensus into a pass or a fail against ``threshold``.
+
+A review the judge could not do — no reviewer produced scores (the endpoint is down, 5xx, timeouts, a refused
+key), or the dimensions could not be generated because the judge is unreachable — is an **error** outcome, not a
+fail: nothing is stored as the task's dimensions, and the engine retries the assessment instead of blaming the
+agent. ``samples`` runs every reviewer that many times (spread, stability); ``dimensions[].examples`` are
+scored anchors shown to the reviewers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Chosen, Correction
+from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Chosen, Correction, ReviewBackend
+from polpo.checks.file_exists import relative_path_problem
 from polpo.docmodel import Confidence, Model, NonEmpty
-from polpo.review.dimensions import choose, generate_dimensions_traced, needs_generation
-from polpo.review.panel import run_panel
+from polpo.llm.client import OUTAGE_KINDS, ChatClient
+from polpo.review.dimensions import Dim, choose, generate_dimensions_traced, needs_generation
+from polpo.review.panel import PanelOptions, run_panel
 from polpo.review.reviewer import ReviewContext
+from polpo.tools.sandbox import Sandbox, SandboxError
 
-__all__ = ["NO_JUDGE", "Dimension", "LlmReview", "LlmReviewExpectation"]
+__all__ = ["NO_JUDGE", "Dimension", "Example", "LlmReview", "LlmReviewExpectation"]
 
-NO_JUDGE = ("no LLM judge is configured, so this llm_review check cannot pass: set [judge] model "
-            "(or models) in the config, or POLPO_JUDGE_MODEL")
+NO_JUDGE = ("no LLM judge is configured, so this llm_review check cannot run: set [judge] model "
+            "(or models) in the config, or POLPO_JUDGE_MODEL, then `polpo retry` the task")
 MAX_THRESHOLD_DROP = 1.0  # the expectation judge may relax a threshold by at most this much
+MAX_SAMPLES = 5
+EXAMPLE_FILE_CHARS = 4000
+
+
+class _Outage(Exception):
+    """The judge could not be reached while choosing the dimensions: nothing may be stored."""
+
+    def __init__(self, reason: str, retryable: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
 
 
 def _check_rubric(v: object) -> object:
@@ -34,12 +56,30 @@ def _check_rubric(v: object) -> object:
     raise ValueError('a rubric is text or a map from "1".."5" to text')
 
 
+class Example(Model):
+    """A scored anchor: an output (or a workspace file holding one), the score it deserves, and why."""
+
+    output: str | None = None
+    file: str | None = None
+    score: float = Field(ge=1, le=5)
+    why: str = ""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.output is None) == (self.file is None):
+            raise ValueError('an example gives exactly one of "output" or "file"')
+        if self.file is not None and (why := relative_path_problem(self.file)):
+            raise ValueError(why)
+        return self
+
+
 class Dimension(Model):
     name: NonEmpty
     weight: float = Field(gt=0, le=1)
     description: str = ""
     rubric: Annotated[str | dict[Literal["1", "2", "3", "4", "5"], str] | None,
                       BeforeValidator(_check_rubric)] = None
+    examples: list[Example] | None = None
 
 
 class LlmReviewExpectation(Model):
@@ -48,6 +88,7 @@ class LlmReviewExpectation(Model):
     prompt: str | None = None
     dimensions: list[Dimension] | None = None
     threshold: float = Field(3.0, ge=1, le=5)
+    samples: int = Field(1, ge=1, le=MAX_SAMPLES)
     confidence: Confidence | None = None
 
     @model_validator(mode="after")
@@ -81,7 +122,7 @@ class LlmReview(CheckType):
     async def run(self, exp: LlmReviewExpectation, ctx: CheckContext) -> CheckOutcome:
         backend = ctx.review
         if backend is None or not backend.judges:
-            return CheckOutcome(self.type, self.label(exp), False, NO_JUDGE)
+            return CheckOutcome(self.type, self.label(exp), False, NO_JUDGE, error=NO_JUDGE, retryable=False)
         judge = backend.judges[0]
 
         async def pick() -> Chosen:
@@ -90,19 +131,35 @@ class LlmReview(CheckType):
             if needs_generation(exp.dimensions) and exp.text.strip():
                 gen = await generate_dimensions_traced(backend.llm, judge, title=ctx.task_title,
                                                        description=ctx.task_description, criteria=exp.text)
+                if gen.error_kind in OUTAGE_KINDS:
+                    raise _Outage(f"the judge could not generate the dimensions: {gen.error}",
+                                  gen.error_kind != "auth")
                 generated = gen.dims
                 if gen.error:
                     note = f"dimension generation failed ({gen.error[:200]}); using the default dimensions"
             dims, source = choose(exp.dimensions, generated)
             return dims, source, note
 
-        dims, source, note = await backend.dimensions(ctx.index, pick)
-        review_ctx = ReviewContext(title=ctx.task_title, description=ctx.task_description, criteria=exp.text,
-                                   workspace=ctx.workspace, files_changed=ctx.files_changed, timeline=ctx.timeline,
+        try:
+            dims, source, note = await backend.dimensions(ctx.index, pick)
+        except _Outage as out:
+            return CheckOutcome(self.type, self.label(exp), False, f"Review could not be done: {out.reason[:300]}",
+                                out.reason, error=out.reason, retryable=out.retryable)
+        review_ctx = ReviewContext(title=ctx.task_title, description=ctx.task_description,
+                                   criteria=_criteria(exp.text, ctx.expected_outcomes), workspace=ctx.workspace,
+                                   files_changed=ctx.files_changed, timeline=ctx.timeline,
                                    attempt=ctx.attempt_number)
-        result = await run_panel(backend.llm, list(backend.judges), review_ctx, dims, exp.threshold,
-                                 reviewer_timeout=backend.reviewer_timeout)
-        backend.keep_traces(ctx.index, result.reviewers)
+        base = backend.options
+        options = PanelOptions(samples=exp.samples, reviewer_error=base.reviewer_error,
+                               uncertain_band=base.uncertain_band, calibration=base.calibration)
+        result = await run_panel(backend.llm, list(backend.judges), review_ctx, _with_anchors(dims, ctx),
+                                 exp.threshold, reviewer_timeout=backend.reviewer_timeout, options=options,
+                                 client_for=_cache_of(backend))
+        backend.keep_traces(ctx.index, result.reviewers, failed=result.error is not None)
+        if result.error is not None:
+            return CheckOutcome(self.type, self.label(exp), False, result.message, result.error,
+                                error=result.error, retryable=result.retryable, tokens=result.tokens,
+                                cost=result.cost, review=result.review_json())
         details = result.details
         if not result.passed and result.feedback:
             details = f"{details}\n\n{result.feedback}" if details else result.feedback
@@ -110,7 +167,8 @@ class LlmReview(CheckType):
             details = f"{note}\n{details}"
         return CheckOutcome(self.type, self.label(exp), result.passed, result.message, details,
                             global_score=result.global_score, scores=[s.to_json() for s in result.scores],
-                            dimension_source=source, tokens=result.tokens, cost=result.cost)
+                            dimension_source=source, tokens=result.tokens, cost=result.cost,
+                            review=result.review_json())
 
     def correct(self, exp: Mapping[str, Any], field_name: str, value: Any, *, floor: float,
                 known_files: Collection[str] | None) -> Correction | str:
@@ -130,3 +188,43 @@ class LlmReview(CheckType):
         note = (f"proposed {value:g}, clamped to {clamped:g} (never below {floor:g}, at most "
                 f"{MAX_THRESHOLD_DROP:g} lower)") if clamped != float(value) else ""
         return Correction({**exp, "threshold": clamped}, old, clamped, note)
+
+
+def _cache_of(backend: ReviewBackend) -> Callable[[int], ChatClient] | None:
+    """A seat → client function for the judge-call cache, or None when it is off."""
+    if backend.cached(0) is None:
+        return None
+
+    def client(seat: int) -> ChatClient:
+        return backend.cached(seat) or backend.llm
+    return client
+
+
+def _criteria(text: str, expected: Sequence[Mapping[str, Any]]) -> str:
+    """The review criteria, with the task's expected outcomes (what the attempt must deliver) appended."""
+    if not expected:
+        return text
+    lines = [f"- {o.get('label')} ({o.get('type')}{', ' + str(o['path']) if o.get('path') else ''})"
+             + (f": {o['description']}" if o.get("description") else "")
+             + ("" if o.get("required", True) else " [optional]") for o in expected]
+    return f"{text}\n\nExpected outcomes (deliverables the task must produce):\n" + "\n".join(lines)
+
+
+def _with_anchors(dims: Sequence[Dim], ctx: CheckContext) -> list[Dim]:
+    """The dimensions with each ``file`` example read from the workspace (cut, confined to it)."""
+    if not any(e.get("file") for d in dims for e in d.examples):
+        return list(dims)
+    sandbox = Sandbox(ctx.workspace)
+    out = []
+    for d in dims:
+        examples = []
+        for e in d.examples:
+            if e.get("file") and not e.get("output"):
+                try:
+                    text = Path(sandbox.resolve(str(e["file"]), must_exist=True)).read_text(errors="replace")
+                except (SandboxError, OSError) as exc:
+                    text = f"(example file {e['file']} could not be read: {exc})"
+                e = {**e, "output": text[:EXAMPLE_FILE_CHARS]}
+            examples.append(e)
+        out.append(replace(d, examples=tuple(examples)))
+    return out

@@ -16,7 +16,7 @@ __all__ = ["main"]
 COMMANDS = {
     "daemon": "daemon_cmd", "validate": "missions", "submit": "missions", "status": "inspect_cmds",
     "show": "inspect_cmds", "tail": "tail_cmd", "retry": "control", "cancel": "control", "approve": "control",
-    "schema": "missions", "metrics": "metrics_cmd",
+    "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd",
 }
 
 
@@ -47,6 +47,7 @@ def main() -> None:
     Watch:      polpo tail -f            polpo status
     Inspect:    polpo show MISSION|TASK  (add --json for everything)
     Quality:    polpo metrics [--mission ID] [--agent NAME] [--json]
-    Act:        polpo retry TASK | cancel MISSION | approve TASK
+    Judge:      polpo calibrate LABELS.jsonl [--write FILE]
+    Act:        polpo retry TASK | cancel MISSION | approve TASK  (retry also releases a task on hold)
     """
 

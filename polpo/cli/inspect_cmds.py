@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
+from polpo.cli.review_view import assessment_lines
 
 
 def _show_task(t: dict[str, Any]) -> None:
@@ -38,18 +39,9 @@ def _show_task(t: dict[str, Any]) -> None:
             click.echo(f"    files: {' '.join(changed[:12])}" + (" …" if len(changed) > 12 else ""))
         if files.get("note"):
             click.echo(f"    files: {term(files['note'])}")
-        for asm in a["assessments"]:
-            if asm["trigger"] == "judge":
-                click.echo("    re-assessed after the expectation judge's correction:")
-            for c in asm["checks"]:
-                mark = "pass" if c["passed"] else "FAIL"
-                click.echo(f"    [{mark}] {term(c['type'])} {term(c['label'])}: {term(c['message'])}")
-            for r in asm.get("reviews") or []:
-                score_txt = f"{r['globalScore']:.2f}" if r.get("globalScore") is not None else "-"
-                status = (f"score {score_txt} via {term(r['strategy'])}" if r["ok"]
-                          else f"failed: {term(r['error'])}")
-                click.echo(f"      reviewer {term(r['reviewer'])} ({term(r['model'])}): {status}; "
-                           f"read {len(r.get('filesRead') or [])} file(s)")
+        for asm in a["assessments"]:  # checks, review panels and verdicts: polpo/cli/review_view.py
+            for line in assessment_lines(asm, tiers=t.get("hasTiers", False)):
+                click.echo(term(line))  # reviewers' reasoning is model output: no terminal control codes
         if a.get("timeline"):
             click.echo("    what the agent did:")
             for line in a["timeline"].splitlines()[:15]:
@@ -126,6 +118,7 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
     t = read.task(con, ident)
     if t is not None:
         t["attemptCount"] = t["attempts"]
+        t["hasTiers"] = read.task_has_tiers(con, ident)
         t["attempts"] = read.attempts(con, ident, full=as_json)
         t["dimensions"] = read.dimensions(con, ident)
         if not as_json:

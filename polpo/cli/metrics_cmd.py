@@ -32,7 +32,10 @@ def _line(name: str, m: QualityMetrics, width: int) -> str:
 
 
 def _dims(m: QualityMetrics) -> str:
-    return ", ".join(f"{k} {v:.2f}" for k, v in m.dimension_scores.items())
+    def one(k: str, v: float) -> str:
+        spread = m.dimension_spread.get(k)
+        return f"{k} {v:.2f}" + (f" ±{spread:.2f}" if spread is not None else "")
+    return ", ".join(one(k, v) for k, v in m.dimension_scores.items())
 
 
 def render_table(report: MetricsReport) -> str:
@@ -52,6 +55,8 @@ def render_table(report: MetricsReport) -> str:
             out.append(_line(name, row, width))
             if title != "TASK" and row.dimension_scores:
                 out.append(f"{'':<{width}}   dimensions: {_dims(row)}")
+            if title == "MISSION" and (row.cache_hits or row.cache_misses):
+                out.append(f"{'':<{width}}   judge cache: {row.cache_hits} hit(s), {row.cache_misses} miss(es)")
     return "\n".join(out) if out else "no metrics yet: no mission has run"
 
 

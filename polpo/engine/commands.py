@@ -1,5 +1,5 @@
-"""What a person asks of running work: cancel a mission, retry a failed task, approve a blocked one, run a
-file's identical bytes again (``rerun``, from ``polpo submit --force``).
+"""What a person asks of running work: cancel a mission, retry a failed task (or release one on hold after an
+outage), approve a blocked one, run a file's identical bytes again (``rerun``, from ``polpo submit --force``).
 
 The CLI queues these in the store's command inbox (a CLI has no other channel into a running daemon); the
 daemon polls the inbox every ``COMMAND_POLL`` seconds — never on a task's path — and answers in the same row.
@@ -22,7 +22,7 @@ from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.lifecycle import Trigger
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry
 from polpo.model.records import Mission, Task
-from polpo.model.status import AttemptKind, GateStatus, MissionStatus, StopReason, TaskStatus
+from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 
@@ -76,8 +76,11 @@ class Commands:
         task = m.tasks.get(task_id) if m else None
         if m is None or task is None:
             raise CommandRefused(f"no task {task_id!r}")
+        if task.status is TaskStatus.ON_HOLD:
+            return self._release_hold(task)
         if task.status is not TaskStatus.FAILED:
-            raise CommandRefused(f"task {task_id} is {task.status}; only failed tasks can be retried")
+            raise CommandRefused(f"task {task_id} is {task.status}; only failed tasks and tasks on hold can be "
+                                 "retried")
         tx = self.store.tx()
         if m.status is not MissionStatus.RUNNING:
             m.status = MissionStatus.RUNNING
@@ -97,6 +100,21 @@ class Commands:
             self.board.make_ready(t)
         self.board.settle_gates(m)
         return f"retrying {task_id}" + (f" (and {len(reopened)} task(s) that waited on it)" if reopened else "")
+
+    def _release_hold(self, task: Task) -> str:
+        """A task on hold after an outage (engine/outage.py): its assessment runs again — not its agent — when
+        the agent's result is stored; else (the agent's own model failed) the attempt runs again."""
+        attempt = self.board.attempts.get(task.id)
+        tx = self.store.tx()
+        if attempt is not None and attempt.status is AttemptStatus.FINISHED:
+            self.board.transition(tx, task, Trigger.REASSESS, "retried by user: the assessment runs again")
+            self.store.submit(tx)
+            self.dispatcher.resume(task)
+            return f"re-assessing {task.id} (its agent does not run again)"
+        self.board.transition(tx, task, Trigger.RESUME, "retried by user after the model provider failed")
+        self.store.submit(tx)
+        self.board.make_ready(task)
+        return f"running {task.id} again"
 
     def _reopen_cascade(self, tx: Tx, m: Mission) -> list[Task]:
         """Re-open tasks that failed only because of a dependency or a gate, and reset failed gates."""

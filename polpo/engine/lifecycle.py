@@ -33,11 +33,14 @@ class Trigger(StrEnum):
     CANCEL = "cancel"
     SLA_FAIL = "sla_fail"
     INTERNAL_ERROR = "internal_error"
+    OUTAGE = "outage"
+    REASSESS = "reassess"
+    RESUME = "resume"
 
 
 S = TaskStatus
 T = Trigger
-_OPEN: Final = (S.PENDING, S.ASSIGNED, S.IN_PROGRESS, S.REVIEW, S.AWAITING_APPROVAL)
+_OPEN: Final = (S.PENDING, S.ASSIGNED, S.IN_PROGRESS, S.REVIEW, S.AWAITING_APPROVAL, S.ON_HOLD)
 
 STATES: Final = tuple(TaskStatus)
 
@@ -58,6 +61,10 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.PENDING, T.GATE_FAILED): S.FAILED,
     (S.FAILED, T.MANUAL_RETRY): S.PENDING,            # `polpo retry TASK`
     (S.FAILED, T.REOPEN): S.PENDING,                  # its failed dependency was retried
+    (S.REVIEW, T.OUTAGE): S.ON_HOLD,                  # the judge stayed unreachable: nobody's verdict
+    (S.IN_PROGRESS, T.OUTAGE): S.ON_HOLD,             # the LLM agent's own model stayed unreachable
+    (S.ON_HOLD, T.REASSESS): S.REVIEW,                # `polpo retry`: the assessment runs again, not the agent
+    (S.ON_HOLD, T.RESUME): S.PENDING,                 # `polpo retry` after an agent's model outage
     **{(s, T.CANCEL): S.FAILED for s in _OPEN},
     **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
     **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task

@@ -32,6 +32,7 @@ from polpo.engine.commands import SLA_REASON
 from polpo.engine.handles import RunHandle
 from polpo.engine.isolation import Isolation
 from polpo.engine.lifecycle import Trigger
+from polpo.engine.outage import OutageKeeper
 from polpo.events.catalog import (
     AgentFinished,
     AgentSpawned,
@@ -72,6 +73,7 @@ class TaskRunner:
         self.assessor = assessor
         self.tracker = tracker
         self.isolation = isolation
+        self.outage = OutageKeeper(cfg, store, board)  # judge and model-provider outages
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         with anyio.CancelScope() as scope:
@@ -94,13 +96,15 @@ class TaskRunner:
         slot = self.slot_of(task)
         n = task.attempts + 1
         kind = task.next_kind
-        expectations = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in task.spec.expectations]
+        expectations = [e.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        for e in task.spec.all_expectations]
         b = budget(task.spec, m.spec, self.cfg.defaults)
         label = (f" {task.fix_attempts}/{b.max_fix_attempts}" if kind is AttemptKind.FIX
                  else f" {task.retries}/{b.max_retries}" if kind is AttemptKind.RETRY else "")
+        outcomes = [o.model_dump(mode="json", by_alias=True, exclude_none=True) for o in task.spec.expected_outcomes]
         prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
                               mission_description=m.spec.description, expectations=expectations, kind=kind,
-                              feedback=task.feedback, attempt_label=label)
+                              feedback=task.feedback, attempt_label=label, expected_outcomes=outcomes)
         attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
                           agent=task.agent, status=AttemptStatus.STARTING, started_at=self.clock.now(),
                           prompt=_stored_prompt(prompt, task.spec.description), model=task.model or slot.model)
@@ -130,7 +134,7 @@ class TaskRunner:
             feedback=task.feedback, workspace=ws, timeout=timeout, expectations=expectations,
             env_marker=(ATTEMPT_MARK, attempt_mark(self.cfg.state_dir, attempt.id)), mission_goal=m.spec.description or "",
             siblings=_siblings(m, task) if slot.kind == "llm" else (),  # O(tasks): only for agents that read it
-            model=task.model)
+            model=task.model, expected_outcomes=outcomes)
         if slot.kind == "llm":
             on_start(None)  # no process of its own: the conversation starts now
         result = await slot.agent.run(request, on_start=on_start)
@@ -165,6 +169,13 @@ class TaskRunner:
                                files_changed=files_count(files), files_note=files.get("note")), **ids)
         if result.timed_out:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
+        if result.provider_error is not None:  # the model provider failed, not the agent: see engine/outage.py
+            attempt.status = AttemptStatus.INTERRUPTED
+            self.store.submit(tx.attempt(attempt))
+            await self.outage.agent_interrupted(m, task, attempt, attempt.error or result.provider_error,
+                                                retryable=result.provider_error != "auth")
+            return
+        self.outage.clear(task.id)
         self.board.transition(tx, task, Trigger.FINISHED, attempt=n, exit_code=result.exit_code)
         self.store.submit(tx)
         await self._assess_and_decide(m, task, attempt, None)
@@ -184,11 +195,20 @@ class TaskRunner:
                                   trigger=attempt.kind, status=AssessmentStatus.RUNNING, created_at=self.clock.now())
             tx = self.store.tx().assessment(existing)
             tx.event(AssessmentStarted(attempt=attempt.number, trigger=existing.trigger,
-                                       total=len(task.spec.expectations)), mission_id=m.id, task_id=task.id)
+                                       total=len(task.spec.all_expectations)), mission_id=m.id, task_id=task.id)
             self.store.submit(tx)
-        verdict = await self.assessor.assess(m, task, attempt, existing)
+
+        async def again(a: Assessment) -> Verdict:  # a judge outage: the same assessment, its missing checks
+            return await self.assessor.assess(m, task, attempt, a)
+
+        verdict = await self.outage.through(m, task, await self.assessor.assess(m, task, attempt, existing), again)
+        if verdict is None:
+            return  # on hold until `polpo retry`
         if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
-            verdict = await self.assessor.judge_and_reassess(m, task, attempt, verdict)
+            verdict = await self.outage.through(
+                m, task, await self.assessor.judge_and_reassess(m, task, attempt, verdict), again)
+            if verdict is None:
+                return
         ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
         if verdict.passed and attempt.agent_ok:
             verdict = await self._land(m, task, attempt, verdict, ignore)

@@ -220,6 +220,20 @@ class TaskMergeConflict(Payload):
     files: list[str]
 
 
+@_event("agent:interrupted")
+class AgentInterrupted(Payload):
+    """An LLM agent's own model provider failed (unreachable, 5xx, timeouts, auth): the attempt is interrupted,
+    not failed; it runs again after ``delay`` s, or the task waits on hold (``waiting``)."""
+
+    attempt: int
+    reason: str
+    retryable: bool
+    retry: int
+    max_retries: int
+    delay: float | None = None
+    waiting: bool = False
+
+
 @_event("escalation:triggered")
 class EscalationTriggered(Payload):
     level: int
@@ -257,6 +271,8 @@ class CheckComplete(Payload):
     message: str
     global_score: float | None = None
     scores: list[dict[str, Any]] | None = None
+    error: str | None = None  # the check could not be done (not a fail): the assessment waits and retries
+    tier: str | None = None
 
 
 @_event("assessment:complete")
@@ -268,6 +284,29 @@ class AssessmentComplete(Payload):
     message: str
     global_score: float | None
     scores: list[dict[str, Any]] | None
+    tier: str | None = None  # the tier that decided (checks / review for plain expectations)
+    tier_policy: str | None = None
+
+
+@_event("assessment:deferred")
+class AssessmentDeferred(Payload):
+    """A check could not be done (the judge is unreachable): the assessment is tried again after ``delay`` s."""
+
+    task_id: str
+    reason: str
+    retry: int
+    max_retries: int
+    delay: float
+
+
+@_event("assessment:error")
+class AssessmentError(Payload):
+    """The assessment could not be done and its retries are spent (or cannot help): the task waits on hold
+    until ``polpo retry TASK`` runs the assessment again. The agent's work is kept; nobody blamed it."""
+
+    task_id: str
+    reason: str
+    retryable: bool
 
 
 @_event("assessment:corrected")

@@ -103,7 +103,7 @@ def _finished(d: Data) -> str:
 
 
 def _check_complete(d: Data) -> str:
-    mark = "pass" if d.get("passed") else "FAIL"
+    mark = "ERROR" if d.get("error") else "pass" if d.get("passed") else "FAIL"
     score = f" (score {_num(d['globalScore'])})" if d.get("globalScore") is not None else ""
     return f"[{mark}] {safe(d.get('type'))} {safe(d.get('label'))}: {safe(d.get('message'))}{score}"
 
@@ -112,6 +112,24 @@ def _assessment(d: Data) -> str:
     score = f" (score {_num(d['globalScore'])})" if d.get("globalScore") is not None else ""
     trigger = f" [{safe(d['trigger'])}]" if d.get("trigger") not in (None, "initial") else ""
     return ("passed" if d.get("passed") else "failed") + f"{score}{trigger}: {safe(d.get('message'))}"
+
+
+def _deferred(d: Data) -> str:
+    return (f"assessment could not be done ({safe(d.get('reason'))}); trying again in {_num(d.get('delay'), 'g')} s "
+            f"({d.get('retry')}/{d.get('maxRetries')})")
+
+
+def _assessment_error(d: Data) -> str:
+    how = "retries spent" if d.get("retryable") else "retrying cannot help"
+    return (f"assessment could not be done ({how}): {safe(d.get('reason'))}; on hold until "
+            f"`polpo retry {safe(d.get('taskId'))}`")
+
+
+def _agent_interrupted(d: Data) -> str:
+    s = f"attempt {d.get('attempt')} interrupted by the model provider: {safe(d.get('reason'))}"
+    if d.get("waiting"):
+        return s + "; on hold until `polpo retry`"
+    return s + f"; runs again in {_num(d.get('delay'), 'g')} s ({d.get('retry')}/{d.get('maxRetries')})"
 
 
 def _corrected(d: Data) -> str:
@@ -182,6 +200,9 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
     "assessment:check:complete": _check_complete,
     "assessment:complete": _assessment,
     "assessment:corrected": _corrected,
+    "assessment:deferred": _deferred,
+    "assessment:error": _assessment_error,
+    "agent:interrupted": _agent_interrupted,
     "assessment:judged": lambda d: "expectation judge kept the expectations"
                                    + (f" ({safe(d['error'])})" if d.get("error") else ""),
     "quality:gate:passed": _gate,

@@ -17,18 +17,20 @@ explicit key (the named variable's, else :data:`NO_KEY`): litellm's fallback to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from polpo.llm.secrets import redact
 
-__all__ = ["NO_KEY", "ChatReply", "LLMClient", "LLMError", "ModelSettings", "ToolCallOut", "load_litellm"]
+__all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
+           "ToolCallOut", "load_litellm"]
 
 #: What an ``api_base`` without an ``api_key_env`` is sent instead of a key (keyless local servers accept it).
 NO_KEY = "no-key"
@@ -95,6 +97,8 @@ class ChatReply:
     duration: float = 0.0
     retries: int = 0
     retry_errors: list[str] = field(default_factory=list)
+    cached: bool | None = None
+    """Through the judge-call cache (``[judge] cache``): True a hit, False a miss; None when no cache was asked."""
 
     def as_message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation."""
@@ -119,6 +123,17 @@ class LLMError(Exception):
 
 
 _RETRYABLE = {"rate_limit", "timeout", "connection", "server"}
+#: Error kinds that mean the provider could not serve the call (not that the request or the work was wrong):
+#: the judge is down, or the agent's own model is. ``auth`` is among them but waiting does not fix it.
+OUTAGE_KINDS = frozenset({*_RETRYABLE, "auth"})
+
+
+class ChatClient(Protocol):
+    """What callers of a model need: :class:`LLMClient`, or a wrapper of it (the judge-call cache)."""
+
+    async def chat(self, settings: ModelSettings, messages: Sequence[dict[str, Any]], *,
+                   tools: list[dict[str, Any]] | None = None, tool_choice: str | dict[str, Any] | None = None,
+                   response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatReply: ...
 
 
 def classify(exc: BaseException) -> str:
@@ -137,7 +152,8 @@ def classify(exc: BaseException) -> str:
                 "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"}:
         return "bad_request"
     if names & {"InternalServerError", "ServiceUnavailableError", "BadGatewayError"}:
-        return "server"
+        # litellm reports a refused connection (a dead port) as a 500 "Connection error."
+        return "connection" if "connection error" in text or "connection refused" in text else "server"
     if "APIConnectionError" in names or isinstance(exc, ConnectionError):
         return "connection"
     status = getattr(exc, "status_code", None)
@@ -171,6 +187,7 @@ class LLMClient:
         self.max_backoff = max_backoff
         self._sleep = sleep
         self._limits: dict[str, anyio.Semaphore] = {}
+        self._unpriced: set[str] = set()  # models litellm has no price for
         self.calls = 0  # requests sent, retries included (for metrics and tests)
 
     def _limit(self, model: str) -> anyio.Semaphore:
@@ -234,7 +251,13 @@ class LLMClient:
                 errors.append(message)
                 await self._sleep(self._delay(attempt, exc))
                 continue
-            return _reply(litellm, resp, settings.model, time.monotonic() - start, attempt - 1, errors)
+            reply = _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors)
+            if reply.cost is None and settings.model not in self._unpriced:
+                cost = _price(litellm, resp)  # litellm prices while it logs; this is for when it did not
+                if cost is None:
+                    self._unpriced.add(settings.model)  # an unknown model stays unknown: do not try each call
+                reply = dataclasses.replace(reply, cost=cost)
+            return reply
 
     def _delay(self, attempt: int, exc: BaseException) -> float:
         retry_after = _retry_after(exc)
@@ -255,7 +278,14 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _reply(litellm: Any, resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
+def _price(litellm: Any, resp: Any) -> float | None:
+    try:
+        return float(litellm.completion_cost(completion_response=resp))
+    except Exception:
+        return None
+
+
+def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
     choice = resp.choices[0]
     msg = choice.message
     calls: list[ToolCallOut] = []
@@ -272,8 +302,8 @@ def _reply(litellm: Any, resp: Any, model: str, duration: float, retries: int, e
     try:
         hidden = getattr(resp, "_hidden_params", None) or {}
         known = hidden.get("response_cost")  # litellm already priced it while logging: do not price twice
-        cost = float(known) if known is not None else float(litellm.completion_cost(completion_response=resp))
-    except Exception:
+        cost = float(known) if known is not None else None
+    except (TypeError, ValueError):
         cost = None
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,

@@ -47,7 +47,13 @@ class CrossChecker:
         """Dimension names of an llm_review must be unique (scores are matched to dimensions by name)."""
         for i, task in enumerate(self.tasks):
             exp_key, exps = get(task, "expectations")
-            for j, exp in enumerate(as_list(exps)):
+            places: list[tuple[tuple[str | int, ...], Any]] = [
+                ((exp_key, j), exp) for j, exp in enumerate(as_list(exps))]
+            tiers_key, tiers = get(task, "tiers")
+            for t, tier in enumerate(as_list(tiers)):
+                key, texps = get(tier, "expectations")
+                places += [((tiers_key, t, key, j), exp) for j, exp in enumerate(as_list(texps))]
+            for where, exp in places:
                 dims_key, dims = get(exp, "dimensions")
                 seen: dict[str, int] = {}
                 for k, dim in enumerate(as_list(dims)):
@@ -57,7 +63,7 @@ class CrossChecker:
                         continue
                     norm = "".join(c for c in n.lower() if c.isalnum())
                     if norm in seen:
-                        self.found.append(((("tasks", i, exp_key, j, dims_key, k, name_key)),
+                        self.found.append(((("tasks", i, *where, dims_key, k, name_key)),
                                            f'duplicate dimension "{n}" (first at dimensions[{seen[norm]}])'))
                     else:
                         seen[norm] = k

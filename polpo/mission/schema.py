@@ -107,6 +107,17 @@ class ExpectedOutcome(Model):
     tags: list[str] = []
 
 
+TIER_POLICIES = ("REJECT_ON_ANY_FAIL", "ACCEPT_ON_ALL_PASS", "FINAL_TIER")
+
+
+class Tier(Model):
+    """One tier of a cascade (agent-judge's ``CascadedJury``); see :mod:`polpo.assessment.tiers`."""
+
+    name: Name
+    policy: Literal["REJECT_ON_ANY_FAIL", "ACCEPT_ON_ALL_PASS", "FINAL_TIER"]
+    expectations: list[Expectation] = Field(min_length=1)
+
+
 class TaskSpec(Model):
     TOLERATED = frozenset({"metrics", "confidence", "group", "phase"})
     title: Name
@@ -115,6 +126,7 @@ class TaskSpec(Model):
     # Sequence with a shared empty default: a mission of 50 000 tasks does not carry 150 000 empty lists
     depends_on: Sequence[Name] = ()
     expectations: Sequence[Expectation] = ()
+    tiers: Sequence[Tier] | None = None  # instead of expectations: checks in a cascade of tiers
     expected_outcomes: Sequence[ExpectedOutcome] = ()
     priority: float = Field(1.0, gt=0, le=MAX_PRIORITY, allow_inf_nan=False)
     deadline: Deadline | None = None
@@ -130,6 +142,33 @@ class TaskSpec(Model):
     @classmethod
     def _shared_empty(cls, v: Sequence[Any]) -> Sequence[Any]:
         return v if v else ()  # an empty list from a file is the same value as the default
+
+    @model_validator(mode="after")
+    def _tiers(self) -> Self:
+        if self.tiers is None:
+            return self
+        if self.expectations:
+            raise ValueError("give either expectations or tiers, not both (tiers hold their own expectations)")
+        if not self.tiers:
+            raise ValueError("tiers must list at least one tier")
+        if self.tiers[-1].policy != "FINAL_TIER":
+            raise ValueError(f'the last tier ("{self.tiers[-1].name}") must have policy FINAL_TIER: its result '
+                             "is the verdict")
+        early = [t.name for t in self.tiers[:-1] if t.policy == "FINAL_TIER"]
+        if early:
+            raise ValueError(f"only the last tier may be FINAL_TIER; {', '.join(early)} comes before it")
+        names = [t.name for t in self.tiers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"tier names must be unique; repeated: {', '.join(dup)}")
+        return self
+
+    @property
+    def all_expectations(self) -> list[Any]:
+        """Every expectation, tiers flattened in order: the positions checks, traces and corrections use."""
+        if self.tiers is None:
+            return list(self.expectations)
+        return [e for t in self.tiers for e in t.expectations]
 
 
 class TeamAgent(Model):
@@ -213,7 +252,7 @@ class MissionSpec(Model):
 
 
 TOLERANT_MODELS: tuple[type[Model], ...] = (MissionSpec, MissionSettings, TaskSpec, TeamAgent, QualityGate,
-                                            NotificationRule)
+                                            NotificationRule, Tier)
 
 
 def mission_json_schema() -> dict[str, Any]:
@@ -238,7 +277,6 @@ def mission_json_schema() -> dict[str, Any]:
 
 __all__ = [
     "EXPECTATION_TYPES", "TOLERANT_MODELS", "Expectation", "ExpectedOutcome", "Isolation", "MissionSettings",
-    "MissionSpec",
-    "NotificationRule", "Notifications", "QualityGate", "RetryPolicy", "TaskSpec", "TeamAgent",
+    "MissionSpec", "NotificationRule", "Notifications", "QualityGate", "RetryPolicy", "TaskSpec", "TeamAgent", "Tier",
     "mission_json_schema",
 ]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from polpo.config import AgentConfig, Config, Defaults
 from polpo.mission.loader import Problem
-from polpo.mission.schema import MissionSpec, TeamAgent
+from polpo.mission.schema import MissionSpec, TaskSpec, TeamAgent
 
 __all__ = ["Endpoint", "config_endpoint", "mission_workspace", "policy_problems", "team_endpoint",
            "workspace_roots"]
@@ -90,12 +91,20 @@ def policy_problems(spec: MissionSpec, cfg: Config, mission_file: str | os.PathL
                 f'({", ".join(map(str, roots))}); add a folder to [security] workspace_roots in the config '
                 "to allow it")))
     if not sec.command_checks:
-        problems += [Problem(f"$.tasks[{i}].expectations[{j}]", (
+        problems += [Problem(f"$.tasks[{i}].{where}", (
             f"{exp.type} checks from missions are disabled by [security] command_checks = false "
             "(use file_exists or llm_review checks)"))
-            for i, task in enumerate(spec.tasks) for j, exp in enumerate(task.expectations)
+            for i, task in enumerate(spec.tasks) for where, exp in _expectations(task)
             if exp.type in _COMMAND_CHECKS]
     return problems
+
+
+def _expectations(task: TaskSpec) -> list[tuple[str, Any]]:
+    """(JSON path below the task, expectation) of every expectation, those inside tiers included."""
+    out: list[tuple[str, Any]] = [(f"expectations[{j}]", e) for j, e in enumerate(task.expectations)]
+    for k, tier in enumerate(task.tiers or ()):
+        out += [(f"tiers[{k}].expectations[{j}]", e) for j, e in enumerate(tier.expectations)]
+    return out
 
 
 def _team_problems(at: str, t: TeamAgent, cfg: Config) -> list[Problem]:

@@ -18,6 +18,7 @@ class TaskStatus(StrEnum):
     IN_PROGRESS = "in_progress"        # the agent runs
     REVIEW = "review"                  # the agent finished; checks run
     AWAITING_APPROVAL = "awaiting_approval"  # sideEffects: a person must approve a re-run
+    ON_HOLD = "on_hold"                # the judge (or the agent's model) stayed unreachable: `polpo retry` resumes
     DONE = "done"
     FAILED = "failed"
 

@@ -12,8 +12,23 @@ Per dimension:
    index. So with ``[1, 2, 5]`` (final 1.5) the text comes from the "1" reviewer, and with ``[3, 3, 5]`` from a
    "3" reviewer, never from the dropped "5".
 
-Failed reviewers (``None``) are left out. With one successful reviewer its scores are used as they are
-(``single_reviewer``), with none there is no consensus (``None``).
+Votes, by how many reviewers (seats) produced scores — the rules ``[judge] reviewer_error`` chooses between:
+
+* **3 votes**: the robust median above.
+* **2 votes**: the median of two is their mean; two votes more than 3 apart would both be "outliers", so both
+  are kept (``[1, 5]`` → 3).
+* **1 vote**: that reviewer's scores are used as they are (``single_reviewer``).
+* **0 votes**: no consensus (``None``): the work was not judged, which is an error of the review, never a fail.
+
+A seat whose reviewer crashed (provider error, timeout, no valid scores) **abstains** by default: it is left
+out and the rules above apply to the others. With ``fail_vote`` (``reviewer_error = "fail"``) it votes 1 on
+every dimension instead, marked ``crashed`` — as long as at least one seat really voted (three crashed seats are
+still 0 votes, an outage, not a verdict). So ``[1 (crashed), 4, 4]`` → 4 (the crash is an outlier) but
+``[1, 1 (crashed), 4]`` → 1.
+
+Samples: a seat may score several times (``Review.voter`` names the seat, ``reviewer`` the run). A seat's vote on
+a dimension is the median of its samples; the consensus runs over the seats' votes. ``spread`` keeps the mean,
+median and (population) standard deviation of every sample vote.
 
 A reviewer that did not score a dimension simply does not vote on it: that dimension's consensus uses the others'
 scores (with one voter left, that voter's score). A dimension nobody scored is listed in ``unscored``, left out of
@@ -44,7 +59,9 @@ __all__ = [
     "Review",
     "WeightedDimension",
     "consensus",
+    "pstdev",
     "robust_median",
+    "spread_of",
     "weighted_score",
 ]
 
@@ -76,10 +93,16 @@ class DimScore:
 
 @dataclass(frozen=True)
 class Review:
-    """The scores of one successful reviewer; ``reviewer`` is its index in the panel."""
+    """The scores of one successful reviewer run; ``reviewer`` is the run's index, ``voter`` its seat in the
+    panel (default: the same number; samples and re-runs of a seat share its ``voter``)."""
 
     reviewer: int
     scores: Sequence[DimScore]
+    voter: int | None = None
+
+    @property
+    def seat(self) -> int:
+        return self.reviewer if self.voter is None else self.voter
 
 
 @dataclass(frozen=True)
@@ -90,17 +113,27 @@ class DimensionResult:
     reasoning: str
     evidence: list[dict[str, Any]]
     reviewer_scores: list[dict[str, Any]]
-    """``[{reviewer, score, kept}]`` in reviewer order: every vote, and whether it survived outlier removal."""
+    """``[{reviewer, score, kept}]`` in seat order: every vote, and whether it survived outlier removal; a
+    dropped vote has ``why``, a crashed seat's vote ``crashed``, a sampled seat its ``samples``."""
     median: float
     """The median of all votes, before outliers were dropped."""
     from_reviewer: int
-    """Whose reasoning and evidence are shown."""
+    """Whose reasoning and evidence are shown (the reviewer run's index)."""
+    spread: dict[str, Any] = field(default_factory=dict)
+    """``{mean, median, std, votes}`` over every sample vote (crash votes excluded)."""
+    raw_score: float | None = None
+    """The score before ``[judge] calibration`` (None when no calibration applies)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"dimension": self.dimension, "score": self.score, "weight": self.weight,
-                "reasoning": self.reasoning, "evidence": list(self.evidence),
-                "reviewerScores": list(self.reviewer_scores), "median": self.median,
-                "fromReviewer": self.from_reviewer}
+        out = {"dimension": self.dimension, "score": self.score, "weight": self.weight,
+               "reasoning": self.reasoning, "evidence": list(self.evidence),
+               "reviewerScores": list(self.reviewer_scores), "median": self.median,
+               "fromReviewer": self.from_reviewer}
+        if self.spread:
+            out["spread"] = dict(self.spread)
+        if self.raw_score is not None:
+            out["rawScore"] = self.raw_score
+        return out
 
 
 @dataclass(frozen=True)
@@ -154,33 +187,77 @@ def _by_key(review: Review) -> Mapping[str, DimScore]:
     return out
 
 
-def consensus(reviews: Sequence[Review | None], dims: Sequence[WeightedDimension],
-              threshold: float) -> Consensus | None:
-    """The panel's verdict from its successful reviews, or None when no reviewer succeeded."""
+def pstdev(values: Sequence[float]) -> float:
+    """Population standard deviation, in floats (``statistics.pstdev`` is exact and ~20× slower)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+
+
+def spread_of(values: Sequence[float]) -> dict[str, Any]:
+    """``{mean, median, std, votes}`` of some votes (population standard deviation). Pure."""
+    vals = [float(v) for v in values]
+    return {"mean": round(math.fsum(vals) / len(vals), 6), "median": float(statistics.median(vals)),
+            "std": round(pstdev(vals), 6), "votes": vals}
+
+
+def _why(vote: float, med: float) -> str:
+    return f"{abs(vote - med):g} from the median {med:g} (more than {OUTLIER_DISTANCE:g})"
+
+
+def consensus(reviews: Sequence[Review | None], dims: Sequence[WeightedDimension], threshold: float, *,
+              crashed: Sequence[int] = (), fail_vote: bool = False) -> Consensus | None:
+    """The panel's verdict from its successful reviews, or None when no reviewer succeeded.
+
+    ``crashed`` lists the seats none of whose runs succeeded; with ``fail_vote`` each votes 1 on every dimension
+    (see the module docstring).
+    """
     ok = [r for r in reviews if r is not None]
     if not ok:
         return None
-    tables = [(r.reviewer, _by_key(r)) for r in ok]
+    seats: dict[int, list[tuple[int, Mapping[str, DimScore]]]] = {}
+    for r in ok:
+        seats.setdefault(r.seat, []).append((r.reviewer, _by_key(r)))
+    failing = sorted(set(crashed) - set(seats)) if fail_vote else []
     results: list[DimensionResult] = []
     unscored: list[str] = []
     for d in dims:
         key = dim_key(d.name)
-        votes = [(idx, table[key]) for idx, table in tables if key in table]
-        if not votes:
+        scored = any(key in t for runs in seats.values() for _, t in runs)
+        votes: list[tuple[int, float, list[tuple[int, DimScore]], bool]] = []  # seat, vote, samples, crashed
+        for seat in sorted([*seats, *failing]):
+            if seat in seats:
+                samples = [(idx, table[key]) for idx, table in seats[seat] if key in table]
+                if samples:
+                    votes.append((seat, float(statistics.median(v.score for _, v in samples)), samples, False))
+            elif scored:
+                votes.append((seat, SCORE_MIN, [], True))
+        if not scored:
             unscored.append(d.name)
             continue
-        values = [v.score for _, v in votes]
+        values = [v for _, v, _, _ in votes]
         final, med, kept = robust_median(values)
-        candidates = [(abs(v.score - final), v.score, idx, v)
-                      for (idx, v), k in zip(votes, kept, strict=True) if k]
+        candidates = [(abs(sc.score - final), sc.score, idx, sc)
+                      for (_, _, samples, _), k in zip(votes, kept, strict=True) if k for idx, sc in samples]
+        if not candidates:  # only crash votes were kept: the nearest real sample explains the score
+            candidates = [(abs(sc.score - final), sc.score, idx, sc) for *_, samples, _ in votes
+                          for idx, sc in samples]
         _, _, chosen_idx, chosen = min(candidates, key=lambda c: (c[0], c[1], c[2]))
+        entries: list[dict[str, Any]] = []
+        for (seat, vote, samples, was_crash), k in zip(votes, kept, strict=True):
+            entry: dict[str, Any] = {"reviewer": seat, "score": vote, "kept": k}
+            if len(samples) > 1:
+                entry["samples"] = [sc.score for _, sc in samples]
+            if was_crash:
+                entry["crashed"] = True
+            if not k:
+                entry["why"] = _why(vote, med)
+            entries.append(entry)
+        all_samples = [sc.score for *_, samples, _ in votes for _, sc in samples]
         results.append(DimensionResult(
             dimension=d.name, score=final, weight=d.weight, reasoning=chosen.reasoning,
-            evidence=list(chosen.evidence),
-            reviewer_scores=[{"reviewer": idx, "score": v.score, "kept": k}
-                             for (idx, v), k in zip(votes, kept, strict=True)],
-            median=med, from_reviewer=chosen_idx))
+            evidence=list(chosen.evidence), reviewer_scores=entries, median=med, from_reviewer=chosen_idx,
+            spread=spread_of(all_samples)))
     global_score = weighted_score([(r.score, r.weight) for r in results])
     passed = bool(results) and not unscored and global_score >= threshold
     return Consensus(scores=results, global_score=global_score, passed=passed, threshold=threshold,
-                     reviewers=[r.reviewer for r in ok], single_reviewer=len(ok) == 1, unscored=unscored)
+                     reviewers=[r.reviewer for r in ok], single_reviewer=len(seats) == 1, unscored=unscored)

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from polpo.llm.client import LLMClient, LLMError, ModelSettings
+from polpo.llm.client import ChatClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review import prompts
 from polpo.review.parsing import JSONNotFound, extract_json, json_number
@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 DimSource = Literal["given", "generated", "default"]
+EXAMPLE_CHARS = 1500  # of an anchor's output, in the rubric
 LEVELS: tuple[str, ...] = ("1", "2", "3", "4", "5")
 
 #: The generic meaning of each score; a dimension without its own text for a level shows this one.
@@ -72,6 +73,9 @@ class Dim:
     description: str = ""
     levels: Mapping[str, str] = field(default_factory=dict)
     guidance: str = ""
+    examples: tuple[Mapping[str, Any], ...] = ()
+    """Scored anchors (seed 002's calibration examples): ``{output | file, score, why}``; a ``file`` is read
+    from the workspace into ``output`` before the reviewers see it."""
 
     @property
     def key(self) -> str:
@@ -81,8 +85,11 @@ class Dim:
         return self.levels.get(score) or SCORE_SCALE[score]
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "weight": self.weight, "description": self.description,
-                "levels": {k: self.levels[k] for k in LEVELS if k in self.levels}, "guidance": self.guidance}
+        out = {"name": self.name, "weight": self.weight, "description": self.description,
+               "levels": {k: self.levels[k] for k in LEVELS if k in self.levels}, "guidance": self.guidance}
+        if self.examples:
+            out["examples"] = [dict(e) for e in self.examples]
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Dim:
@@ -96,7 +103,8 @@ class Dim:
             levels = {**{str(k): str(v) for k, v in rubric.items()}, **levels}
         return cls(name=str(data["name"]), weight=float(data["weight"]),
                    description=str(data.get("description") or ""),
-                   levels={k: str(levels[k]) for k in LEVELS if k in levels}, guidance=guidance)
+                   levels={k: str(levels[k]) for k in LEVELS if k in levels}, guidance=guidance,
+                   examples=tuple(dict(e) for e in data.get("examples") or () if isinstance(e, Mapping)))
 
 
 def _dim(name: str, weight: float, description: str, levels: Sequence[str]) -> Dim:
@@ -178,8 +186,10 @@ def from_given(given: Sequence[GivenDimension]) -> list[Dim]:
         elif d.rubric:
             given_levels: dict[str, str] = {str(k): v for k, v in d.rubric.items()}
             levels = {k: given_levels[k] for k in LEVELS if k in given_levels}
+        examples = tuple(e.model_dump(mode="json", exclude_none=True) if hasattr(e, "model_dump") else dict(e)
+                         for e in getattr(d, "examples", None) or ())  # optional: anchors (llm_review)
         out.append(Dim(name=name, weight=float(d.weight), description=d.description.strip(),
-                       levels=levels, guidance=guidance))
+                       levels=levels, guidance=guidance, examples=examples))
     return out
 
 
@@ -219,6 +229,12 @@ def render_rubric(dims: Sequence[Dim]) -> str:
             lines.append(f"    Guidance: {d.guidance}")
         lines.append("    Scoring rubric:")
         lines.extend(f"    {k}: {d.level(k)}" for k in LEVELS)
+        if d.examples:
+            lines.append("    Scored examples (anchors: score like these):")
+            for e in d.examples:
+                shown = " ".join(str(e.get("output") or f"(file {e.get('file')})").split())
+                lines.append(f"    - score {e.get('score')}: {shown[:EXAMPLE_CHARS]}"
+                             + (f" — why: {e['why']}" if e.get("why") else ""))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -312,9 +328,12 @@ class Generation:
     tokens: int = 0
     cost: float | None = None
     duration: float = 0.0
+    error_kind: str | None = None
+    """The LLM error kind when the call itself failed (an outage: nothing may be stored), else None."""
 
     def to_json(self) -> dict[str, Any]:
         return {"dimensions": dims_to_json(self.dims) if self.dims is not None else None, "error": self.error,
+                "errorKind": self.error_kind,
                 "messages": self.messages, "reply": self.reply, "tokens": self.tokens, "cost": self.cost,
                 "duration": round(self.duration, 3)}
 
@@ -336,7 +355,7 @@ def _parse_generated(content: str) -> tuple[list[Dim] | None, str | None]:
     return None, "invalid dimensions: " + errors[0]
 
 
-async def generate_dimensions_traced(client: LLMClient, settings: ModelSettings, *, title: str,
+async def generate_dimensions_traced(client: ChatClient, settings: ModelSettings, *, title: str,
                                      description: str, criteria: str) -> Generation:
     """Like :func:`generate_dimensions`, with the conversation and the reason of a failure. Never raises."""
     messages = [{"role": "system", "content": prompts.DIMENSIONS_SYSTEM},
@@ -346,7 +365,7 @@ async def generate_dimensions_traced(client: LLMClient, settings: ModelSettings,
         reply = await client.chat(settings, messages, max_tokens=2000)
     except LLMError as exc:
         return Generation(None, f"{exc.kind}: {exc.message}", messages, None,
-                          duration=time.monotonic() - start)
+                          duration=time.monotonic() - start, error_kind=exc.kind)
     except Exception as exc:
         return Generation(None, redact(f"{type(exc).__name__}: {exc}")[:2000], messages, None,
                           duration=time.monotonic() - start)
@@ -357,7 +376,7 @@ async def generate_dimensions_traced(client: LLMClient, settings: ModelSettings,
                       duration=time.monotonic() - start)
 
 
-async def generate_dimensions(client: LLMClient, settings: ModelSettings, *, title: str, description: str,
+async def generate_dimensions(client: ChatClient, settings: ModelSettings, *, title: str, description: str,
                               criteria: str) -> list[Dim] | None:
     """3–4 task-specific dimensions from one judge call, or None (the caller then uses the defaults)."""
     result = await generate_dimensions_traced(client, settings, title=title, description=description,

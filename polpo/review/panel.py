@@ -1,32 +1,52 @@
-"""The review panel: three reviewers in parallel, median consensus, pass/fail and feedback for the agent.
+"""The review panel: three reviewers in parallel, median consensus, spread, pass/fail and feedback for the agent.
 
-A reviewer that fails (provider error, no valid scores, timeout, a bug) simply does not vote; it never aborts
-the panel. With two or three votes the consensus is the robust median of
-:mod:`~polpo.review.consensus`; with one, that reviewer's scores are used and ``single_reviewer`` is
-set; with none, the whole panel runs once more (reviewer indices continue: 3, 4, 5) and, if that fails too,
-the check fails with every reviewer's error in ``error``. That is an infrastructure failure, not a verdict on
-the work, so ``feedback`` stays empty and the engine can tell the two apart.
+A reviewer that fails (provider error, no valid scores, timeout, a bug) never aborts the panel; what its seat
+means is ``reviewer_error`` (see :mod:`~polpo.review.consensus`: it abstains, or votes 1). With ``samples`` > 1
+every seat scores that many times (each run a fresh reviewer, all in parallel) and its vote per dimension is the
+median of its samples. When no run of any seat succeeded, the whole panel runs once more (reviewer indices
+continue: 3, 4, 5); if that fails too the review could not be done: ``error`` is set and ``global_score`` is
+None. That is an infrastructure failure, not a verdict on the work, so ``feedback`` stays empty and the check
+reports it as an error (``retryable`` unless every reviewer was refused: a bad key or request).
+
+**Stability.** Each successful run has its own weighted score; the verdict is ``stable_pass`` when every run
+and the consensus pass, ``stable_fail`` when none does, else ``flaky``. ``confidence`` is ``1 − σ/2`` (σ: the
+population standard deviation of the runs' scores; 2 is the largest σ a 1..5 scale allows), None with one run.
+**Uncertain band.** When the consensus lies within ``uncertain_band`` of the threshold, one more round (one
+more run per seat, never from the cache) is added before the verdict.
+**Calibration.** With a :class:`~polpo.review.calibration.Calibration`, every score is mapped through it (the raw
+ones kept) before it is compared with the threshold.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
-from polpo.llm.client import LLMClient, ModelSettings
+from polpo.llm.client import ChatClient, ModelSettings
 from polpo.llm.secrets import redact
-from polpo.review.consensus import Consensus, DimensionResult, Review, consensus
+from polpo.review.calibration import Calibration, calibrate_consensus
+from polpo.review.consensus import Consensus, DimensionResult, Review, consensus, pstdev
 from polpo.review.dimensions import Dim
 from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, run_reviewer
 
-__all__ = ["PanelResult", "ReviewContext", "feedback_text", "run_panel"]
+__all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run_panel"]
 
 MAX_SUGGESTIONS = 8
 REASONING_IN_DETAILS = 300
+REFUSED = frozenset({"auth", "bad_request"})  # the provider answered "no": trying again later will not help
+Stability = Literal["stable_pass", "flaky", "stable_fail"]
+
+
+@dataclass(frozen=True)
+class PanelOptions:
+    samples: int = 1
+    reviewer_error: Literal["abstain", "fail"] = "abstain"
+    uncertain_band: float = 0.0
+    calibration: Calibration | None = None
 
 
 @dataclass
@@ -37,14 +57,23 @@ class PanelResult:
     threshold: float
     scores: list[DimensionResult]
     reviewers: list[ReviewerTrace]
-    """Every reviewer that ran, failed ones and a re-run's included, in index order."""
+    """Every reviewer run, failed ones, samples and extra rounds included, in index order."""
     single_reviewer: bool = False
     rerun: bool = False
     error: str | None = None
+    retryable: bool = True
     feedback: str = ""
     """For the agent's fix attempt: the failed dimensions with scores, reasoning, evidence and suggestions."""
     summary: str = ""
     unscored: list[str] = field(default_factory=list)
+    samples: int = 1
+    extra_round: bool = False
+    stability: Stability | None = None
+    confidence: float | None = None
+    pass_rate: float | None = None
+    raw_global_score: float | None = None
+    """Before calibration (None when none applies)."""
+    options: PanelOptions = field(default_factory=PanelOptions)
 
     @property
     def tokens(self) -> int:
@@ -56,13 +85,23 @@ class PanelResult:
         return math.fsum(costs) if costs else None
 
     @property
+    def cache_hits(self) -> int:
+        return sum(r.cache_hits for r in self.reviewers)
+
+    @property
+    def cache_misses(self) -> int:
+        return sum(r.cache_misses for r in self.reviewers)
+
+    @property
     def message(self) -> str:
         """One line for the check row and events."""
         if self.global_score is None:
-            return f"Review failed: no reviewer produced valid scores ({len(self.reviewers)} tried)"
+            return f"Review could not be done: no reviewer produced valid scores ({len(self.reviewers)} tried)"
         verdict = "" if self.passed else " — below threshold"
         single = " (a single reviewer succeeded)" if self.single_reviewer else ""
         head = f"Score {self.global_score:.2f}/5 (threshold {self.threshold:g}){verdict}{single}"
+        if self.stability is not None and (self.samples > 1 or self.extra_round or self.stability == "flaky"):
+            head += f"; {self.stability}"
         return head + (f": {self.summary[:100]}" if self.summary else "")
 
     @property
@@ -70,9 +109,12 @@ class PanelResult:
         """Per-dimension lines for the check row."""
         if self.global_score is None:
             return self.error or ""
-        lines = [f"Global score: {self.global_score:.2f}/5 (threshold: {self.threshold:g})"]
+        lines = [f"Global score: {self.global_score:.2f}/5 (threshold: {self.threshold:g})"
+                 + (f", raw {self.raw_global_score:.2f} before calibration" if self.raw_global_score is not None
+                    else "")]
         for s in self.scores:
-            votes = ", ".join(f"{v['score']:g}" + ("" if v["kept"] else " (outlier)") for v in s.reviewer_scores)
+            votes = ", ".join(f"{v['score']:g}" + ("" if v["kept"] else " (outlier)")
+                              + (" (crashed)" if v.get("crashed") else "") for v in s.reviewer_scores)
             lines.append(f"{s.dimension}: {s.score:g}/5 (weight: {s.weight:g}; votes: {votes}) — "
                          f"{_cut(s.reasoning, REASONING_IN_DETAILS)}")
         if self.unscored:
@@ -81,14 +123,25 @@ class PanelResult:
             lines.append(f"Summary: {self.summary}")
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def review_json(self) -> dict[str, Any]:
+        """What ``polpo show`` and metrics read without the traces: votes, outliers, spread, stability, cache."""
         return {
-            "passed": self.passed, "globalScore": self.global_score, "threshold": self.threshold,
-            "scores": [s.to_json() for s in self.scores], "reviewers": [r.to_json() for r in self.reviewers],
-            "singleReviewer": self.single_reviewer, "rerun": self.rerun, "error": self.error,
-            "feedback": self.feedback, "summary": self.summary, "unscored": list(self.unscored),
-            "tokens": self.tokens, "cost": self.cost,
+            "globalScore": self.global_score, "rawGlobalScore": self.raw_global_score, "threshold": self.threshold,
+            "passed": self.passed, "scores": [s.to_json() for s in self.scores], "unscored": list(self.unscored),
+            "samples": self.samples, "extraRound": self.extra_round, "rerun": self.rerun,
+            "stability": self.stability, "confidence": self.confidence, "passRate": self.pass_rate,
+            "singleReviewer": self.single_reviewer, "reviewerError": self.options.reviewer_error,
+            "calibration": self.options.calibration.to_json() if self.options.calibration else None,
+            "cache": {"hits": self.cache_hits, "misses": self.cache_misses},
+            "tokens": self.tokens, "cost": self.cost, "error": self.error,
+            "reviewers": [{"index": r.index, "model": r.model, "ok": r.ok, "globalScore": r.global_score,
+                           "error": r.error, "errorKind": r.error_kind, "cacheHits": r.cache_hits,
+                           "cost": r.cost} for r in self.reviewers],
         }
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.review_json(), "reviewers": [r.to_json() for r in self.reviewers],
+                "feedback": self.feedback, "summary": self.summary, "retryable": self.retryable}
 
 
 def _cut(text: str, limit: int) -> str:
@@ -96,22 +149,29 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-async def _round(client: LLMClient, models: Sequence[ModelSettings], ctx: ReviewContext, dims: Sequence[Dim],
-                 offset: int, max_turns: int, reviewer_timeout: float | None) -> list[ReviewerTrace]:
-    traces: list[ReviewerTrace | None] = [None] * len(models)
+ClientFor = Callable[[int], ChatClient]
 
-    async def one(i: int, settings: ModelSettings) -> None:
-        index = offset + i
+
+async def _rounds(client_for: ClientFor, models: Sequence[ModelSettings], ctx: ReviewContext, dims: Sequence[Dim],
+                  offset: int, rounds: int, max_turns: int, reviewer_timeout: float | None) -> list[ReviewerTrace]:
+    """``rounds`` runs of every seat, all at once; run ``r`` of seat ``i`` has index ``offset + r·n + i``."""
+    n = len(models)
+    traces: list[ReviewerTrace | None] = [None] * (n * rounds)
+
+    async def one(slot: int) -> None:
+        seat = slot % n
+        settings = models[seat]
+        index = offset + slot
         try:
-            traces[i] = await run_reviewer(client, settings, index=index, ctx=ctx, dims=dims,
-                                           max_turns=max_turns, time_limit=reviewer_timeout)
+            traces[slot] = await run_reviewer(client_for(seat), settings, index=index, ctx=ctx, dims=dims,
+                                              max_turns=max_turns, time_limit=reviewer_timeout)
         except Exception as exc:  # run_reviewer does not raise; this keeps a future bug from killing the group
-            traces[i] = ReviewerTrace(index=index, model=settings.model,
-                                      error=redact(f"internal error: {type(exc).__name__}: {exc}")[:2000])
+            traces[slot] = ReviewerTrace(index=index, model=settings.model, error_kind="internal",
+                                         error=redact(f"internal error: {type(exc).__name__}: {exc}")[:2000])
 
     async with anyio.create_task_group() as tg:
-        for i, settings in enumerate(models):
-            tg.start_soon(one, i, settings)
+        for slot in range(n * rounds):
+            tg.start_soon(one, slot)
     return [t for t in traces if t is not None]
 
 
@@ -162,30 +222,71 @@ def feedback_text(c: Consensus, suggestions: Sequence[str], summary: str) -> str
     return "\n".join(lines)
 
 
-async def run_panel(client: LLMClient, models: Sequence[ModelSettings], ctx: ReviewContext, dims: Sequence[Dim],
-                    threshold: float, *, max_turns: int = DEFAULT_MAX_TURNS,
-                    reviewer_timeout: float | None = None) -> PanelResult:
-    """Run the panel (one reviewer per entry of ``models``, normally 3) and decide. Never raises on model errors.
+def _verdict(traces: list[ReviewerTrace], dims: Sequence[Dim], threshold: float, n: int,
+             opts: PanelOptions) -> Consensus | None:
+    ok = [t for t in traces if t.ok]
+    seats_ok = {t.index % n for t in ok}
+    c = consensus([Review(t.index, t.scores, voter=t.index % n) for t in ok], dims, threshold,
+                  crashed=[s for s in range(n) if s not in seats_ok], fail_vote=opts.reviewer_error == "fail")
+    if c is not None and opts.calibration is not None:
+        c = calibrate_consensus(c, opts.calibration)
+    return c
+
+
+def _stability(c: Consensus, ok: list[ReviewerTrace], opts: PanelOptions) -> tuple[Stability, float | None, float]:
+    """(verdict over the runs and the consensus, confidence, share of runs that pass)."""
+    cal = opts.calibration
+    runs = [cal.apply(t.global_score) if cal else t.global_score for t in ok if t.global_score is not None]
+    passing = [s >= c.threshold for s in runs]
+    rate = sum(passing) / len(passing) if passing else (1.0 if c.passed else 0.0)
+    verdict: Stability = ("stable_pass" if c.passed and all(passing) else
+                          "stable_fail" if not c.passed and not any(passing) else "flaky")
+    confidence = round(max(0.0, 1 - pstdev(runs) / 2), 3) if len(runs) >= 2 else None
+    return verdict, confidence, round(rate, 3)
+
+
+async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: ReviewContext, dims: Sequence[Dim],
+                    threshold: float, *, max_turns: int = DEFAULT_MAX_TURNS, reviewer_timeout: float | None = None,
+                    options: PanelOptions | None = None, client_for: ClientFor | None = None) -> PanelResult:
+    """Run the panel (one seat per entry of ``models``, normally 3) and decide. Never raises on model errors.
 
     ``reviewer_timeout`` bounds each reviewer's whole run in seconds (None: only the client's per-request
-    timeout applies).
+    timeout applies). ``client_for(seat)`` gives the client of a seat's first run when there is one sample (the
+    judge-call cache); every other run — samples, the extra round, a re-run — uses ``client``.
     """
     if not models:
         raise ValueError("run_panel needs at least one reviewer model")
+    opts = options or PanelOptions()
     dims = list(dims)
-    traces = await _round(client, models, ctx, dims, 0, max_turns, reviewer_timeout)
+    n = len(models)
+    plain: ClientFor = lambda _seat: client  # noqa: E731
+    first = client_for if client_for is not None and opts.samples == 1 else plain
+    traces = await _rounds(first, models, ctx, dims, 0, max(1, opts.samples), max_turns, reviewer_timeout)
     rerun = False
     if not any(t.ok for t in traces):
         rerun = True
-        traces += await _round(client, models, ctx, dims, len(models), max_turns, reviewer_timeout)
-    ok = [t for t in traces if t.ok]
-    c = consensus([Review(t.index, t.scores) for t in ok], dims, threshold)
+        traces += await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
+    c = _verdict(traces, dims, threshold, n, opts)
+    extra = False
+    if c is not None and opts.uncertain_band > 0 and abs(c.global_score - threshold) <= opts.uncertain_band:
+        extra = True
+        traces += await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
+        c = _verdict(traces, dims, threshold, n, opts) or c
     if c is None:
         errors = "; ".join(f"reviewer {t.index} ({t.model}): {t.error or 'no result'}" for t in traces)
+        kinds = {t.error_kind for t in traces}
         return PanelResult(passed=False, global_score=None, threshold=threshold, scores=[], reviewers=traces,
-                           rerun=rerun, error=f"all reviewers failed, twice: {errors}")
+                           rerun=rerun, error=f"all reviewers failed, twice: {errors}",
+                           retryable=not kinds <= REFUSED, samples=opts.samples, options=opts)
+    ok = [t for t in traces if t.ok]
     summary = _summary(c, ok)
     feedback = "" if c.passed else feedback_text(c, _suggestions(ok), summary)
+    stability, confidence, rate = _stability(c, ok, opts)
+    raw = None
+    if opts.calibration is not None:
+        raw = _verdict(traces, dims, threshold, n, PanelOptions(reviewer_error=opts.reviewer_error))
     return PanelResult(passed=c.passed, global_score=c.global_score, threshold=threshold, scores=c.scores,
                        reviewers=traces, single_reviewer=c.single_reviewer, rerun=rerun, feedback=feedback,
-                       summary=summary, unscored=c.unscored)
+                       summary=summary, unscored=c.unscored, samples=opts.samples, extra_round=extra,
+                       stability=stability, confidence=confidence, pass_rate=rate,
+                       raw_global_score=raw.global_score if raw is not None else None, options=opts)

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import anyio
 
-from polpo.llm.client import ChatReply, LLMClient, LLMError, ModelSettings
+from polpo.llm.client import ChatClient, ChatReply, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review import prompts
 from polpo.review.consensus import DimScore, weighted_score
@@ -105,8 +105,12 @@ class ReviewerTrace:
     strategy_errors: list[str] = field(default_factory=list)
     ignored_dimensions: list[str] = field(default_factory=list)
     error: str | None = None
+    error_kind: str | None = None
+    """An LLM error kind, ``invalid`` (answers but no valid scores), ``time_limit`` or ``internal``."""
     tokens: int = 0
     cost: float | None = None
+    cache_hits: int = 0
+    cache_misses: int = 0
     duration: float = 0.0
     turns: int = 0
     """Phase 1 model calls."""
@@ -120,7 +124,8 @@ class ReviewerTrace:
             "scores": [s.to_json() for s in self.scores], "summary": self.summary,
             "suggestions": list(self.suggestions), "strategy": self.strategy,
             "strategyErrors": list(self.strategy_errors), "ignoredDimensions": list(self.ignored_dimensions),
-            "error": self.error, "tokens": self.tokens, "cost": self.cost, "duration": round(self.duration, 3),
+            "error": self.error, "errorKind": self.error_kind, "tokens": self.tokens, "cost": self.cost,
+            "cacheHits": self.cache_hits, "cacheMisses": self.cache_misses, "duration": round(self.duration, 3),
             "turns": self.turns, "globalScore": self.global_score,
         }
 
@@ -135,18 +140,17 @@ class ReviewerTrace:
             summary=str(data.get("summary") or ""), suggestions=list(data.get("suggestions") or []),
             strategy=data.get("strategy"), strategy_errors=list(data.get("strategyErrors") or []),
             ignored_dimensions=list(data.get("ignoredDimensions") or []), error=data.get("error"),
-            tokens=int(data.get("tokens") or 0), cost=data.get("cost"),
+            error_kind=data.get("errorKind"), tokens=int(data.get("tokens") or 0), cost=data.get("cost"),
+            cache_hits=int(data.get("cacheHits") or 0), cache_misses=int(data.get("cacheMisses") or 0),
             duration=float(data.get("duration") or 0.0), turns=int(data.get("turns") or 0),
             global_score=data.get("globalScore"),
         )
 
 
-
-
 class _Run:
     """Mutable state of one reviewer run, so a timeout still returns everything gathered so far."""
 
-    def __init__(self, client: LLMClient, settings: ModelSettings, trace: ReviewerTrace) -> None:
+    def __init__(self, client: ChatClient, settings: ModelSettings, trace: ReviewerTrace) -> None:
         self.client = client
         self.settings = settings
         self.trace = trace
@@ -171,6 +175,10 @@ class _Run:
 
     async def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatReply:
         reply = await self.client.chat(self.settings, [dict(m) for m in messages], **kwargs)
+        if reply.cached:
+            self.trace.cache_hits += 1
+            return reply  # a cached answer costs nothing now
+        self.trace.cache_misses += reply.cached is False
         self.trace.tokens += reply.prompt_tokens + reply.completion_tokens
         if reply.cost is not None:
             self.costs.append(reply.cost)
@@ -178,7 +186,7 @@ class _Run:
         return reply
 
 
-async def run_reviewer(client: LLMClient, settings: ModelSettings, *, index: int, ctx: ReviewContext,
+async def run_reviewer(client: ChatClient, settings: ModelSettings, *, index: int, ctx: ReviewContext,
                        dims: Sequence[Dim], max_turns: int = DEFAULT_MAX_TURNS,
                        time_limit: float | None = None) -> ReviewerTrace:
     """Run one reviewer to the end (or to ``time_limit`` seconds). Never raises: failures are ``ok=False``.
@@ -193,12 +201,17 @@ async def run_reviewer(client: LLMClient, settings: ModelSettings, *, index: int
         if scope.cancelled_caught:
             trace.ok = False
             trace.error = f"timed out after {time_limit:g} s" + (f" ({trace.error})" if trace.error else "")
+            trace.error_kind = "time_limit"
+        elif not trace.ok and trace.error_kind is None:
+            trace.error_kind = "invalid"
     except LLMError as exc:
         trace.ok = False
         trace.error = f"{exc.kind}: {exc.message}"
+        trace.error_kind = exc.kind
     except Exception as exc:  # a reviewer never takes the panel down
         trace.ok = False
         trace.error = redact(f"internal error: {type(exc).__name__}: {exc}")[:2000]
+        trace.error_kind = "internal"
     trace.duration = time.monotonic() - run.start
     return trace
 
@@ -337,11 +350,13 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
         run.record(2, m, strategy=STRATEGIES[0])
     choices: list[str | dict[str, Any]] = [
         {"type": "function", "function": {"name": prompts.SUBMIT_REVIEW}}, "auto"]
+    provider_errors: list[LLMError] = []  # every strategy failed on the provider: an outage, not bad output
     for strategy, choice in zip(STRATEGIES[:2], choices, strict=True):
         try:
             reply = await run.chat(convo, tools=[tool], tool_choice=choice)
         except LLMError as exc:
             trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
+            provider_errors.append(exc)
             continue
         msg = reply.as_message()
         run.record(2, msg, strategy=strategy)
@@ -372,6 +387,8 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
         reply = await run.chat(plain)
     except LLMError as exc:
         trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
+        if len(provider_errors) == 2:
+            raise
         return None
     run.record(2, reply.as_message(), strategy=strategy)
     try:

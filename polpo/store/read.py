@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -116,6 +116,16 @@ def task(con: Conn, tid: str) -> dict[str, Any] | None:
     return _dict(con.execute("SELECT * FROM tasks WHERE id = ?", (tid,)).fetchone(), ("expectations",))
 
 
+def task_has_tiers(con: Conn, tid: str) -> bool:
+    """Whether the task's mission spec gives it explicit ``tiers`` (``polpo show`` then names each check's)."""
+    row = con.execute("SELECT m.spec, t.idx FROM tasks t JOIN missions m ON m.id = t.mission_id WHERE t.id = ?",
+                      (tid,)).fetchone()
+    if row is None:
+        return False
+    tasks = orjson.loads(row[0]).get("tasks") or []
+    return row[1] < len(tasks) and bool(tasks[row[1]].get("tiers"))
+
+
 def attempts(con: Conn, tid: str, *, full: bool = False) -> list[dict[str, Any]]:
     """A task's attempts with their assessments; ``full`` adds transcripts and every reviewer's whole trace."""
     out = []
@@ -155,7 +165,8 @@ def _review(row: Any, full: bool) -> dict[str, Any]:
     return {"check": row["check_idx"], "reviewer": row["reviewer"], "model": row["model"], "ok": bool(row["ok"]),
             "globalScore": data.get("globalScore"), "strategy": data.get("strategy"),
             "filesRead": data.get("filesRead"), "error": data.get("error"),
-            "strategyErrors": data.get("strategyErrors"), "tokens": data.get("tokens"), "cost": data.get("cost")}
+            "strategyErrors": data.get("strategyErrors"), "tokens": data.get("tokens"), "cost": data.get("cost"),
+            "cacheHits": data.get("cacheHits")}
 
 
 def transcript(con: Conn, attempt_id: str) -> list[dict[str, Any]] | None:
@@ -226,6 +237,16 @@ class MarkRow:
     kind: str  # met | violated (warnings are not deadline outcomes)
 
 
+@dataclass(frozen=True)
+class ReviewRow:
+    """One llm_review check's judge-call cache use (from its stored panel summary)."""
+
+    task_id: str
+    mission_id: str
+    hits: int
+    misses: int
+
+
 @dataclass
 class Snapshot:
     tasks: list[TaskRow]
@@ -233,6 +254,7 @@ class Snapshot:
     attempts: list[AttemptRow]
     marks: list[MarkRow]
     mission_order: list[str]  # acceptance order
+    reviews: list[ReviewRow] = field(default_factory=list)
 
 
 def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
@@ -253,7 +275,19 @@ def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
         + ("AND mission_id = ?" if mission is not None else ""), args)]
     order = [r[0] for r in con.execute(
         "SELECT id FROM missions " + ("WHERE id = ? " if mission is not None else "") + "ORDER BY seq", args)]
-    return Snapshot(tasks, assessments, attempts, marks, order)
+    reviews = [ReviewRow(r[0], r[1], *_cache_use(r[2])) for r in con.execute(
+        "SELECT c.task_id, t.mission_id, c.scores FROM checks c JOIN tasks t ON t.id = c.task_id "
+        f"{where} {'AND' if where else 'WHERE'} c.type = 'llm_review'", args)]
+    return Snapshot(tasks, assessments, attempts, marks, order, reviews)
+
+
+def _cache_use(text: str | None) -> tuple[int, int]:
+    """(hits, misses) of the judge-call cache recorded in a review check's stored summary."""
+    try:
+        cache = ((orjson.loads(text) if text else {}).get("review") or {}).get("cache") or {}
+        return int(cache.get("hits") or 0), int(cache.get("misses") or 0)
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return 0, 0
 
 
 def _scores(text: str | None) -> list[dict[str, Any]]:

@@ -117,9 +117,8 @@ def assessment_row(a: Assessment) -> Row:
 
 
 def check_row(assessment_id: str, task_id: str, c: CheckOutcome, at: datetime) -> Row:
-    scores = {"globalScore": c.global_score, "scores": c.scores or []} if c.global_score is not None else None
     return (assessment_id, c.index, task_id, c.type, c.label, int(c.passed), c.message, c.details, c.duration,
-            iso(at), _json(scores))
+            iso(at), _json(c.row_json()))
 
 
 # -------------------------------------------------------------------------------------------- from rows
@@ -161,10 +160,10 @@ def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]
     a = Assessment(id=r["id"], attempt_id=r["attempt_id"], task_id=r["task_id"], trigger=AttemptKind(r["trigger"]),
                    status=AssessmentStatus(r["status"]), created_at=parse_iso(r["created_at"]))
     for c in checks:
-        scores = orjson.loads(c["scores"]) if c["scores"] else {}
+        extra = orjson.loads(c["scores"]) if c["scores"] else None
         a.checks.append(CheckOutcome(type=c["type"], label=c["label"], passed=bool(c["passed"]), message=c["message"],
                                      details=c["details"], duration=c["duration"], index=c["idx"],
-                                     global_score=scores.get("globalScore"), scores=scores.get("scores")))
+                                     **CheckOutcome.fields_from_row_json(extra)))
     return a
 
 

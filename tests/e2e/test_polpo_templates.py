@@ -4,7 +4,8 @@ config file (team agents and the judge get model, endpoint and key from ``[defau
 
 The model is tests/support/fake_llm.py over real HTTP: an agent's turn is answered with ``write_file`` calls for
 the files its checks name (``file_exists``), or that its description names as a ``path``, plus the ``calc.py``
-its test command imports; then a short final answer. Judge requests (reviewers, dimensions) are answered by
+its test command imports, and a ``register_outcome`` call for each expected outcome its prompt lists; then a
+short final answer. Judge requests (reviewers, dimensions) are answered by
 tests/support/judges.py with a passing score.
 """
 
@@ -52,6 +53,14 @@ def agent_reply(req: RecordedRequest) -> Reply:
              for n in names]
     if "import calc" in task:
         calls.append(("write_file", {"path": "calc.py", "content": CALC}))
+    # the outcomes the prompt asks for ("- 'Preventivo PDF' (file): …"): a file written and declared, or a text
+    for label, kind in re.findall(r"^- '([^']+)' \((file|text|url|json)\b", task, flags=re.M):
+        if kind == "file":
+            path = re.sub(r"\W+", "-", label.lower()).strip("-") + ".txt"
+            calls.append(("write_file", {"path": path, "content": f"{label}\n"}))
+            calls.append(("register_outcome", {"type": "file", "label": label, "path": path}))
+        else:
+            calls.append(("register_outcome", {"type": kind, "label": label, "value": f"{label}: done"}))
     if not calls:
         return text("Reviewed: the earlier work does what the task asks (calc.py:1).")
     return tool_calls(calls) if len(calls) > 1 else tool_call(*calls[0])
@@ -105,9 +114,11 @@ path = "audit.jsonl"
     assert (ws / "refactoring" / "refactor-plan.md").exists()
     assert (ws / "preventivo-pdf" / "preventivo-ACME.pdf").exists()
     assert (ws / "site-audit" / "audit-data.json").exists() and (ws / "site-audit" / "audit-report.md").exists()
-    # every check ran: files, the filled test command, the reviews (judged on the files the agents wrote)
+    # every check ran: files, the filled test command, the declared outcome, the reviews (judged on the files
+    # the agents wrote)
     checks = [e["data"] for e in read_events(state) if e["event"] == "assessment:check:complete"]
-    assert {c["type"] for c in checks} == {"file_exists", "test", "llm_review"} and all(c["passed"] for c in checks)
+    assert {c["type"] for c in checks} == {"file_exists", "test", "expected_outcomes", "llm_review"}
+    assert all(c["passed"] for c in checks)
     assert sum(c["type"] == "llm_review" for c in checks) == 9  # 2 + 2 + 1 + 2 + 2 in the five templates
     gate = [e for e in evs if e["event"] == "quality:gate:passed"]
     assert [g["missionId"] for g in gate] == ["code-review"]

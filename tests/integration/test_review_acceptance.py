@@ -199,7 +199,8 @@ def test_the_checks_scores_mark_the_2_as_not_kept(accepted: Run) -> None:
     assert stored["globalScore"] == 4.5
     (quality,) = stored["scores"]
     assert (quality["dimension"], quality["score"]) == ("quality", 4.5)
-    assert quality["reviewerScores"] == [{"reviewer": 0, "score": 2.0, "kept": False},
+    assert quality["reviewerScores"] == [{"reviewer": 0, "score": 2.0, "kept": False,
+                                          "why": "2 from the median 4 (more than 1.5)"},
                                          {"reviewer": 1, "score": 4.0, "kept": True},
                                          {"reviewer": 2, "score": 5.0, "kept": True}]
 

@@ -209,6 +209,7 @@ async def test_json_request_on_stdin(tmp_path: Path) -> None:
         "workspace": str(tmp_path),
         "attempt": {"id": "att-42", "number": 2, "kind": "fix"},
         "expectations": [{"type": "file_exists", "paths": ["hello.txt"]}],
+        "expectedOutcomes": [],
     }
 
 

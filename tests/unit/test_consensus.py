@@ -177,7 +177,8 @@ def test_to_json_shape() -> None:
     assert c is not None
     data = c.to_json()
     assert data["globalScore"] == 4.5 and data["passed"] is True
-    assert data["scores"][0]["reviewerScores"][0] == {"reviewer": 0, "score": 2, "kept": False}
+    assert data["scores"][0]["reviewerScores"][0] == {"reviewer": 0, "score": 2, "kept": False,
+                                                      "why": "2 from the median 4 (more than 1.5)"}
 
 
 # --------------------------------------------------------------------------------------------- properties
@@ -240,3 +241,40 @@ def test_properties_over_random_panels() -> None:
         assert c2 is not None
         assert [s.score for s in c2.scores] == [s.score for s in c.scores]
         assert c2.global_score == c.global_score
+
+
+# ------------------------------------------------------------------------------ reviewer_error: 0 to 3 votes
+
+
+@pytest.mark.parametrize(("ok", "policy", "final", "crash_votes"), [
+    ([4, 4, 4], "abstain", 4.0, 0),     # 3 votes: robust median
+    ([4, 4, 4], "fail", 4.0, 0),
+    ([4, 5], "abstain", 4.5, 0),        # 2 votes: their mean
+    ([4, 5], "fail", 4.5, 1),           # [4, 5, 1]: median 4, the crash's 1 is an outlier: median of [4, 5]
+    ([4], "abstain", 4.0, 0),           # 1 vote: used as it is
+    ([4], "fail", 1.0, 2),              # [4, 1, 1]: the two crashes are the majority
+    ([], "abstain", None, 0),           # 0 votes: no consensus (an error), whatever the policy
+    ([], "fail", None, 0),
+])
+def test_votes_by_policy(ok: list[float], policy: str, final: float | None, crash_votes: int) -> None:
+    reviews = [Review(i, [DimScore("quality", s)]) for i, s in enumerate(ok)]
+    crashed = list(range(len(ok), 3))
+    c = consensus(reviews, ONE, 3.0, crashed=crashed, fail_vote=policy == "fail")
+    if final is None:
+        assert c is None
+        return
+    assert c is not None and c.scores[0].score == final
+    assert sum(1 for v in c.scores[0].reviewer_scores if v.get("crashed")) == crash_votes
+    assert c.single_reviewer == (len(ok) == 1)
+
+
+def test_samples_of_one_seat_vote_once_with_their_median() -> None:
+    reviews = [Review(0, [DimScore("quality", 2)], voter=0), Review(3, [DimScore("quality", 4)], voter=0),
+               Review(1, [DimScore("quality", 4)], voter=1), Review(4, [DimScore("quality", 4)], voter=1),
+               Review(2, [DimScore("quality", 5)], voter=2), Review(5, [DimScore("quality", 5)], voter=2)]
+    c = consensus(reviews, ONE, 3.0)
+    assert c is not None
+    d = c.scores[0]
+    assert [(v["reviewer"], v["score"]) for v in d.reviewer_scores] == [(0, 3.0), (1, 4.0), (2, 5.0)]
+    assert d.score == 4.0 and d.reviewer_scores[0]["samples"] == [2, 4]
+    assert d.spread == {"mean": 4.0, "median": 4.0, "std": pytest.approx(1.0), "votes": [2, 4, 4, 4, 5, 5]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +185,33 @@ def test_extract_json_fences_prose_and_trailing_commas() -> None:
     for bad in ("", "   ", "no json here", "[1, 2]"):
         with pytest.raises(JSONNotFound):
             extract_json(bad)
+
+
+# ------------------------------------------------------------------------------------ anchors (examples)
+
+
+def test_examples_are_shown_as_anchors_and_a_file_example_is_read_from_the_workspace(tmp_path: Path) -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from polpo.checks.base import CheckContext
+    from polpo.checks.llm_review import Dimension, _with_anchors
+    from polpo.clock import FakeClock
+
+    adapter = TypeAdapter(list[Dimension])
+    given = adapter.validate_python([{"name": "quality", "weight": 1, "examples": [
+        {"output": "def reverse(s): return s[::-1]", "score": 4, "why": "correct, no docs"},
+        {"file": "anchors/best.py", "score": 5}]}])
+    dims = from_given(given)
+    assert dims[0].examples[0] == {"output": "def reverse(s): return s[::-1]", "score": 4.0, "why": "correct, no docs"}
+    (tmp_path / "anchors").mkdir()
+    (tmp_path / "anchors" / "best.py").write_text('def reverse(s: str) -> str:\n    """Reverse."""\n')
+    ready = _with_anchors(dims, CheckContext(workspace=tmp_path, clock=FakeClock(), check_timeout=5))
+    rubric = render_rubric(ready)
+    assert "Scored examples (anchors: score like these):" in rubric
+    assert "- score 4.0: def reverse(s): return s[::-1] — why: correct, no docs" in rubric
+    assert '- score 5.0: def reverse(s: str) -> str: """Reverse."""' in rubric
+    assert Dim.from_json(ready[0].to_json()).examples == ready[0].examples  # stored with the yardstick
+    for bad in ({"score": 3}, {"output": "x", "file": "y", "score": 3}, {"output": "x", "score": 6},
+                {"file": "../secret", "score": 3}):
+        with pytest.raises(ValidationError):
+            adapter.validate_python([{"name": "q", "weight": 1, "examples": [bad]}])

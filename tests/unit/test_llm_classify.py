@@ -23,6 +23,7 @@ def _exc(name: str, message: str = "boom", status: int | None = None) -> Excepti
     (_exc("ContextWindowExceededError"), "bad_request"),
     (_exc("InternalServerError"), "server"),
     (_exc("APIConnectionError"), "connection"),
+    (_exc("InternalServerError", "OpenAIException - Connection error."), "connection"),  # litellm, dead port
     (_exc("SomethingElse", status=429), "rate_limit"),
     (_exc("SomethingElse", status=503), "server"),
     (_exc("SomethingElse", status=404), "bad_request"),

@@ -1,0 +1,67 @@
+"""``polpo calibrate LABELS.jsonl``: how well the judge panel agrees with people, and a calibration to correct it.
+
+Imports inside the command function are lazy on purpose: each command loads only what it uses, so quick
+commands start fast.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from polpo.cli.common import config_option, load_config_or_exit, print_json
+
+__all__ = ["calibrate"]
+
+
+@click.command()
+@click.argument("labels", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--write", "write_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Save the linear calibration (scale, bias) to this file, for [judge] calibration.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@config_option
+def calibrate(labels: Path, write_to: Path | None, as_json: bool, config_path: str | None) -> None:
+    """Run the judge panel on a labelled set (JSON lines: task, criteria or dimensions, output or workspace,
+    the human score) and print Spearman's rho, quadratic-weighted Cohen's kappa, the mean bias, each reviewer's
+    agreement and the panel against a single reviewer."""
+    import json
+    import os
+
+    import anyio
+
+    from polpo.assessment.calibrate import read_labels, render, report, run_calibration
+    from polpo.assessment.review_backend import judge_settings
+    from polpo.llm.client import LLMClient
+    from polpo.llm.secrets import load_env_file
+
+    cfg = load_config_or_exit(config_path)
+    judges = judge_settings(cfg)
+    if not judges:
+        raise click.ClickException("no LLM judge is configured: set [judge] model (or models), or POLPO_JUDGE_MODEL")
+    try:
+        items = read_labels(labels)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    if cfg.llm.env_file is not None:
+        load_env_file(cfg.llm.env_file)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    llm = LLMClient(per_model=cfg.llm.max_concurrency_per_model, max_retries=cfg.llm.max_retries)
+    results = anyio.run(lambda: run_calibration(items, llm, judges, reviewer_error=cfg.judge.reviewer_error,
+                                                reviewer_timeout=cfg.judge.reviewer_timeout.total_seconds()))
+    rep = report(results)
+    if write_to is not None:
+        if rep["calibration"] is None:
+            raise click.ClickException("no calibration to write: the panel gave every item the same score")
+        write_to.write_text(json.dumps({**rep["calibration"], "labels": str(labels), "items": rep["scored"],
+                                        "kappa": rep["panel"]["kappa"], "spearman": rep["panel"]["spearman"],
+                                        "createdAt": datetime.now(UTC).isoformat()}, indent=2) + "\n")
+    if as_json:
+        print_json(rep)
+    else:
+        click.echo(render(rep, source=str(labels), judges=[j.model for j in judges]))
+        if write_to is not None:
+            click.echo(f"calibration written to {write_to}; use it with [judge] calibration = \"{write_to}\"")
+    if rep["scored"] == 0:
+        raise SystemExit(1)

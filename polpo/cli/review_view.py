@@ -1,0 +1,113 @@
+"""The review part of ``polpo show TASK``: each check (with its tier), and for an LLM review every dimension's
+votes per reviewer, the outliers dropped and why, the stability verdict, cache use and cost.
+
+Works on what :func:`polpo.store.read.assessments` returns (a check's stored summary under ``scores.review``).
+The consensus score is printed with the reasoning of the reviewer the consensus took it from, and that reviewer's
+own vote next to it, so a passing score never sits beside a failing reviewer's text without saying whose it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["assessment_lines"]
+
+REASONING_CHARS = 240
+SEATS = 3  # the panel always has three seats ([judge] panel_models); run i of a seat has index i·3 + seat
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _num(v: Any, fmt: str = ".2f") -> str:
+    return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "-"
+
+
+def _vote(v: Mapping[str, Any]) -> str:
+    s = f"r{v.get('reviewer')} {_num(v.get('score'), 'g')}"
+    if v.get("samples"):
+        s += " (samples " + ", ".join(_num(x, "g") for x in v["samples"]) + ")"
+    if v.get("crashed"):
+        s += " (crashed: counted as 1)"
+    if not v.get("kept", True):
+        s += f" DROPPED: {v.get('why') or 'an outlier'}"
+    return s
+
+
+def _dimension(d: Mapping[str, Any], indent: str) -> list[str]:
+    votes = d.get("reviewerScores") or []
+    raw = f" (raw {_num(d['rawScore'])})" if d.get("rawScore") is not None else ""
+    lines = [f"{indent}{d.get('dimension')}: {_num(d.get('score'))}/5{raw} (weight {_num(d.get('weight'), 'g')}); "
+             f"votes: " + " · ".join(_vote(v) for v in votes)]
+    spread = d.get("spread") or {}
+    if len(spread.get("votes") or []) > 1:
+        lines.append(f"{indent}  spread: mean {_num(spread.get('mean'))}, median {_num(spread.get('median'), 'g')},"
+                     f" σ {_num(spread.get('std'))} over {len(spread['votes'])} vote(s)")
+    who = d.get("fromReviewer")
+    if d.get("reasoning") and isinstance(who, int):
+        seat = who % SEATS
+        own = next((v.get("score") for v in votes if v.get("reviewer") == seat), None)
+        run = f"reviewer {seat}" + (f" (run {who})" if who != seat else "")
+        lines.append(f"{indent}  why, from {run} who voted {_num(own, 'g')}: {_cut(d['reasoning'], REASONING_CHARS)}")
+    return lines
+
+
+def _review(r: Mapping[str, Any], indent: str) -> list[str]:
+    lines: list[str] = []
+    head = []
+    if r.get("stability"):
+        runs = f", {round((r.get('passRate') or 0) * 100)}% of runs pass" if r.get("passRate") is not None else ""
+        conf = f", confidence {_num(r.get('confidence'))}" if r.get("confidence") is not None else ""
+        head.append(f"{r['stability']}{conf}{runs}")
+    head.append(f"samples {r.get('samples', 1)}" + (", extra round (near the threshold)" if r.get("extraRound")
+                                                    else "") + (", re-run" if r.get("rerun") else ""))
+    if r.get("reviewerError") == "fail":
+        head.append("crashed reviewers vote 1")
+    if r.get("calibration"):
+        cal = r["calibration"]
+        head.append(f"calibrated (×{_num(cal.get('scale'), 'g')} {_num(cal.get('bias'), '+g')}; raw "
+                    f"{_num(r.get('rawGlobalScore'))})")
+    lines.append(f"{indent}panel: " + "; ".join(head))
+    cache = r.get("cache") or {}
+    cost = f"cost ${r['cost']:.4f}" if isinstance(r.get("cost"), int | float) else "cost unknown"
+    lines.append(f"{indent}judge calls: {cache.get('hits', 0)} cache hit(s), {cache.get('misses', 0)} miss(es); "
+                 f"{cost}, {r.get('tokens') or 0} tokens")
+    for d in r.get("scores") or []:
+        lines.extend(_dimension(d, indent))
+    if r.get("unscored"):
+        lines.append(f"{indent}not scored by any reviewer: {', '.join(r['unscored'])}")
+    return lines
+
+
+def _reviewer(r: Mapping[str, Any], indent: str) -> str:
+    if r.get("ok"):
+        status = f"score {_num(r.get('globalScore'))} via {r.get('strategy')}"
+    else:
+        status = f"failed: {r.get('error')}"
+    cached = f"; {r['cacheHits']} cached answer(s)" if r.get("cacheHits") else ""
+    return (f"{indent}reviewer {r.get('reviewer')} ({r.get('model')}): {status}; "
+            f"read {len(r.get('filesRead') or [])} file(s){cached}")
+
+
+def assessment_lines(asm: Mapping[str, Any], *, tiers: bool, indent: str = "    ") -> list[str]:
+    """The lines of one stored assessment: its checks, reviews and verdict."""
+    lines: list[str] = []
+    if asm.get("trigger") == "judge":
+        lines.append(f"{indent}re-assessed after the expectation judge's correction:")
+    reviews: Sequence[Mapping[str, Any]] = asm.get("reviews") or []
+    for c in asm.get("checks") or []:
+        extra = c.get("scores") or {}
+        mark = "ERROR" if extra.get("error") else "pass" if c.get("passed") else "FAIL"
+        tier = f"[tier {extra['tier']}] " if tiers and extra.get("tier") else ""
+        lines.append(f"{indent}[{mark}] {tier}{c.get('type')} {c.get('label')}: {c.get('message')}")
+        if extra.get("review"):
+            lines.extend(_review(extra["review"], indent + "  "))
+        lines.extend(_reviewer(r, indent + "  ") for r in reviews if r.get("check") == c.get("idx"))
+    if asm.get("status") == "complete":
+        lines.append(f"{indent}verdict: {'passed' if asm.get('passed') else 'failed'} — {asm.get('message')}")
+    elif asm.get("message"):
+        lines.append(f"{indent}verdict: {asm['message']}")
+    return lines

@@ -1,0 +1,142 @@
+"""Calibration: the agreement statistics against values computed by hand, and ``polpo calibrate`` on the labelled
+set shipped in tests/fixtures/calibration, with a judge over real HTTP whose scores follow the work.
+
+The shipped set (human scores) and what the heuristic judge gives (1 + one per marker: ``return``, ``[::-1]``,
+a docstring, ``->``), reviewer b one point more (clamped):
+
+    item         human  a = c = panel  b
+    refused        1        1          2
+    prints         2        1          2
+    loop           3        2          3
+    slice          4        3          4
+    typed (dir)    5        5          5
+    typed-loop     3        4          5
+
+Panel vs human, by hand:
+* Spearman: human ranks [1, 2, 3.5, 5, 6, 3.5], panel ranks [1.5, 1.5, 3, 4, 6, 5]; both means 3.5;
+  Σ dh·dp = 5 + 3 + 0 + 0.75 + 6.25 + 0 = 15, Σ dh² = 17, Σ dp² = 17 → ρ = 15/17 = 0.882353.
+* κ (quadratic, w = (i − j)²/16): observed Σ w·O = 4 · 1/16 = 0.25; expected Σ w·r_i·c_j/N with panel counts
+  {1: 2, 2: 1, 3: 1, 4: 1, 5: 1} and human counts {1: 1, 2: 1, 3: 2, 4: 1, 5: 1} is (68 + 16 + 10 + 16 + 34)/16/6
+  = 1.5 → κ = 1 − 0.25/1.5 = 5/6 = 0.833333.
+* bias: (0 − 1 − 1 − 1 + 0 + 1)/6 = −1/3.
+* line: panel mean 8/3, human mean 3, Σ dx·dy = 10, Σ dx² = 40/3 → scale 0.75, bias 3 − 0.75 · 8/3 = 1.
+Reviewer b: κ = 1 − (5/16)/(126/96) = 16/21 = 0.761905; ρ = 13.75/√(16.5 · 17) = 0.820993; bias +0.5.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polpo.assessment.calibrate import read_labels
+from polpo.config import load_config
+from polpo.review.calibration import (
+    Calibration,
+    level,
+    linear_fit,
+    load_calibration,
+    spearman,
+    weighted_kappa,
+)
+from tests.support.daemon import run_cli, write_config
+from tests.support.fake_llm import FakeLLM
+from tests.support.judges import HeuristicJudge
+
+LABELS = Path(__file__).resolve().parents[1] / "fixtures" / "calibration" / "labels.jsonl"
+HUMAN = [1, 2, 3, 4, 5, 3]
+PANEL = [1, 1, 2, 3, 5, 4]
+B = [2, 2, 3, 4, 5, 5]
+KEY_ENV = "POLPO_CALIBRATE_KEY"
+
+
+def test_statistics_match_the_hand_computed_values() -> None:
+    assert spearman(PANEL, HUMAN) == pytest.approx(15 / 17)
+    assert weighted_kappa(PANEL, HUMAN) == pytest.approx(5 / 6)
+    assert weighted_kappa(B, HUMAN) == pytest.approx(16 / 21)
+    assert spearman(B, HUMAN) == pytest.approx(13.75 / math.sqrt(16.5 * 17))
+    assert linear_fit(PANEL, HUMAN) == (pytest.approx(0.75), pytest.approx(1.0))
+
+
+def test_statistics_edge_cases() -> None:
+    assert weighted_kappa([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]) == 1.0
+    assert weighted_kappa([1, 5], [5, 1]) == pytest.approx(-1.0)  # complete, maximal disagreement
+    assert weighted_kappa([3, 3], [3, 3]) is None  # no disagreement possible by chance: undefined
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([4, 4, 4], [1, 2, 3]) is None
+    assert linear_fit([4, 4], [1, 5]) is None
+    assert [level(x) for x in (1.0, 2.49, 2.5, 4.75, 0.2, 7)] == [1, 2, 3, 5, 1, 5]
+
+
+def test_a_calibration_maps_and_clamps(tmp_path: Path) -> None:
+    cal = Calibration(0.75, 1.0)
+    assert (cal.apply(1), cal.apply(4), cal.apply(5)) == (1.75, 4.0, 4.75)
+    assert Calibration(2.0, 0.0).apply(4) == 5.0
+    f = tmp_path / "cal.json"
+    f.write_text('{"scale": 0.75, "bias": 1}')
+    assert load_calibration(f).scale == 0.75
+    f.write_text('{"scale": -1, "bias": 1}')
+    with pytest.raises(ValueError, match="positive number"):
+        load_calibration(f)
+
+
+def test_the_shipped_labels_read_and_a_bad_file_names_its_lines(tmp_path: Path) -> None:
+    items = read_labels(LABELS)
+    assert [i.human for i in items] == HUMAN
+    assert items[4].workspace is not None and items[4].workspace.name == "typed"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task": "t", "output": "x", "score": 9}\nnot json\n{"task": "t", "score": 3}\n')
+    with pytest.raises(ValueError) as e:
+        read_labels(bad)
+    lines = str(e.value).splitlines()
+    assert [ln.split(":")[1] for ln in lines] == ["1", "2", "3"]
+    assert "from 1 to 5" in lines[0] and 'exactly one of "output"' in lines[2]
+
+
+@pytest.fixture
+def judge(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
+    monkeypatch.setenv(KEY_ENV, "sk-calibrate")
+    with FakeLLM(models=("fake-a", "fake-b", "fake-c")) as srv:
+        srv.responder = HeuristicJudge(offsets={"fake-b": 1})
+        yield srv
+
+
+def judge_config(tmp_path: Path, srv: FakeLLM, extra: str = "") -> Path:
+    return write_config(tmp_path, extra=f"""
+[judge]
+models = ["openai/fake-a", "openai/fake-b", "openai/fake-c"]
+api_base = "{srv.base_url}"
+api_key_env = "{KEY_ENV}"
+{extra}
+[llm]
+max_retries = 0
+""")
+
+
+def test_polpo_calibrate_prints_kappa_and_spearman_for_the_shipped_set(tmp_path: Path, judge: FakeLLM) -> None:
+    config = judge_config(tmp_path, judge)
+    out = tmp_path / "calibration.json"
+    res = run_cli("calibrate", str(LABELS), "--write", str(out), "--config", str(config),
+                  env={KEY_ENV: "sk-calibrate"})
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("calibration: 6/6 labelled item(s)")
+    assert lines[2].split() == ["panel", "6", "0.882", "0.833", "-0.333"]
+    assert lines[3].split() == ["reviewer", "0", "6", "0.882", "0.833", "-0.333"]
+    assert lines[4].split() == ["reviewer", "1", "6", "0.821", "0.762", "+0.500"]
+    assert "panel vs a single reviewer: kappa 0.833 vs 0.810 mean (0.833 best)" in res.stdout
+    assert "linear calibration: human ≈ 0.75 · panel +1" in res.stdout
+    saved = json.loads(out.read_text())
+    assert (saved["scale"], saved["bias"], saved["items"]) == (0.75, 1.0, 6)
+    # the typed item was a workspace: its reviewers read the file with the read-only tools
+    assert any(r.get("tools") and any(m.get("role") == "tool" for m in r["messages"]) for r in judge.requests)
+    as_json = json.loads(run_cli("calibrate", str(LABELS), "--json", "--config", str(config),
+                                 env={KEY_ENV: "sk-calibrate"}).stdout)
+    assert as_json["panel"] == {"n": 6, "spearman": 0.882353, "kappa": 0.833333, "bias": -0.333333}
+    assert [r["panel"] for r in as_json["results"]] == PANEL
+    # the written file is a valid [judge] calibration
+    cfg = load_config(judge_config(tmp_path / "with", judge, f'calibration = "{out}"'))
+    assert cfg.judge.calibration == out
