@@ -49,7 +49,7 @@ class HttpServer:
         """Listen now (OSError when the address is taken or not ours)."""
         host = "127.0.0.1" if self.plan.host == "localhost" else self.plan.host
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # the proto makes asyncio set TCP_NODELAY
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, self.plan.port))

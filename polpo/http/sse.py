@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -22,6 +23,7 @@ from polpo.store import read
 __all__ = ["event_stream"]
 
 KEEPALIVE = 15.0  # seconds: a comment line, so proxies keep the connection and a dead client is noticed
+COALESCE = 0.05  # seconds: events arriving together go out in one write (a busy daemon commits many small batches)
 PAGE = 1000
 
 
@@ -52,6 +54,8 @@ async def _frames(ctx: ApiContext, after: int, mission: str | None) -> AsyncIter
                     break
             while not listener.overflowed and not ctx.hub.closed:
                 await listener.wait(KEEPALIVE)
+                if listener.buffer and not ctx.hub.closed:
+                    await anyio.sleep(COALESCE)
                 batch = [ev for ev in listener.take() if ev.seq > last]
                 if batch:
                     yield b"".join(_frame(ev.seq, _line(ev)) for ev in batch)

@@ -87,6 +87,7 @@ class Metrics:
                                      ["channel"], registry=r)
         self.notify_sent = Counter("polpo_notifications_sent", "Notifications delivered", ["channel"], registry=r)
         self.follow = Follow()
+        self._event_counters: dict[str, Any] = {}  # name -> its labelled child: labels() costs more than inc()
         self.review_queue = ReviewQueue(reviews, self._reviews)
 
     def render(self) -> bytes:
@@ -99,7 +100,10 @@ class Metrics:
     def observe(self, ev: Event) -> None:
         """A store subscriber: a few dictionary lookups per event."""
         name, d = ev.event, ev.data
-        self.events.labels(name).inc()
+        counter = self._event_counters.get(name)
+        if counter is None:
+            counter = self._event_counters[name] = self.events.labels(name)
+        counter.inc()
         if name == "task:transition" and ev.task_id is not None:
             ended, task_seconds = self.follow.transition(ev.task_id, d, ts_seconds(ev.ts))
             if ended is not None:
