@@ -97,7 +97,7 @@ def gets(n: int, count: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[1000])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--big", type=int, default=10_000)
     ap.add_argument("--gets", type=int, default=20)

@@ -83,8 +83,11 @@ class EventHub:
     def __init__(self) -> None:
         self.listeners: set[Listener] = set()
         self.closed = False
+        self.mission_seq: dict[str, int] = {}  # each mission's latest event: a version for cached answers
 
     def publish(self, ev: Event) -> None:
+        if ev.mission_id is not None:
+            self.mission_seq[ev.mission_id] = ev.seq
         for listener in tuple(self.listeners):
             listener.offer(ev)
 

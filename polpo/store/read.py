@@ -106,10 +106,17 @@ def mission(con: Conn, mid: str) -> dict[str, Any] | None:
 
 def tasks(con: Conn, mid: str) -> list[dict[str, Any]]:
     """A mission's tasks in file order, each with ``attempt_kind``: the kind of its latest attempt (or None)."""
-    return [dict(r) for r in con.execute(
+    keys, rows = task_rows(con, mid)
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def task_rows(con: Conn, mid: str) -> tuple[list[str], list[Any]]:
+    """:func:`tasks` as (column names, rows): 10 000 rows turn into dicts faster by ``zip`` than one by one."""
+    rows = list(con.execute(
         "SELECT t.*, a.kind AS attempt_kind FROM tasks t "
         "LEFT JOIN attempts a ON a.task_id = t.id AND a.number = t.attempts "
-        "WHERE t.mission_id = ? ORDER BY t.idx", (mid,))]
+        "WHERE t.mission_id = ? ORDER BY t.idx", (mid,)))
+    return (list(rows[0].keys()) if rows else []), rows
 
 
 def task(con: Conn, tid: str) -> dict[str, Any] | None:

@@ -30,16 +30,22 @@ def task_view(con: Conn, ident: str, *, full: bool) -> dict[str, Any] | None:
     return t
 
 
-def mission_view(con: Conn, ident: str, *, raw_spec: bool = False) -> dict[str, Any] | None:
+def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: bool = False) -> dict[str, Any] | None:
     """A mission (by id or name) with its tasks, gate results and quality; ``raw_spec`` keeps the spec as JSON text
-    wrapped in ``orjson.Fragment`` (serialised as is) instead of parsing it."""
+    wrapped in ``orjson.Fragment`` (serialised as is) instead of parsing it; ``camel_case`` gives the API's keys
+    (the task rows are built with them directly: a 10 000-task mission is not copied twice)."""
     m = read.mission(con, ident)
     if m is None:
         return None
-    m["tasks"] = read.tasks(con, m["id"])
+    keys, rows = read.task_rows(con, m["id"])
+    names = [_camel_key(k) for k in keys] if camel_case else keys
+    tasks = [dict(zip(names, r, strict=True)) for r in rows]
     m["gates"] = read.gates(con, m["id"])
     m["spec"] = orjson.Fragment(m["spec"]) if raw_spec else orjson.loads(m["spec"])
-    m["quality"] = quality(m)
+    m["quality"] = quality({**m, "tasks": tasks})
+    if camel_case:
+        m = camel(m)
+    m["tasks"] = tasks
     return m
 
 

@@ -225,3 +225,18 @@ async def test_a_listener_that_falls_behind_is_marked_not_waited_for() -> None:
     hub.close()
     with anyio.fail_after(1):
         await slow.wait(30)  # returns at once: the hub is closed, its streams end
+
+
+async def test_a_finished_missions_answer_changes_when_it_is_retried(api: tuple[Daemon, httpx.AsyncClient]) -> None:
+    daemon, client = api
+    doc = mission_json(shell_task("needs go", "test -f go", maxRetries=0, maxFixAttempts=0))
+    assert (await client.post("/api/missions?name=once.json", content=doc)).status_code == 201
+    await sse_events(client, "/api/events/stream?after=0&mission=once", "mission:completed")
+    first = await client.get("/api/missions/once")
+    assert first.json()["status"] == "failed" and (await client.get("/api/missions/once")).content == first.content
+    (daemon.cfg.state_dir / "workspaces" / "once" / "go").write_text("")
+    last = (await client.get("/api/events", params={"mission": "once"})).json()["last"]
+    assert (await client.post("/api/tasks/once:1/retry")).status_code == 200
+    await sse_events(client, f"/api/events/stream?after={last}&mission=once", "mission:completed")
+    again = (await client.get("/api/missions/once")).json()
+    assert again["status"] == "completed" and again["tasks"][0]["status"] == "done"
