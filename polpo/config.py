@@ -155,6 +155,29 @@ class StoreSettings(_Base):
         return v
 
 
+class HttpSettings(_Base):
+    """The daemon's HTTP API, web view and ``/metrics``: off unless ``listen`` is set."""
+
+    listen: str | None = None  # "127.0.0.1:8765", "[::1]:8765"; port 0 picks a free one
+    token_env: str = "POLPO_HTTP_TOKEN"  # the variable holding the bearer token; when it is set, every call needs it
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError('expected "HOST:PORT", e.g. "127.0.0.1:8765" (IPv6: "[::1]:8765")')
+        return v
+
+    def host_port(self) -> tuple[str, int] | None:
+        if self.listen is None:
+            return None
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
 class Config(_Base):
     daemon: DaemonSettings = DaemonSettings()
     agents: dict[str, AgentConfig] = {}
@@ -164,6 +187,7 @@ class Config(_Base):
     sla: SlaSettings = SlaSettings()
     security: SecuritySettings = SecuritySettings()
     store: StoreSettings = StoreSettings()
+    http: HttpSettings = HttpSettings()
     channels: dict[str, dict[str, Any]] = {}
     notify: dict[str, Any] = {}
     source: Path | None = None  # the file it was read from

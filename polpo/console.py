@@ -4,15 +4,107 @@ A terminal that is paused (Ctrl-S, a pipe nobody reads, ``polpo daemon | less``)
 daemon's event loop must not wait for it, so lines go through a bounded queue to a writer thread; when the
 queue is full, lines are dropped and counted, and the count is reported once the terminal drains. The
 complete record is always ``events.jsonl``.
+
+:class:`ConsoleView` decides what the terminal shows: mission and task milestones, a line when an attempt starts,
+a heartbeat for an attempt that runs long (so a 5-minute agent run is not 5 minutes of silence), the failed
+check on fix/retry lines and the score on a task's done line; in colour on a terminal, unless ``NO_COLOR`` is set.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
-from typing import TextIO
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
-__all__ = ["ConsolePrinter"]
+from polpo.events import catalog as E
+from polpo.events.render import paint, render, safe
+
+__all__ = ["ConsolePrinter", "ConsoleView", "use_color"]
+
+#: events the daemon's terminal shows (task transitions only to done and failed)
+SHOWN = frozenset(p.NAME for p in (
+    E.MissionAccepted, E.MissionRejected, E.MissionCompleted, E.MissionCancelled, E.MissionResumed, E.TaskFix,
+    E.TaskRetry, E.TaskMaxRetries, E.TaskRecovered, E.TaskError, E.GatePassed, E.GateFailed,
+    E.OrchestratorStarted, E.OrchestratorShutdown, E.ThresholdFailed, E.SlaWarning, E.SlaViolated,
+    E.EscalationTriggered, E.AssessmentCorrected, E.TaskRetryBlocked, E.NotificationFailed, E.AgentSpawned,
+    E.AssessmentDeferred, E.AssessmentError, E.AgentInterrupted, E.TaskMergeConflict))
+#: events it only learns from (scores for done lines, running attempts for the heartbeat)
+FOLLOWED = frozenset(p.NAME for p in (E.AssessmentComplete, E.AgentFinished, E.TaskTransition))
+WANTED = SHOWN | FOLLOWED
+
+
+def use_color(stream: TextIO | None) -> bool:
+    """Colour for a terminal; never when piped, with ``NO_COLOR`` set, or on a dumb terminal."""
+    if stream is None or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class ConsoleView:
+    """Event (JSON form) in, lines out; remembers each task's last score and its running attempt."""
+
+    def __init__(self, *, color: bool = False, heartbeat: float = 60.0) -> None:
+        self.color = color
+        self.heartbeat_every = heartbeat
+        self.scores: dict[str, float] = {}
+        self.running: dict[str, tuple[float, float, Mapping[str, Any]]] = {}  # task -> (started, last line, spawn data)
+
+    def lines(self, ev: Mapping[str, Any], now: float) -> list[str]:
+        """What to print for ``ev`` (``now``: a monotonic clock reading, for the heartbeat)."""
+        name = ev.get("event")
+        d: Mapping[str, Any] = ev.get("data") or {}
+        task = ev.get("taskId")
+        if name == "assessment:complete" and task and isinstance(d.get("globalScore"), int | float):
+            self.scores[task] = d["globalScore"]
+        elif name == "agent:spawned" and task:
+            self.running[task] = (now, now, d)
+        elif name == "agent:finished" and task:
+            self.running.pop(task, None)
+        if name == "task:transition":
+            if d.get("to") not in ("done", "failed"):
+                return []
+            self.running.pop(task or "", None)
+            line = render(ev, color=self.color)
+            score = self.scores.pop(task or "", None)
+            if score is not None and d.get("to") == "done":
+                line += f"; score {score:.2f}"
+            return [line]
+        return [render(ev, color=self.color)] if name in SHOWN else []
+
+    def heartbeat(self, now: float) -> list[str]:
+        """A line for each attempt that has run ``heartbeat`` seconds since its last line."""
+        out = []
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")[11:23]
+        for task, (started, last, d) in self.running.items():
+            if now - last < self.heartbeat_every:
+                continue
+            self.running[task] = (started, now, d)
+            text = (f"attempt {d.get('attempt')} ({safe(d.get('kind'))}) by {safe(d.get('agentName'))} "
+                    f"still running after {_elapsed(now - started)}")
+            name, who = f"{'task:running':<26}", f"{safe(task):<20}"
+            if self.color:
+                stamp_c, name, who = paint(stamp, "dim"), paint(name, "info"), paint(who, "bold")
+                out.append(f"{stamp_c}  {name} {who} {text}")
+            else:
+                out.append(f"{stamp}  {name} {who} {text}")
+        return out
+
+
+def _elapsed(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s}s"
+    h, m = divmod(m, 60)
+    return f"{h}h {m}m"
 
 _STOP = object()
 

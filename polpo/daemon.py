@@ -2,7 +2,9 @@
 
 Runs in the foreground (systemd/supervisor style). SIGTERM or SIGINT: stop taking files, stop dispatching,
 give running agents ``[daemon] shutdown_grace`` seconds, then kill their process groups; state stays
-consistent and the next start resumes.
+consistent and the next start resumes. Under systemd (``Type=notify``) it reports ready once it watches the
+missions folder and serves its API. With ``[http] listen`` the API, ``/metrics`` and the web view run in the same
+task group (see :mod:`polpo.http`); with ``OTEL_*`` set and ``polpo[otel]`` installed, traces are exported.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import signal
 import sqlite3
 import sys
+import time
 from typing import Any, TextIO
 
 import anyio
@@ -22,13 +25,14 @@ from polpo import __version__
 from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock, SystemClock
 from polpo.config import Config, ConfigError
-from polpo.console import ConsolePrinter
+from polpo.console import WANTED, ConsolePrinter, ConsoleView, use_color
 from polpo.engine.engine import Engine
 from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
-from polpo.events.render import render
+from polpo.http.auth import http_plan
+from polpo.http.service import HttpService
 from polpo.intake.handler import IntakeHandler
 from polpo.intake.watcher import Intake
 from polpo.llm.client import load_litellm
@@ -36,20 +40,20 @@ from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
+from polpo.sdnotify import notify as sd_notify
 from polpo.sla.monitor import SlaMonitor
+from polpo.store import read
 from polpo.store.open import open_store
 from polpo.store.protocol import Store, StoreError
+from polpo.store.readers import ReaderPool
+from polpo.telemetry.otel import start_tracing
 from polpo.tools.childwatch import pidfd_child_watcher
 from polpo.tools.orphans import become_subreaper
 
 log = logging.getLogger("polpo.daemon")
 
 JANITOR_INTERVAL = 5.0  # seconds between two orphan sweeps outside the end of a task's turn
-CONSOLE_EVENTS = frozenset(p.NAME for p in (
-    E.MissionAccepted, E.MissionRejected, E.MissionCompleted, E.MissionCancelled, E.MissionResumed, E.TaskFix,
-    E.TaskRetry, E.TaskMaxRetries, E.TaskRecovered, E.TaskError, E.GatePassed, E.GateFailed,
-    E.OrchestratorStarted, E.OrchestratorShutdown, E.ThresholdFailed, E.SlaWarning, E.SlaViolated,
-    E.EscalationTriggered, E.AssessmentCorrected, E.TaskRetryBlocked, E.NotificationFailed))
+HEARTBEAT = 60.0  # seconds between two "still running" lines for one attempt
 
 
 class DaemonError(Exception):
@@ -58,7 +62,7 @@ class DaemonError(Exception):
 
 class Daemon:
     def __init__(self, cfg: Config, *, clock: Clock | None = None, console: TextIO | None = sys.stderr,
-                 handle_signals: bool = True, agents: AgentFactory | None = None) -> None:
+                 handle_signals: bool = True, agents: AgentFactory | None = None, heartbeat: float = HEARTBEAT) -> None:
         self.cfg = cfg
         self.clock = clock or SystemClock()
         self.console = console
@@ -71,7 +75,11 @@ class Daemon:
         self._stop = anyio.Event()
         self._lock_file: Any = None
         self._printer: ConsolePrinter | None = None
+        self._view = ConsoleView(color=use_color(console), heartbeat=heartbeat)
         self.notify = notify_config(cfg)  # a bad channel config stops the start, with the reason
+        self.http_plan = http_plan(cfg)  # a non-loopback address without a token stops the start
+        self.http: HttpService | None = None
+        self.readers = ReaderPool(lambda: read.open_reader(cfg, threads=True))  # no connection until used
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -108,11 +116,21 @@ class Daemon:
                         max_bytes=cfg.daemon.max_mission_bytes)
         self.intake = intake
         try:
+            if self.http_plan is not None:
+                self.http = HttpService(cfg, self.http_plan, store, engine, channels=set(self.notify.channels),
+                                        readers=self.readers, reviews=self._reviews)
+                try:
+                    self.http.bind()
+                except OSError as e:
+                    raise DaemonError(f"cannot listen on {cfg.http.listen} ([http] listen): {e.strerror or e}") from None
             await engine.load()
             with pidfd_child_watcher():
                 await self._serve(store, engine, notifier, monitor, intake)
         finally:
             with anyio.CancelScope(shield=True):
+                if self.http is not None:
+                    self.http.close()
+                await self.readers.close()
                 await store.close()
             if self._printer is not None:
                 self._printer.close()
@@ -137,17 +155,31 @@ class Daemon:
             tg.start_soon(intake.run)
             tg.start_soon(engine.commands.run_inbox)
             tg.start_soon(self._janitor, engine)
+            if self.http is not None:
+                self.http.start(tg)
+            tracing = start_tracing(store, self._reviews)
+            if tracing is not None:
+                tg.start_soon(tracing.run)
+            if self._printer is not None:
+                tg.start_soon(self._heartbeats)
             if self.handle_signals:
                 tg.start_soon(self._signals)
             await intake.ready.wait()
             self.started.set()
+            sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=watching {cfg.missions_dir}"
+                      + (f"; API at {self.http.url}" if self.http is not None else ""))
             await self._stop.wait()
+            sd_notify("STOPPING=1")
             intake.stop()
             await monitor.shutdown()
             await engine.stop(cfg.daemon.shutdown_grace.total_seconds())
             await store.commit(store.tx().event(E.OrchestratorShutdown(
                 pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
             await notifier.drain(5.0)
+            if self.http is not None:
+                await self.http.stop()  # after the shutdown event, so followers see it
+            if tracing is not None:
+                tracing.shutdown()
             tg.cancel_scope.cancel()
 
     def _notification(self, channel: str, event: str, error: str | None) -> None:
@@ -181,9 +213,22 @@ class Daemon:
             log.warning("reopened %s", self.cfg.events_path)
 
     def _print(self, ev: Event) -> None:
-        if ev.event in CONSOLE_EVENTS or (ev.event == E.TaskTransition.NAME and ev.data.get("to") in ("done", "failed")):
+        if ev.event in WANTED:
             assert self._printer is not None
-            self._printer.print(render(ev.to_json_dict()))
+            for line in self._view.lines(ev.to_json_dict(), time.monotonic()):
+                self._printer.print(line)
+
+    async def _heartbeats(self) -> None:
+        """A line for each attempt that runs long, every ``heartbeat`` seconds (see ConsoleView)."""
+        assert self._printer is not None
+        while True:
+            await anyio.sleep(max(0.05, self._view.heartbeat_every / 4))
+            for line in self._view.heartbeat(time.monotonic()):
+                self._printer.print(line)
+
+    async def _reviews(self, task_id: str, check_idx: int) -> list[dict[str, Any]]:
+        """The latest panel's stored reviewer traces of a task's review check (for metrics and traces)."""
+        return await self.readers.run(lambda con: read.latest_reviews(con, task_id, check_idx))
 
     def _take_lock(self) -> None:
         path = self.cfg.state_dir / "daemon.lock"

@@ -1,5 +1,9 @@
 """Acting on running work: ``polpo retry``, ``polpo cancel``, ``polpo approve``.
 
+When the daemon serves the HTTP API (``[http] listen``), the command goes through it and the daemon answers at
+once; otherwise (or if the API does not answer) it is queued in the store's command inbox, which the daemon
+polls.
+
 Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
 commands start fast.
 """
@@ -8,10 +12,35 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
 from polpo.cli.common import config_option, load_config_or_exit
+
+_PATHS = {"cancel": "/api/missions/{}/cancel", "retry": "/api/tasks/{}/retry", "approve": "/api/tasks/{}/approve"}
+
+
+def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
+    """True when the daemon's API answered (and the answer was printed or raised)."""
+    from polpo.http.client import api_url, call
+
+    base = api_url(cfg.state_dir, pid)
+    if base is None:
+        return False
+    try:
+        answer = call(base, "POST", _PATHS[kind].format(target), cfg.http.token_env)
+    except OSError:
+        return False  # the inbox still works
+    message = str(answer.body.get("message") or answer.body)
+    if answer.status == 200:
+        click.echo(message)
+        return True
+    if answer.status == 401:
+        raise click.ClickException(f"the daemon's API needs its token: set ${cfg.http.token_env}")
+    if answer.status == 404:
+        raise click.ClickException(f"{message}; see `polpo status --all`")
+    raise click.ClickException(message)
 
 
 def _queue(kind: str, target: str, config_path: str | None) -> None:
@@ -19,6 +48,8 @@ def _queue(kind: str, target: str, config_path: str | None) -> None:
     from polpo.store import read
 
     cfg = load_config_or_exit(config_path)
+    if _via_api(kind, target, cfg, daemon_pid(cfg.state_dir)):
+        return
     try:
         con = read.open_reader(cfg)
     except read.NoState as e:

@@ -1,17 +1,48 @@
 """Looking at state: ``polpo status`` and ``polpo show``.
 
 Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
-commands start fast.
+commands start fast. Every text that comes from a file, an agent or a model goes through :func:`term`, so it
+cannot move the cursor or forge a line.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
 from polpo.cli.review_view import assessment_lines
+
+
+def _elapsed(start: str | None, end: str | None, now: datetime) -> str:
+    """From ``start`` to ``end`` (or now, while it runs), as a person reads it: 45s, 3m 5s, 2h 10m."""
+    if not start:
+        return "-"
+    try:
+        a = datetime.fromisoformat(start)
+        b = datetime.fromisoformat(end) if end else now
+    except ValueError:
+        return "?"
+    s = max(0, int((b - a).total_seconds()))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s}s"
+    h, m = divmod(m, 60)
+    return f"{h}h {m}m"
+
+
+def _task_line(t: dict[str, Any], now: datetime, width: int = 40) -> str:
+    """id, status, title, attempt N (kind), elapsed, score."""
+    attempt = f"attempt {t['attempts']}" + (f" ({term(t['attempt_kind'])})" if t.get("attempt_kind") else "") \
+        if t["attempts"] else "not started"
+    score = f"  score {t['score']:.2f}" if t.get("score") is not None else ""
+    reason = f"  ({term(t['reason'])})" if t["reason"] and t["status"] != "done" else ""
+    return (f"  {term(t['id']):<22} {term(t['status']):<12} {term(t['title'][:width]):<{width}} {attempt:<20} "
+            f"{_elapsed(t.get('started_at'), t.get('finished_at'), now):>8}{score}{reason}")
 
 
 def _show_task(t: dict[str, Any]) -> None:
@@ -92,14 +123,14 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         return
     if len(ms) < total:
         click.echo(f"(the newest {len(ms)} of {total} missions; --limit N or --limit 0 shows more)")
+    now = datetime.now(UTC)
     for m in ms:
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
-        click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}")
+        click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
+                   f"{_elapsed(m['created_at'], m['finished_at'], now)}")
         if show_all or m["status"] in ("running", "cancelling"):
             for t in m["tasks"]:
-                reason = f"  ({term(t['reason'])})" if t["reason"] and t["status"] != "done" else ""
-                click.echo(f"  {term(t['id']):<22} {term(t['status']):<12} {term(t['title'][:40]):<40} "
-                           f"attempts {t['attempts']}{reason}")
+                click.echo(_task_line(t, now))
 
 
 @click.command()
@@ -108,44 +139,42 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
 @config_option
 def show(ident: str, as_json: bool, config_path: str | None) -> None:
     """One mission (ID or name) or task (MISSION:N) with its attempts and check results."""
-    from polpo.store import read
+    from polpo.store import read, views
 
     cfg = locate_or_exit(config_path)
     try:
         con = read.open_reader(cfg)
+    except read.Unreachable as e:
+        raise click.ClickException(str(e)) from None
     except read.NoState as e:
         raise click.ClickException(str(e)) from None
-    t = read.task(con, ident)
+    t = views.task_view(con, ident, full=as_json)
     if t is not None:
-        t["attemptCount"] = t["attempts"]
-        t["hasTiers"] = read.task_has_tiers(con, ident)
-        t["attempts"] = read.attempts(con, ident, full=as_json)
-        t["dimensions"] = read.dimensions(con, ident)
-        if not as_json:
-            from polpo.agents.transcript import timeline_text
-
-            for a in t["attempts"]:
-                turns = read.transcript(con, a["id"])
-                a["timeline"] = timeline_text(turns, 1500) if turns else None
         if as_json:
             print_json(t)
             return
+        from polpo.agents.transcript import timeline_text
+
+        for a in t["attempts"]:
+            turns = read.transcript(con, a["id"])
+            a["timeline"] = timeline_text(turns, 1500) if turns else None
         _show_task(t)
         return
-    m = read.mission(con, ident)
+    m = views.mission_view(con, ident)
     if m is None:
         raise click.ClickException(f"no mission or task {term(repr(ident))}; see `polpo status`")
-    m["tasks"] = read.tasks(con, m["id"])
-    m["gates"] = read.gates(con, m["id"])
     if as_json:
-        import orjson
-
-        m["spec"] = orjson.loads(m["spec"])
         print_json(m)
         return
+    _show_mission(m)
+
+
+def _show_mission(m: dict[str, Any]) -> None:
+    now = datetime.now(UTC)
     click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m['status'])}")
     click.echo(f"  file {term(m['source'])}\n  workspace {term(m['workspace'])}\n  started {term(m['created_at'])}"
-               + (f", finished {term(m['finished_at'])}" if m["finished_at"] else ""))
+               + (f", finished {term(m['finished_at'])}" if m["finished_at"] else "")
+               + f" ({_elapsed(m['created_at'], m['finished_at'], now)})")
     for w in m.get("warnings") or []:
         click.echo(f"  warning: {term(w)}")
     if m.get("report"):
@@ -158,8 +187,22 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
                        f"({len(branch['tasks'])} task(s) merged): review with "
                        f"`git log -p {term(branch['base'][:12])}..{term(branch['name'])}`, "
                        f"then `git merge {term(branch['name'])}`")
+    q = m["quality"]
+    if q.get("average") is not None:
+        verdict = "" if q.get("passed") is None else (" — passes" if q["passed"] else " — BELOW")
+        limit = f" (threshold {q['threshold']:g}{verdict})" if q.get("threshold") is not None else ""
+        click.echo(f"  quality average {q['average']:.2f} over {q['scored']} scored task(s){limit}")
+    else:
+        click.echo("  quality average: n/a (no done task has a score; scores come from llm_review checks)")
     for t in m["tasks"]:
-        click.echo(f"  {term(t['id']):<22} {term(t['status']):<12} {term(t['title'])}"
-                   + (f"  ({term(t['reason'])})" if t["reason"] and t["status"] != "done" else ""))
-    for g in m["gates"]:
-        click.echo(f"  gate {term(g['name'])}: {term(g['status'])} — {term(g['reason'])}")
+        click.echo(_task_line(t, now, width=32))
+    stored = {g["name"]: g for g in m["gates"]}
+    for g in m["spec"].get("qualityGates") or []:
+        row = stored.get(g["name"]) or {"status": "waiting", "reason": None, "avg_score": None}
+        rule = ", ".join(x for x in (f"minScore {g['minScore']:g}" if g.get("minScore") is not None else "",
+                                     "requireAllPassed" if g.get("requireAllPassed") else "") if x)
+        avg = f", average {row['avg_score']:.2f}" if row.get("avg_score") is not None else ""
+        click.echo(f"  gate {term(g['name'])}: {term(row['status'])}{avg}"
+                   + (f" — {term(row['reason'])}" if row.get("reason") else "")
+                   + f"\n    after {term(', '.join(g['afterTasks']))}; blocks {term(', '.join(g['blocksTasks']))}"
+                   + (f"; {rule}" if rule else ""))

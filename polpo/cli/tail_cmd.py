@@ -7,6 +7,7 @@ commands start fast.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,10 +30,12 @@ def tail(follow: bool, mission_id: str | None, pattern: str | None, as_json: boo
     """Show the event log (<state_dir>/events.jsonl) readably."""
     import orjson
 
+    from polpo.console import use_color
     from polpo.events.names import matches
     from polpo.events.render import render
 
     cfg = locate_or_exit(config_path)
+    color = use_color(sys.stdout)  # a terminal, not a pipe, no NO_COLOR
     path = cfg.events_path
 
     def keep(ev: dict[str, Any]) -> bool:
@@ -53,7 +56,7 @@ def tail(follow: bool, mission_id: str | None, pattern: str | None, as_json: boo
         except orjson.JSONDecodeError:
             return
         if keep(ev):
-            click.echo(raw.decode().rstrip("\n") if as_json else render(ev))
+            click.echo(raw.decode().rstrip("\n") if as_json else render(ev, color=color))
 
     while not path.exists():
         if not follow:

@@ -4,6 +4,10 @@ Works on the event's JSON form (``{"event", "data", "missionId", "taskId", "ts"}
 ``events.jsonl`` and a live event alike. Every value taken from the event is made terminal-safe first: a
 newline, an escape sequence or another control character in a title or a message is shown escaped, so a
 mission file can neither clear a terminal nor forge a second log line.
+
+``render(ev, color=True)`` adds ANSI colour for a terminal: the event's name in green when something passed
+or finished well, red when it failed, yellow for a fix, retry or warning, cyan for a start; the text is the
+same with or without colour (escape codes come only from here, never from an event's values).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["headline", "render", "safe", "summary"]
+__all__ = ["headline", "paint", "render", "safe", "summary", "tone"]
 
 Data = Mapping[str, Any]
 Ev = Mapping[str, Any]
@@ -241,11 +245,56 @@ def _who(ev: Ev) -> str:
     return safe(ev.get("taskId") or ev.get("missionId") or "-")
 
 
-def render(ev: Ev) -> str:
-    """A console / ``polpo tail`` line: time, event, task or mission, summary."""
+def render(ev: Ev, *, color: bool = False) -> str:
+    """A console / ``polpo tail`` line: time, event, task or mission, summary (coloured for a terminal)."""
     ts = str(ev.get("ts", ""))
     short = ts[11:23] if len(ts) >= 23 else ts
-    return f"{safe(short)}  {safe(ev.get('event', '?')):<26} {_who(ev):<20} {summary(ev)}"
+    name, who, text = f"{safe(ev.get('event', '?')):<26}", f"{_who(ev):<20}", summary(ev)
+    if not color:
+        return f"{safe(short)}  {name} {who} {text}"
+    t = tone(ev)
+    if t == "bad":
+        text = paint(text, "bad")
+    return f"{paint(safe(short), 'dim')}  {paint(name, t)} {paint(who, 'bold')} {text}"
+
+
+# ------------------------------------------------------------------------------------------------- colour
+
+_SGR = {"ok": "32", "bad": "31", "warn": "33", "info": "36", "dim": "2", "bold": "1"}
+_BAD = frozenset({"mission:rejected", "task:error", "quality:gate:failed", "quality:threshold:failed",
+                  "sla:violated", "notification:failed"})
+_WARN = frozenset({"task:fix", "task:retry", "task:retry:blocked", "sla:warning", "escalation:triggered",
+                   "mission:cancelled", "task:timeout", "task:recovered", "assessment:corrected", "mission:resumed"})
+_OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved"})
+_INFO = frozenset({"agent:spawned", "orchestrator:started", "orchestrator:shutdown", "task:running",
+                   "assessment:started", "assessment:check:started", "task:created"})
+
+
+def tone(ev: Ev) -> str | None:
+    """ok | bad | warn | info, or None: how an event reads at a glance."""
+    name = str(ev.get("event", ""))
+    d: Data = ev.get("data") or {}
+    if name in _BAD or (name == "task:maxRetries" and not d.get("escalating")):
+        return "bad"
+    if name in _WARN or name == "task:maxRetries":
+        return "warn"
+    if name == "mission:completed":
+        return "ok" if d.get("outcome") == "completed" else "bad"
+    if name == "task:transition":
+        return {"done": "ok", "failed": "bad"}.get(str(d.get("to")))
+    if name in ("assessment:check:complete", "assessment:complete"):
+        return "ok" if d.get("passed") else "bad"
+    if name == "agent:finished":
+        return "bad" if d.get("timedOut") or d.get("error") or d.get("exitCode") not in (0, None) else None
+    if name in _OK:
+        return "ok"
+    return "info" if name in _INFO else None
+
+
+def paint(text: str, how: str | None) -> str:
+    """``text`` in the colour named ``how`` (see :data:`_SGR`); unchanged for None."""
+    code = _SGR.get(how or "")
+    return f"\x1b[{code}m{text}\x1b[0m" if code else text
 
 
 def headline(ev: Ev) -> str:

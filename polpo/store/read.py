@@ -47,10 +47,14 @@ class Conn(Protocol):
     def close(self) -> None: ...
 
 
-def open_reader(cfg: Located) -> Conn:
-    """The state the config names: the SQLite file in the state folder, or the ``[store] url`` database."""
+def open_reader(cfg: Located, *, threads: bool = False) -> Conn:
+    """The state the config names: the SQLite file in the state folder, or the ``[store] url`` database.
+
+    ``threads``: the connection may be used from a thread other than the one that opened it (one at a time,
+    as :class:`polpo.store.readers.ReaderPool` hands it out).
+    """
     if cfg.store.url is None:
-        return connect(cfg.db_path)
+        return connect(cfg.db_path, threads=threads)
     from polpo.store import postgres_read
     from polpo.store.errors import StoreError
 
@@ -62,10 +66,10 @@ def open_reader(cfg: Located) -> Conn:
         raise Unreachable(str(e)) from None
 
 
-def connect(db_path: Path) -> sqlite3.Connection:
+def connect(db_path: Path, *, threads: bool = False) -> sqlite3.Connection:
     if not db_path.exists():
         raise NoState(f"no state at {db_path} yet: start the daemon first (polpo daemon)")
-    con = sqlite3.connect(db_path, timeout=5.0)
+    con = sqlite3.connect(db_path, timeout=5.0, check_same_thread=not threads)
     con.row_factory = sqlite3.Row
     con.execute("PRAGMA busy_timeout=5000")
     return con
@@ -109,7 +113,18 @@ def mission(con: Conn, mid: str) -> dict[str, Any] | None:
 
 
 def tasks(con: Conn, mid: str) -> list[dict[str, Any]]:
-    return [dict(r) for r in con.execute("SELECT * FROM tasks WHERE mission_id = ? ORDER BY idx", (mid,))]
+    """A mission's tasks in file order, each with ``attempt_kind``: the kind of its latest attempt (or None)."""
+    keys, rows = task_rows(con, mid)
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def task_rows(con: Conn, mid: str) -> tuple[list[str], list[Any]]:
+    """:func:`tasks` as (column names, rows): 10 000 rows turn into dicts faster by ``zip`` than one by one."""
+    rows = list(con.execute(
+        "SELECT t.*, a.kind AS attempt_kind FROM tasks t "
+        "LEFT JOIN attempts a ON a.task_id = t.id AND a.number = t.attempts "
+        "WHERE t.mission_id = ? ORDER BY t.idx", (mid,)))
+    return (list(rows[0].keys()) if rows else []), rows
 
 
 def task(con: Conn, tid: str) -> dict[str, Any] | None:
@@ -186,6 +201,37 @@ def gates(con: Conn, mid: str) -> list[dict[str, Any]]:
 def source(con: Conn, path: str) -> dict[str, Any] | None:
     """What the daemon last made of a mission file's bytes: {path, hash, outcome, mission_id, seen_at}."""
     return _dict(con.execute("SELECT * FROM sources WHERE path = ?", (path,)).fetchone())
+
+
+def events(con: Conn, after: int, *, mission: str | None = None, limit: int = 500,
+           ) -> list[tuple[int, str, str, str | None, str | None, str]]:
+    """Up to ``limit`` stored events after ``seq``, oldest first: (seq, ts, event, missionId, taskId, data JSON)."""
+    where = "seq > ?" + (" AND mission_id = ?" if mission is not None else "")
+    args: tuple[Any, ...] = (after, mission, limit) if mission is not None else (after, limit)
+    return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in con.execute(
+        f"SELECT seq, ts, event, mission_id, task_id, data FROM events WHERE {where} ORDER BY seq LIMIT ?", args)]
+
+
+def last_event_seq(con: Conn) -> int:
+    row = con.execute("SELECT MAX(seq) FROM events").fetchone()
+    return int(row[0] or 0) if row is not None else 0
+
+
+def ping(con: Conn) -> None:
+    """A trivial query: raises when the store cannot answer."""
+    con.execute("SELECT 1").fetchone()
+
+
+def latest_reviews(con: Conn, task_id: str, check_idx: int) -> list[dict[str, Any]]:
+    """The reviewer traces of the latest panel that ran a task's review check: [{reviewer, model, ok, at, data}]."""
+    rows = list(con.execute(
+        "SELECT assessment_id, reviewer, model, ok, data, created_at FROM reviews WHERE task_id = ? AND check_idx = ? "
+        "ORDER BY created_at, assessment_id, reviewer", (task_id, check_idx)))
+    if not rows:
+        return []
+    last = rows[-1][0]
+    return [{"reviewer": r[1], "model": r[2], "ok": bool(r[3]), "data": orjson.loads(r[4]), "at": r[5]}
+            for r in rows if r[0] == last]
 
 
 def queue_command(con: Conn, kind: str, target: str, now: str) -> int:

@@ -1,0 +1,121 @@
+"""The JSON endpoints: health, missions, tasks, commands and the stored events.
+
+Reads go through the reader pool (worker threads, committed state); commands go straight to the engine's
+command handler, so the answer is the daemon's own (``done`` or ``refused`` with the reason). A finished
+mission's answer is kept (a few of them) until an event of that mission arrives: every change to what it shows
+comes with one (a retry, say), and a 10 000-task mission is then served without being assembled again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from polpo.http.context import ApiContext, json_response
+from polpo.http.hub import event_line
+from polpo.store import read, views
+from polpo.store.read import Conn
+
+__all__ = ["Api"]
+
+MAX_EVENTS_PAGE = 5000
+CACHED_MISSIONS = 8
+FINISHED = frozenset({"completed", "failed", "cancelled"})
+
+
+class Api:
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+        self._cache: OrderedDict[str, tuple[int | None, bytes]] = OrderedDict()  # id -> (its last event, body)
+
+    async def healthz(self, request: Request) -> Response:
+        try:
+            await self.ctx.readers.run(read.ping)
+            store_ok, error = True, None
+        except Exception as e:  # the answer says what is wrong instead of failing
+            store_ok, error = False, f"{type(e).__name__}: {e}"
+        body: dict[str, Any] = {"status": "ok" if store_ok else "degraded", "version": self.ctx.version,
+                                "uptimeSeconds": round(time.monotonic() - self.ctx.started, 3),
+                                "store": {"ok": store_ok}}
+        if error:
+            body["store"]["error"] = error
+        return json_response(body, 200 if store_ok else 503)
+
+    async def missions(self, request: Request) -> Response:
+        finished = request.query_params.get("finished", "true") != "false"
+        limit = _int(request.query_params.get("limit"), 200, 1, 10_000)
+        rows = await self.ctx.readers.run(lambda con: views.missions_view(con, include_finished=finished, limit=limit))
+        return json_response({"missions": [views.camel(m) for m in rows]})
+
+    async def mission(self, request: Request) -> Response:
+        ident = request.path_params["mission_id"]
+        version = self.ctx.hub.mission_seq.get(ident)
+        hit = self._cache.get(ident)
+        if hit is not None and hit[0] == version:
+            self._cache.move_to_end(ident)
+            return Response(hit[1], media_type="application/json")
+        m = await self.ctx.readers.run(lambda con: views.mission_view(con, ident, raw_spec=True, camel_case=True))
+        if m is None:
+            return _not_found("mission", ident)
+        body = orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS)
+        if m["id"] == ident and m["status"] in FINISHED and self.ctx.hub.mission_seq.get(ident) == version:
+            self._cache[ident] = (version, body)  # no event of it arrived while it was read
+            while len(self._cache) > CACHED_MISSIONS:
+                self._cache.popitem(last=False)
+        return Response(body, media_type="application/json")
+
+    async def task(self, request: Request) -> Response:
+        ident = request.path_params["task_id"]
+        t = await self.ctx.readers.run(lambda con: views.task_view(con, ident, full=True))
+        if t is None:
+            return _not_found("task", ident)
+        return json_response(views.camel(t))
+
+    async def events(self, request: Request) -> Response:
+        after = _int(request.query_params.get("after"), 0, 0, None)
+        limit = _int(request.query_params.get("limit"), 1000, 1, MAX_EVENTS_PAGE)
+        mission = request.query_params.get("mission") or None
+        rows = await self.ctx.readers.run(lambda con: read.events(con, after, mission=mission, limit=limit))
+        last = rows[-1][0] if rows else after
+        body = b'{"events":[' + b",".join(event_line(*r) for r in rows) + b'],"last":' + str(last).encode()
+        body += b',"more":' + (b"true" if len(rows) == limit else b"false") + b"}"
+        return Response(body, media_type="application/json")
+
+    # -- commands -------------------------------------------------------------------------------------------
+    async def cancel(self, request: Request) -> Response:
+        return await self._command("cancel", request.path_params["mission_id"], read.mission, "mission")
+
+    async def retry(self, request: Request) -> Response:
+        return await self._command("retry", request.path_params["task_id"], read.task, "task")
+
+    async def approve(self, request: Request) -> Response:
+        return await self._command("approve", request.path_params["task_id"], read.task, "task")
+
+    async def _command(self, kind: str, ident: str, lookup: Any, what: str) -> Response:
+        def find(con: Conn) -> dict[str, Any] | None:
+            row: dict[str, Any] | None = lookup(con, ident)
+            return row
+
+        row = await self.ctx.readers.run(find)
+        if row is None:
+            return _not_found(what, ident)
+        status, answer = await self.ctx.apply_command(kind, row["id"])
+        return json_response({"status": status, "message": answer, "target": row["id"]},
+                             200 if status == "done" else 409)
+
+
+def _not_found(what: str, ident: str) -> Response:
+    return json_response({"error": "not found", "message": f"no {what} {ident!r}"}, 404)
+
+
+def _int(raw: str | None, default: int, lo: int, hi: int | None) -> int:
+    try:
+        v = int(raw) if raw is not None else default
+    except ValueError:
+        v = default
+    return max(lo, v if hi is None else min(hi, v))

@@ -1,0 +1,62 @@
+"""The ASGI application: routes, the token check, the web view's files."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from polpo.http.api import Api
+from polpo.http.auth import TokenAuth
+from polpo.http.context import ApiContext
+from polpo.http.openapi import openapi_document
+from polpo.http.sse import event_stream
+from polpo.http.submit import submit_mission
+from polpo.web import STATIC
+
+__all__ = ["build_app"]
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def build_app(ctx: ApiContext, token: str | None) -> Starlette:
+    api = Api(ctx)
+    spec = openapi_document(ctx.version)
+
+    async def openapi(request: Request) -> Response:
+        return Response(spec, media_type="application/json")
+
+    async def metrics(request: Request) -> Response:
+        if ctx.metrics is None:
+            return Response("metrics are off\n", status_code=404, media_type="text/plain")
+        return Response(ctx.metrics(), media_type=PROMETHEUS_TEXT)
+
+    async def stream(request: Request) -> Response:
+        return await event_stream(ctx, request)
+
+    async def submit(request: Request) -> Response:
+        return await submit_mission(ctx, request)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
+
+    routes = [
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/api/missions", api.missions, methods=["GET"]),
+        Route("/api/missions", submit, methods=["POST"]),
+        Route("/api/missions/{mission_id}", api.mission, methods=["GET"]),
+        Route("/api/missions/{mission_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/tasks/{task_id}", api.task, methods=["GET"]),
+        Route("/api/tasks/{task_id}/retry", api.retry, methods=["POST"]),
+        Route("/api/tasks/{task_id}/approve", api.approve, methods=["POST"]),
+        Route("/api/events", api.events, methods=["GET"]),
+        Route("/api/events/stream", stream, methods=["GET"]),
+        Route("/", index, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(TokenAuth, token=token)])

@@ -1,0 +1,104 @@
+"""``GET /openapi.json``: the API described in OpenAPI 3.1, built from one table of the routes.
+
+The request body of ``POST /api/missions`` is the mission file's own JSON Schema (``polpo schema``), its
+definitions moved under ``components/schemas``. A test checks that every route the app serves is described here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from polpo.mission.schema import mission_json_schema
+
+__all__ = ["ROUTES", "openapi_document"]
+
+_JSON = "application/json"
+
+
+def _obj(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props}
+
+
+_ERROR = _obj(error={"type": "string"}, message={"type": "string"})
+_PROBLEMS = _obj(error={"type": "string"}, errors={"type": "array", "items": _obj(
+    path={"type": "string", "description": "JSON path in the mission document, e.g. $.tasks[0].assignTo"},
+    message={"type": "string"})})
+_COMMAND = _obj(status={"type": "string", "enum": ["done", "refused"]}, message={"type": "string"},
+                target={"type": "string"})
+_EVENT = {"type": "object", "description": "One event, as a line of events.jsonl", "properties": {
+    "seq": {"type": "integer"}, "ts": {"type": "string"}, "event": {"type": "string"},
+    "missionId": {"type": "string"}, "taskId": {"type": "string"}, "data": {"type": "object"}}}
+_ANY = {"type": "object", "additionalProperties": True}
+
+# (method, path, summary, parameters, responses {status: (description, schema | None)})
+ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[str, Any]]]] = [
+    ("get", "/healthz", "Liveness: version, uptime, whether the store answers (no token needed)", [],
+     {200: ("ok", _obj(status={"type": "string"}, version={"type": "string"},
+                       uptimeSeconds={"type": "number"}, store=_obj(ok={"type": "boolean"}))),
+      503: ("the store does not answer", _ANY)}),
+    ("get", "/openapi.json", "This document", [], {200: ("OpenAPI 3.1", _ANY)}),
+    ("get", "/metrics", "Prometheus metrics (text exposition format)", [], {200: ("metrics", None)}),
+    ("get", "/api/missions", "The latest missions, with task counts",
+     [("query", "finished", "false: only running and cancelling missions"),
+      ("query", "limit", "how many (default 200)")],
+     {200: ("missions", _obj(missions={"type": "array", "items": _ANY}))}),
+    ("post", "/api/missions", "Submit a mission document (validated as `polpo validate` does)",
+     [("query", "name", "file name in the missions folder (default: from the mission's name)")],
+     {201: ("accepted", _obj(missionId={"type": "string"}, file={"type": "string"},
+                             warnings={"type": "array", "items": {"type": "string"}})),
+      202: ("written, not yet taken in", _ANY), 422: ("invalid: every problem with its path", _PROBLEMS)}),
+    ("get", "/api/missions/{mission_id}", "One mission (id or name): tasks, gates, quality, spec",
+     [("path", "mission_id", "mission id or name")], {200: ("the mission", _ANY), 404: ("unknown", _ERROR)}),
+    ("post", "/api/missions/{mission_id}/cancel", "Cancel a running mission",
+     [("path", "mission_id", "mission id or name")],
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _COMMAND)}),
+    ("get", "/api/tasks/{task_id}", "One task (MISSION:N): attempts, checks, reviewer traces, transcripts",
+     [("path", "task_id", "task id, e.g. calculator:2")], {200: ("the task", _ANY), 404: ("unknown", _ERROR)}),
+    ("post", "/api/tasks/{task_id}/retry", "Retry a failed task with a fresh budget",
+     [("path", "task_id", "task id")],
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _COMMAND)}),
+    ("post", "/api/tasks/{task_id}/approve", "Let a task awaiting approval run its fix or retry",
+     [("path", "task_id", "task id")],
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _COMMAND)}),
+    ("get", "/api/events", "Stored events after a number, oldest first",
+     [("query", "after", "seq to start after (default 0)"), ("query", "mission", "one mission's events"),
+      ("query", "limit", "page size (default 1000, at most 5000)")],
+     {200: ("a page", _obj(events={"type": "array", "items": _EVENT}, last={"type": "integer"},
+                           more={"type": "boolean"}))}),
+    ("get", "/api/events/stream", "Live events as Server-Sent Events (id = seq; resumable with Last-Event-ID)",
+     [("header", "Last-Event-ID", "resume after this seq"), ("query", "after", "start after this seq"),
+      ("query", "mission", "one mission's events")], {200: ("text/event-stream", None)}),
+    ("get", "/", "The web view", [], {200: ("HTML", None)}),
+]
+
+
+def openapi_document(version: str) -> bytes:
+    schema = mission_json_schema()
+    defs = schema.pop("$defs", {})
+    for key in ("$schema", "$id"):
+        schema.pop(key, None)
+    components = {name: d for name, d in defs.items()}
+    components["Mission"] = schema
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path, summary, params, responses in ROUTES:
+        op: dict[str, Any] = {"summary": summary, "responses": {
+            str(code): {"description": desc, **({"content": {_JSON: {"schema": s}}} if s is not None else {})}
+            for code, (desc, s) in responses.items()}}
+        if params:
+            op["parameters"] = [{"in": where, "name": name, "description": desc, "required": where == "path",
+                                 "schema": {"type": "string"}} for where, name, desc in params]
+        if path == "/api/missions" and method == "post":
+            op["requestBody"] = {"required": True, "content": {_JSON: {"schema": {"$ref": "#/components/schemas/Mission"}}}}
+        if path not in ("/healthz",):
+            op["security"] = [{"bearer": []}, {"basic": []}]
+        paths.setdefault(path, {})[method] = op
+    doc = {"openapi": "3.1.0", "info": {"title": "polpo", "version": version,
+                                        "description": "The polpo daemon's API. JSON keys are camelCase, like the events."},
+           "paths": paths,
+           "components": {"schemas": components, "securitySchemes": {
+               "bearer": {"type": "http", "scheme": "bearer", "description": "the token in [http] token_env"},
+               "basic": {"type": "http", "scheme": "basic", "description": "any user name, the token as password"}}}}
+    text = orjson.dumps(doc).replace(b'"#/$defs/', b'"#/components/schemas/')
+    return text

@@ -1,0 +1,80 @@
+"""``GET /api/events/stream``: Server-Sent Events, resumable.
+
+Each event is sent as ``id: SEQ`` + ``data: <the events.jsonl line>``. A client that reconnects with
+``Last-Event-ID`` (browsers do it by themselves) or ``?after=SEQ`` first gets every stored event after that
+number, then the live ones, with none lost or repeated in between: the listener is registered before the
+stored events are read, and anything at or below the last number sent is skipped. Without either, the stream
+starts with the next event. ``?mission=ID`` keeps one mission's events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from polpo.events.catalog import Event
+from polpo.http.context import ApiContext
+from polpo.http.hub import event_line
+from polpo.store import read
+
+__all__ = ["event_stream"]
+
+KEEPALIVE = 15.0  # seconds: a comment line, so proxies keep the connection and a dead client is noticed
+COALESCE = 0.05  # seconds: events arriving together go out in one write (a busy daemon commits many small batches)
+PAGE = 1000
+
+
+async def event_stream(ctx: ApiContext, request: Request) -> Response:
+    raw = request.headers.get("last-event-id") or request.query_params.get("after")
+    after = int(raw) if raw is not None and raw.strip().isdigit() else None
+    mission = request.query_params.get("mission") or None
+    if after is None:
+        after = await ctx.readers.run(read.last_event_seq)
+    return StreamingResponse(_frames(ctx, after, mission), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+async def _frames(ctx: ApiContext, after: int, mission: str | None) -> AsyncIterator[bytes]:
+    match = (lambda ev: ev.mission_id == mission) if mission is not None else None
+    listener = ctx.hub.listen(match)
+    last = after
+    try:
+        yield b"retry: 2000\n\n"
+        while True:
+            listener.overflowed = False
+            while True:  # catch up from the store (at the start, and after falling behind)
+                rows = await ctx.readers.run(_page(last, mission))
+                if rows:
+                    yield b"".join(_frame(r[0], event_line(*r)) for r in rows)
+                    last = rows[-1][0]
+                if len(rows) < PAGE:
+                    break
+            while not listener.overflowed and not ctx.hub.closed:
+                await listener.wait(KEEPALIVE)
+                if listener.buffer and not ctx.hub.closed:
+                    await anyio.sleep(COALESCE)
+                batch = [ev for ev in listener.take() if ev.seq > last]
+                if batch:
+                    yield b"".join(_frame(ev.seq, _line(ev)) for ev in batch)
+                    last = batch[-1].seq
+                elif not listener.overflowed and not ctx.hub.closed:
+                    yield b": keep-alive\n\n"
+            if ctx.hub.closed:
+                return
+    finally:
+        listener.close()
+
+
+def _page(after: int, mission: str | None) -> Callable[[read.Conn], list[tuple[int, str, str, str | None, str | None, str]]]:
+    return lambda con: read.events(con, after, mission=mission, limit=PAGE)
+
+
+def _line(ev: Event) -> bytes:
+    return event_line(ev.seq, ev.ts, ev.event, ev.mission_id, ev.task_id, ev.data_bytes())
+
+
+def _frame(seq: int, line: bytes) -> bytes:
+    return b"id: " + str(seq).encode() + b"\ndata: " + line + b"\n\n"

@@ -1,0 +1,333 @@
+// polpo's live web view: plain JavaScript, no build step. Reads the JSON API, follows /api/events/stream
+// (EventSource reconnects by itself and resumes with Last-Event-ID) and re-reads what an event changed.
+// Every value from the daemon is put in the page as text (never as HTML).
+"use strict";
+
+const $view = document.getElementById("view");
+const $events = document.getElementById("events");
+const $crumbs = document.getElementById("crumbs");
+const $conn = document.getElementById("connection");
+const MAX_EVENTS = 300;
+const GRAPH_MAX_TASKS = 400;
+const TABLE_MAX_ROWS = 2000;
+
+let route = { page: "missions" };
+let refreshTimer = null;
+
+// ---------------------------------------------------------------------------------------------- helpers
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+const svgNS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(svgNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+const badge = (status) => el("span", { class: `badge s-${status}`, "data-status": status }, status);
+const fmtScore = (x) => (typeof x === "number" ? x.toFixed(2) : "–");
+const link = (href, text) => el("a", { href }, text);
+const enc = encodeURIComponent;
+
+function elapsed(start, end) {
+  if (!start) return "–";
+  const s = Math.max(0, Math.round(((end ? Date.parse(end) : Date.now()) - Date.parse(start)) / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${s % 60}s`;
+  return `${Math.floor(m / 60)}h ${m % 60}m`;
+}
+
+async function api(path) {
+  const r = await fetch(path, { headers: { accept: "application/json" }, credentials: "same-origin" });
+  if (r.status === 404) return null;
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+// --------------------------------------------------------------------------------------------- routing
+function parseRoute() {
+  const h = decodeURIComponent(location.hash.replace(/^#\/?/, ""));
+  if (h.startsWith("mission/")) return { page: "mission", id: h.slice(8) };
+  if (h.startsWith("task/")) return { page: "task", id: h.slice(5) };
+  return { page: "missions" };
+}
+
+async function render() {
+  route = parseRoute();
+  try {
+    if (route.page === "mission") await renderMission(route.id);
+    else if (route.page === "task") await renderTask(route.id);
+    else await renderMissions();
+    document.body.dataset.page = route.page;
+  } catch (e) {
+    $view.replaceChildren(el("div", { class: "card" }, `Could not load: ${e.message}`));
+  }
+}
+
+function crumbs(...parts) {
+  $crumbs.replaceChildren(...parts.flatMap((p, i) => (i ? [" / ", p] : [p])));
+}
+
+// ---------------------------------------------------------------------------------------------- pages
+async function renderMissions() {
+  const { missions } = await api("/api/missions");
+  crumbs("missions");
+  const rows = missions.slice().reverse().map((m) =>
+    el("tr", { "data-mission-id": m.id, "data-status": m.status },
+      el("td", {}, link(`#/mission/${enc(m.id)}`, m.id)), el("td", {}, m.name), el("td", {}, badge(m.status)),
+      el("td", {}, `${m.done}/${m.total} done` + (m.failed ? `, ${m.failed} failed` : "")),
+      el("td", {}, m.createdAt), el("td", {}, elapsed(m.createdAt, m.finishedAt))));
+  $view.replaceChildren(el("h1", {}, "Missions"),
+    missions.length ? el("table", { id: "missions" },
+      el("thead", {}, el("tr", {}, ["id", "name", "status", "progress", "started", "elapsed"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows))
+      : el("p", { class: "muted" }, "No mission yet: drop a mission file into the missions folder or POST /api/missions."));
+}
+
+async function renderMission(id) {
+  const m = await api(`/api/missions/${enc(id)}`);
+  if (!m) { $view.replaceChildren(el("p", {}, `No mission ${id}`)); return; }
+  crumbs(link("#/", "missions"), m.id);
+  const q = m.quality || {};
+  const summary = el("div", { class: "card", id: "mission-summary", "data-status": m.status },
+    el("h1", {}, `${m.name} `, badge(m.status)),
+    el("div", { class: "kv" },
+      el("span", {}, el("b", {}, "id "), m.id),
+      el("span", {}, el("b", {}, "elapsed "), elapsed(m.createdAt, m.finishedAt)),
+      el("span", { id: "quality" }, el("b", {}, "quality average "), fmtScore(q.average),
+        q.scored ? ` (${q.scored} scored task${q.scored > 1 ? "s" : ""})` : "",
+        q.threshold != null ? ` · threshold ${q.threshold}` : ""),
+      m.report ? el("span", {}, el("b", {}, "report "), m.report.summary) : null),
+    m.reason ? el("p", { class: "muted" }, m.reason) : null);
+  const parts = [summary];
+  if (m.tasks.length <= GRAPH_MAX_TASKS) parts.push(graph(m));
+  else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
+  parts.push(el("h2", {}, "Tasks"), taskTable(m));
+  if ((m.spec.qualityGates || []).length) parts.push(el("h2", {}, "Quality gates"), gateTable(m));
+  $view.replaceChildren(...parts);
+}
+
+function taskTable(m) {
+  const rows = m.tasks.slice(0, TABLE_MAX_ROWS).map((t) =>
+    el("tr", { "data-task-id": t.id, "data-status": t.status },
+      el("td", {}, link(`#/task/${enc(t.id)}`, t.id)), el("td", {}, t.title), el("td", {}, badge(t.status)),
+      el("td", {}, t.attempts ? `${t.attempts} (${t.attemptKind || t.nextKind})` : "–"),
+      el("td", {}, elapsed(t.startedAt, t.finishedAt)), el("td", { class: "score" }, fmtScore(t.score)),
+      el("td", { class: "muted" }, t.status !== "done" && t.reason ? t.reason : "")));
+  return el("table", { id: "tasks" },
+    el("thead", {}, el("tr", {}, ["task", "title", "status", "attempt", "elapsed", "score", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows),
+    m.tasks.length > TABLE_MAX_ROWS ? el("caption", {}, `first ${TABLE_MAX_ROWS} of ${m.tasks.length}`) : null);
+}
+
+function gateTable(m) {
+  const stored = Object.fromEntries(m.gates.map((g) => [g.name, g]));
+  return el("table", { id: "gates" },
+    el("thead", {}, el("tr", {}, ["gate", "status", "after", "blocks", "rule", "average", "reason"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, m.spec.qualityGates.map((g) => {
+      const s = stored[g.name] || { status: "waiting" };
+      return el("tr", { "data-gate": g.name, "data-status": s.status },
+        el("td", {}, g.name), el("td", {}, badge(s.status)), el("td", {}, g.afterTasks.join(", ")),
+        el("td", {}, g.blocksTasks.join(", ")),
+        el("td", {}, [g.minScore != null ? `minScore ${g.minScore}` : "", g.requireAllPassed ? "all passed" : ""].filter(Boolean).join(", ")),
+        el("td", {}, fmtScore(s.avgScore)), el("td", { class: "muted" }, s.reason || ""));
+    })));
+}
+
+// The task graph: tasks (and gates) in columns by dependency depth, edges from what each waits on.
+function graph(m) {
+  const byTitle = Object.fromEntries(m.tasks.map((t) => [t.title, t]));
+  const specOf = Object.fromEntries(m.spec.tasks.map((s) => [s.title, s]));
+  const stored = Object.fromEntries(m.gates.map((g) => [g.name, g]));
+  const nodes = new Map();
+  m.tasks.forEach((t) => nodes.set(`t:${t.title}`, { key: `t:${t.title}`, kind: "task", task: t, deps: [] }));
+  (m.spec.qualityGates || []).forEach((g) => nodes.set(`g:${g.name}`, {
+    key: `g:${g.name}`, kind: "gate", gate: g, status: (stored[g.name] || {}).status || "waiting", deps: [] }));
+  const edges = [];
+  m.tasks.forEach((t) => (specOf[t.title]?.dependsOn || []).forEach((d) => {
+    if (nodes.has(`t:${d}`)) { nodes.get(`t:${t.title}`).deps.push(`t:${d}`); edges.push([`t:${d}`, `t:${t.title}`, false]); }
+  }));
+  (m.spec.qualityGates || []).forEach((g) => {
+    g.afterTasks.forEach((a) => { if (nodes.has(`t:${a}`)) { nodes.get(`g:${g.name}`).deps.push(`t:${a}`); edges.push([`t:${a}`, `g:${g.name}`, true]); } });
+    g.blocksTasks.forEach((b) => { if (nodes.has(`t:${b}`)) { nodes.get(`t:${b}`).deps.push(`g:${g.name}`); edges.push([`g:${g.name}`, `t:${b}`, true]); } });
+  });
+  const depth = new Map();
+  const depthOf = (key, seen = new Set()) => {
+    if (depth.has(key)) return depth.get(key);
+    if (seen.has(key)) return 0;
+    seen.add(key);
+    const d = Math.max(-1, ...nodes.get(key).deps.map((k) => depthOf(k, seen))) + 1;
+    depth.set(key, d);
+    return d;
+  };
+  nodes.forEach((_, k) => depthOf(k));
+  const columns = [];
+  nodes.forEach((n, k) => { const d = depth.get(k); (columns[d] = columns[d] || []).push(n); });
+  const W = 190, H = 46, GX = 60, GY = 18, PAD = 14;
+  columns.forEach((col, ci) => col.forEach((n, ri) => { n.x = PAD + ci * (W + GX); n.y = PAD + ri * (H + GY); }));
+  const width = PAD * 2 + columns.length * (W + GX) - GX;
+  const height = PAD * 2 + Math.max(...columns.map((c) => c.length)) * (H + GY) - GY;
+  const root = svg("svg", { class: "graph", id: "graph", viewBox: `0 0 ${width} ${height}`, height, role: "img" });
+  root.append(svg("title", {}, `task graph of ${m.id}`));
+  for (const [from, to, isGate] of edges) {
+    const a = nodes.get(from), b = nodes.get(to);
+    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+    root.append(svg("path", { class: `edge${isGate ? " gate-edge" : ""}`, d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`,
+      "data-from": from, "data-to": to }));
+  }
+  const colour = (s) => getComputedStyle(document.documentElement).getPropertyValue(
+    `--${{ assigned: "running", in_progress: "running", awaiting_approval: "waiting", passed: "done" }[s] || s}`).trim() || "#999";
+  nodes.forEach((n) => {
+    const status = n.kind === "task" ? n.task.status : n.status;
+    const g = svg("g", { class: `node ${n.kind}`, transform: `translate(${n.x},${n.y})`, "data-status": status,
+      ...(n.kind === "task" ? { "data-task-id": n.task.id } : { "data-gate": n.gate.name }) });
+    g.append(svg("rect", { width: W, height: H, rx: n.kind === "gate" ? 14 : 5, stroke: colour(status) }));
+    const title = n.kind === "task" ? n.task.title : `gate ${n.gate.name}`;
+    g.append(svg("text", { x: 10, y: 18 }, title.length > 26 ? title.slice(0, 25) + "…" : title));
+    const sub = n.kind === "task"
+      ? `${status}${n.task.attempts ? ` · attempt ${n.task.attempts}` : ""}${n.task.score != null ? ` · ${fmtScore(n.task.score)}` : ""}`
+      : `${status}${n.gate.minScore != null ? ` · min ${n.gate.minScore}` : ""}`;
+    g.append(svg("text", { x: 10, y: 36, class: "sub" }, sub));
+    if (n.kind === "task") g.addEventListener("click", () => { location.hash = `#/task/${enc(n.task.id)}`; });
+    root.append(g);
+  });
+  return root;
+}
+
+async function renderTask(id) {
+  const t = await api(`/api/tasks/${enc(id)}`);
+  if (!t) { $view.replaceChildren(el("p", {}, `No task ${id}`)); return; }
+  crumbs(link("#/", "missions"), link(`#/mission/${enc(t.missionId)}`, t.missionId), t.id);
+  const head = el("div", { class: "card", id: "task-summary", "data-status": t.status },
+    el("h1", {}, `${t.title} `, badge(t.status)),
+    el("div", { class: "kv" },
+      el("span", {}, el("b", {}, "id "), t.id), el("span", {}, el("b", {}, "agent "), t.agent),
+      el("span", {}, el("b", {}, "attempts "), t.attemptCount), el("span", {}, el("b", {}, "retries "), t.retries),
+      el("span", {}, el("b", {}, "fixes "), t.totalFixes), el("span", {}, el("b", {}, "score "), fmtScore(t.score)),
+      el("span", {}, el("b", {}, "elapsed "), elapsed(t.startedAt, t.finishedAt))),
+    t.reason && t.status !== "done" ? el("p", { class: "muted" }, t.reason) : null);
+  $view.replaceChildren(head, ...t.attempts.slice().reverse().map(attemptCard));
+}
+
+function attemptCard(a) {
+  const card = el("div", { class: "card attempt", "data-attempt": a.number },
+    el("h2", {}, `Attempt ${a.number} (${a.kind}) `, a.verdict ? badge(a.verdict) : badge(a.status)),
+    el("div", { class: "kv" },
+      el("span", {}, el("b", {}, "agent "), a.agent + (a.model ? ` / ${a.model}` : "")),
+      el("span", {}, el("b", {}, "exit "), a.exitCode ?? "–"),
+      el("span", {}, el("b", {}, "duration "), a.duration != null ? `${a.duration} s` : "–"),
+      a.tokens ? el("span", {}, el("b", {}, "tokens "), a.tokens) : null,
+      a.timedOut ? el("span", {}, "timed out") : null, a.error ? el("span", {}, a.error) : null));
+  for (const asm of a.assessments) {
+    card.append(el("h3", {}, asm.trigger === "judge" ? "Checks (after the expectation judge's correction)" : "Checks"));
+    for (const c of asm.checks) card.append(checkBlock(c, asm.reviews.filter((r) => r.check === c.idx)));
+  }
+  if (a.transcript && a.transcript.length) card.append(transcript(a.transcript));
+  if (a.stdoutTail) card.append(el("details", {}, el("summary", {}, "stdout (end)"), el("pre", {}, a.stdoutTail)));
+  if (a.stderrTail) card.append(el("details", {}, el("summary", {}, "stderr (end)"), el("pre", {}, a.stderrTail)));
+  return card;
+}
+
+function checkBlock(c, reviews) {
+  const box = el("div", { class: `check ${c.passed ? "pass" : "fail"}`, "data-check": c.idx, "data-type": c.type },
+    el("div", {}, el("b", {}, `${c.passed ? "pass" : "FAIL"} · ${c.type} `), c.label),
+    el("div", { class: "muted" }, c.message),
+    c.scores ? el("div", {}, el("b", {}, "score "), fmtScore(c.scores.globalScore)) : null);
+  const dims = c.scores?.scores || [];
+  if (dims.length) {
+    const reviewers = [...new Set(dims.flatMap((d) => (d.reviewerScores || []).map((v) => v.reviewer)))].sort();
+    box.append(el("table", { class: "votes" },
+      el("thead", {}, el("tr", {}, el("th", {}, "dimension"), el("th", {}, "weight"),
+        reviewers.map((r) => el("th", {}, `reviewer ${r}`)), el("th", {}, "score"))),
+      el("tbody", {}, dims.map((d) => el("tr", { "data-dimension": d.dimension },
+        el("td", {}, d.dimension), el("td", {}, d.weight),
+        reviewers.map((r) => {
+          const v = (d.reviewerScores || []).find((x) => x.reviewer === r);
+          if (!v) return el("td", { class: "vote" }, "–");
+          return el("td", { class: `vote${v.kept ? "" : " dropped"}`, "data-reviewer": r, "data-kept": String(v.kept),
+            title: v.kept ? "kept" : "dropped as an outlier" }, fmtScore(v.score), v.kept ? "" : " (dropped)");
+        }),
+        el("td", {}, fmtScore(d.score)))))));
+  }
+  for (const r of reviews) {
+    box.append(el("details", { class: "reviewer", "data-reviewer": r.index },
+      el("summary", {}, `reviewer ${r.index} · ${r.model} · ${r.ok ? `score ${fmtScore(r.globalScore)}` : `failed: ${r.error}`}`
+        + (r.tokens ? ` · ${r.tokens} tokens` : "") + (r.cost ? ` · $${r.cost.toFixed(4)}` : "")),
+      r.summary ? el("p", {}, r.summary) : null,
+      (r.scores || []).length ? el("ul", {}, r.scores.map((s) => el("li", {}, `${s.dimension}: ${s.score} — ${s.reasoning}`))) : null,
+      (r.filesRead || []).length ? el("p", { class: "muted" }, `read: ${r.filesRead.join(", ")}`) : null,
+      r.analysis ? el("pre", {}, r.analysis) : null,
+      el("details", {}, el("summary", {}, `trace (${(r.messages || []).length} messages)`),
+        el("pre", {}, JSON.stringify(r.messages || [], null, 2)))));
+  }
+  return box;
+}
+
+function transcript(turns) {
+  return el("details", { class: "transcript", open: true }, el("summary", {}, `What the agent did (${turns.length} turns)`),
+    turns.map((t) => el("div", { class: "turn" },
+      el("b", {}, `#${t.turn} ${t.type}${t.name ? ` ${t.name}` : ""} `),
+      t.type === "assistant"
+        ? [t.text || "", ...(t.toolCalls || []).map((c) => el("pre", {}, `${c.name}(${c.arguments})`))]
+        : t.type === "tool" ? el("pre", {}, `${t.ok ? "ok" : `error ${t.error}`}: ${t.result ?? ""}`)
+        : el("pre", {}, `${t.kind || ""} ${t.error || ""}`))));
+}
+
+// ------------------------------------------------------------------------------------------ live events
+function describe(ev) {
+  const d = ev.data || {};
+  switch (ev.event) {
+    case "task:transition": return `${d.from} → ${d.to}${d.reason ? ` (${d.reason})` : ""}`;
+    case "mission:completed": return `${d.outcome}: ${(d.report || {}).summary || ""}`;
+    case "assessment:check:complete": return `${d.passed ? "pass" : "FAIL"} ${d.type} ${d.label}${d.globalScore != null ? ` (score ${fmtScore(d.globalScore)})` : ""}`;
+    case "assessment:complete": return `${d.passed ? "passed" : "failed"}${d.globalScore != null ? ` (score ${fmtScore(d.globalScore)})` : ""}`;
+    case "agent:spawned": return `attempt ${d.attempt} (${d.kind}) by ${d.agentName}`;
+    case "task:fix": case "task:retry": return `attempt ${d.attempt}${d.check ? ` after ${d.check} failed` : ""}`;
+    default: return "";
+  }
+}
+
+function showEvent(ev) {
+  const who = ev.taskId || ev.missionId || "";
+  $events.prepend(el("li", { "data-seq": ev.seq, "data-event": ev.event },
+    el("span", { class: "muted" }, `${(ev.ts || "").slice(11, 19)} `), el("span", { class: "ev" }, ev.event), " ",
+    who, " ", el("span", { class: "muted" }, describe(ev))));
+  while ($events.children.length > MAX_EVENTS) $events.lastChild.remove();
+}
+
+function affects(ev) {
+  if (route.page === "missions") return ev.event.startsWith("mission:") || ev.event === "task:transition";
+  if (route.page === "mission") return ev.missionId === route.id;
+  if (route.page === "task") return ev.taskId === route.id;
+  return false;
+}
+
+function follow() {
+  const source = new EventSource("/api/events/stream");
+  source.onopen = () => { $conn.dataset.state = "live"; $conn.textContent = "live"; };
+  source.onerror = () => { $conn.dataset.state = "lost"; $conn.textContent = "reconnecting…"; };
+  source.onmessage = (msg) => {
+    const ev = JSON.parse(msg.data);
+    showEvent(ev);
+    if (affects(ev) && !refreshTimer) {  // one re-read for a burst of events
+      refreshTimer = setTimeout(() => { refreshTimer = null; render(); }, 150);
+    }
+  };
+}
+
+window.addEventListener("hashchange", render);
+render();
+follow();

@@ -1,0 +1,82 @@
+"""`polpo daemon` as a service: it tells systemd it is ready (sd_notify), the CLI's commands go through its API
+and are answered at once, logrotate's SIGHUP reopens events.jsonl, and the shipped unit and Dockerfile say so."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import signal
+import socket
+import sqlite3
+from pathlib import Path
+
+import httpx
+
+from tests.support.daemon import (
+    REPO,
+    daemon_process,
+    mission_json,
+    run_cli,
+    shell_task,
+    wait_events,
+    write_config,
+)
+
+
+def test_ready_is_sent_to_notify_socket_and_cli_commands_go_through_the_api(tmp_path: Path) -> None:
+    config = write_config(tmp_path, extra='[http]\nlisten = "127.0.0.1:0"\ntoken_env = "SVC_TEST_TOKEN"\n')
+    state = tmp_path / "state"
+    notify = tmp_path / "notify.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(notify))
+    listener.settimeout(30)
+    env = {"NOTIFY_SOCKET": str(notify), "SVC_TEST_TOKEN": "tok-123"}
+    with listener, daemon_process(config, env=env) as proc:
+        ready = listener.recv(4096).decode()
+        assert "READY=1" in ready.splitlines() and f"MAINPID={proc.pid}" in ready
+        info = json.loads((state / "http.json").read_text())
+        assert info["pid"] == proc.pid and info["token"] is True
+        assert httpx.get(info["url"] + "/healthz").status_code == 200  # serving by the time it said ready
+
+        (tmp_path / "missions" / "svc.json").write_text(mission_json(shell_task("wait", "sleep 30")))
+        wait_events(state, lambda evs: any(e["event"] == "agent:spawned" for e in evs))
+        denied = run_cli("cancel", "svc", "--config", str(config), env={"SVC_TEST_TOKEN": ""})
+        assert denied.returncode == 1 and "needs its token: set $SVC_TEST_TOKEN" in denied.stderr
+        r = run_cli("cancel", "svc", "--config", str(config), env={"SVC_TEST_TOKEN": "tok-123"})
+        assert r.returncode == 0 and r.stdout.strip() == "cancelling mission svc", r.stdout + r.stderr
+        refused = run_cli("approve", "svc:1", "--config", str(config), env={"SVC_TEST_TOKEN": "tok-123"})
+        assert refused.returncode == 1 and "no running task 'svc:1'" in refused.stderr, refused.stderr
+        with sqlite3.connect(state / "polpo.db") as con:  # nothing went through the polled inbox
+            assert con.execute("SELECT COUNT(*) FROM commands").fetchone()[0] == 0
+
+        wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
+        (state / "events.jsonl").rename(state / "events.jsonl.1")  # logrotate, then SIGHUP
+        os.kill(proc.pid, signal.SIGHUP)
+        (tmp_path / "missions" / "after.json").write_text(mission_json(shell_task("quick", "true")))
+        new = wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs))
+        assert new[0]["event"] == "mission:accepted" and new[0]["missionId"] == "after"
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+        assert "STOPPING=1" in listener.recv(4096).decode()
+    assert not (state / "http.json").exists()  # removed at the stop
+
+
+def test_the_shipped_unit_and_dockerfile_run_polpo_daemon_as_a_notify_service() -> None:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive
+    unit.read(REPO / "docs" / "polpo.service")
+    service = unit["Service"]
+    assert service["Type"] == "notify" and service["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    assert service["ExecStart"].split()[1:3] == ["daemon", "--config"]
+    assert service["User"] == "polpo" and service["NoNewPrivileges"] == "yes"
+    logrotate = (REPO / "docs" / "polpo.logrotate").read_text()
+    assert "systemctl reload polpo" in logrotate
+    docker = (REPO / "Dockerfile").read_text()
+    assert 'VOLUME ["/srv/polpo/missions", "/srv/polpo/state"]' in docker
+    assert 'CMD ["polpo", "daemon", "--config", "/etc/polpo/polpo.toml"]' in docker
+    assert "requirements.lock" in docker and "USER polpo" in docker
+    toml = (REPO / "docs" / "docker-polpo.toml").read_text()
+    assert 'listen = "0.0.0.0:8765"' in toml  # the container's API needs POLPO_HTTP_TOKEN (refused without)
+    r = run_cli("validate", str(REPO / "missions" / "calculator.json"), "--config", str(REPO / "docs" / "docker-polpo.toml"))
+    assert r.returncode == 0, r.stdout + r.stderr  # the image's config parses and names real agents
