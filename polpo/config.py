@@ -17,6 +17,13 @@ from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_d
 from polpo.durations import Duration
 
 
+def _hostname() -> str:
+    import re
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()).strip("-") or "polpo"
+
+
 def _secs(n: float) -> timedelta:
     return timedelta(seconds=n)
 
@@ -39,6 +46,8 @@ class DaemonSettings(_Base):
     shutdown_grace: Duration = Field(default_factory=lambda: _secs(10))
     force_polling: bool = False  # for network file systems where inotify events do not arrive
     max_mission_bytes: int = Field(DEFAULT_MAX_MISSION_BYTES, ge=1024, le=1024**3)  # larger mission files are rejected unread
+    # this daemon's name among the daemons sharing a PostgreSQL store (stamped on its events); default: the hostname
+    node: str = Field(default_factory=lambda: _hostname(), min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
 
 
 class AgentConfig(_Base):
@@ -132,6 +141,8 @@ class StoreSettings(_Base):
     url: str | None = None  # postgresql://user@host:port/db; unset: <state_dir>/polpo.db
     password_env: str | None = None  # the variable holding the password (never in the URL, never logged)
     pool_size: int = Field(4, ge=1, le=100)  # connections per daemon: the writer plus concurrent reads
+    # seconds without a heartbeat after which a node counts as dead and its tasks are taken over (PostgreSQL)
+    lease: Duration = Field(default_factory=lambda: _secs(30))
 
     @field_validator("url")
     @classmethod

@@ -17,7 +17,7 @@ import signal
 import sqlite3
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
@@ -50,6 +50,9 @@ from polpo.telemetry.otel import start_tracing
 from polpo.tools.childwatch import pidfd_child_watcher
 from polpo.tools.orphans import become_subreaper
 
+if TYPE_CHECKING:
+    from polpo.store.cluster.node import ClusterNode
+
 log = logging.getLogger("polpo.daemon")
 
 JANITOR_INTERVAL = 5.0  # seconds between two orphan sweeps outside the end of a task's turn
@@ -73,6 +76,7 @@ class Daemon:
         self.store: Store | None = None
         self.intake: Intake | None = None
         self._stop = anyio.Event()
+        self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
         self._lock_file: Any = None
         self._printer: ConsolePrinter | None = None
         self._view = ConsoleView(color=use_color(console), heartbeat=heartbeat)
@@ -92,13 +96,27 @@ class Daemon:
             load_env_file(cfg.llm.env_file)  # names only are ever logged, never values
         store = await open_store(cfg, self.clock)
         self.store = store
+        store.node = cfg.daemon.node
         store.event_log = EventLog(cfg.events_path)
-        await store.catch_up_log()
+        cluster: ClusterNode | None = None
+        try:
+            if cfg.store.url is not None:
+                cluster = await self._join_cluster(store)
+            else:
+                await store.catch_up_log()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await store.close()
+            raise
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
             store.subscribe(self._print)
         engine = Engine(cfg, store, self.clock, self.agents or AgentFactory(cfg, self.clock))
         self.engine = engine
+        if cluster is not None:
+            role = engine.join_cluster(cluster.queue, cfg.daemon.node)
+            cluster.follower.on_remote = role.on_remote
+            cluster.follower.on_claims = engine.dispatcher.wake
         notifier = Notifier(self.notify, clock=self.clock,
                             on_failed=lambda ch, ev, err: self._notification(ch, ev, err),
                             on_sent=lambda ch, ev: self._notification(ch, ev, None),
@@ -123,9 +141,10 @@ class Daemon:
                     self.http.bind()
                 except OSError as e:
                     raise DaemonError(f"cannot listen on {cfg.http.listen} ([http] listen): {e.strerror or e}") from None
-            await engine.load()
+            if cluster is None:
+                await engine.load()  # with several daemons, the leader loads the missions once elected
             with pidfd_child_watcher():
-                await self._serve(store, engine, notifier, monitor, intake)
+                await self._serve(store, engine, notifier, monitor, intake, cluster)
         finally:
             with anyio.CancelScope(shield=True):
                 if self.http is not None:
@@ -135,9 +154,39 @@ class Daemon:
             if self._printer is not None:
                 self._printer.close()
             self._release_lock()
+        if self._fatal is not None:
+            raise DaemonError(f"stopped: {self._fatal}")
+
+    async def _join_cluster(self, store: Store) -> ClusterNode:
+        from polpo.store.cluster.node import (
+            ClusterNode,  # asyncpg and the cluster: only for a PostgreSQL store
+        )
+        from polpo.store.postgres import PostgresStore
+
+        assert isinstance(store, PostgresStore)
+        cluster = ClusterNode(self.cfg, store)
+        await cluster.start(self.cfg)
+        return cluster
+
+    def _lost(self, reason: str) -> None:
+        """This node can no longer take part in the cluster: its runs are stopped at once and it exits (1); the
+        other nodes take its tasks over. A supervisor (systemd) starts it again as a new member."""
+        log.error("leaving the cluster: %s", reason)
+        self._fatal = reason
+        self.request_stop()
+
+    async def _sweeps(self, engine: Engine, every: float) -> None:
+        """The leader: dead nodes' claims, every third of the lease."""
+        assert engine.cluster is not None
+        while True:
+            await anyio.sleep(every)
+            try:
+                await engine.cluster.sweep()
+            except Exception:
+                log.exception("the sweep for dead nodes failed; trying again")
 
     async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: SlaMonitor,
-                     intake: Intake) -> None:
+                     intake: Intake, cluster: ClusterNode | None = None) -> None:
         """Everything runs in one task group until a stop is requested; then stop in order and drain."""
         cfg = self.cfg
         async with anyio.create_task_group() as tg:
@@ -146,14 +195,30 @@ class Daemon:
                 version=__version__, pid=os.getpid(), missions_dir=str(cfg.missions_dir),
                 state_dir=str(cfg.state_dir), agents=engine.agents.known_names(),
                 resumed_missions=len(engine.board.missions))))
-            await engine.recover()
             tg.start_soon(notifier.run)
             if cfg.judge.panel_models() or any(a.type == "llm" for a in cfg.agents.values()):
                 tg.start_soon(load_litellm)  # ~4 s, in a thread: the first review or LLM turn won't wait
-            monitor.start()
+            if cluster is None:
+                await engine.recover()
+                monitor.start()
+                tg.start_soon(intake.run)
+                tg.start_soon(engine.commands.run_inbox)
+            else:
+                role = engine.cluster
+                assert role is not None
+
+                async def elected() -> None:  # this node now leads: it accepts files and decides for missions
+                    await role.lead(engine.load)
+                    monitor.start()
+                    tg.start_soon(intake.run)
+                    tg.start_soon(engine.commands.run_inbox)
+                    tg.start_soon(self._sweeps, engine, cluster.lease / 3)
+
+                tg.start_soon(cluster.membership.run, self._lost)
+                tg.start_soon(cluster.follower.run)
+                tg.start_soon(role.run)
+                tg.start_soon(cluster.leadership.run, elected, self._lost)
             tg.start_soon(engine.run, tg)
-            tg.start_soon(intake.run)
-            tg.start_soon(engine.commands.run_inbox)
             tg.start_soon(self._janitor, engine)
             if self.http is not None:
                 self.http.start(tg)
@@ -164,7 +229,10 @@ class Daemon:
                 tg.start_soon(self._heartbeats)
             if self.handle_signals:
                 tg.start_soon(self._signals)
-            await intake.ready.wait()
+            if cluster is None:
+                await intake.ready.wait()
+            else:
+                await cluster.follower.ready.wait()
             self.started.set()
             sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=watching {cfg.missions_dir}"
                       + (f"; API at {self.http.url}" if self.http is not None else ""))
@@ -172,9 +240,15 @@ class Daemon:
             sd_notify("STOPPING=1")
             intake.stop()
             await monitor.shutdown()
-            await engine.stop(cfg.daemon.shutdown_grace.total_seconds())
-            await store.commit(store.tx().event(E.OrchestratorShutdown(
-                pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
+            await engine.stop(0.0 if self._fatal else cfg.daemon.shutdown_grace.total_seconds())
+            with contextlib.suppress(StoreError):  # a node that lost the database cannot record its shutdown
+                with anyio.fail_after(10):
+                    await store.commit(store.tx().event(E.OrchestratorShutdown(
+                        pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
+            if cluster is not None:
+                with contextlib.suppress(Exception):
+                    await cluster.follower.drain()
+                    await cluster.membership.leave()  # the others see this node gone now, not after the lease
             await notifier.drain(5.0)
             if self.http is not None:
                 await self.http.stop()  # after the shutdown event, so followers see it

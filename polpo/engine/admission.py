@@ -109,7 +109,8 @@ class Admission:
         now = self.clock.now()
         m = Mission(id=mid, seq=self.next_seq, name=spec.name or Path(source).stem, source=source, hash=digest,
                     run=run, spec=spec, workspace=self.workspace_for(mid, spec, source),
-                    status=MissionStatus.RUNNING, created_at=now, warnings=warnings)
+                    status=MissionStatus.RUNNING, created_at=now, warnings=warnings,
+                    home=None if spec.settings.affinity == "any" else self.cfg.daemon.node)
         self.next_seq += 1
         default_agent = self.agents.default_agent(spec)
         for i, ts in enumerate(spec.tasks):

@@ -108,7 +108,15 @@ class MissionBoard:
                  mission_id=task.mission_id, task_id=task.id)
 
     def after_change(self, task: Task) -> None:
-        """Follow-ups of a task's new state: readiness, cascades, gates, mission completion."""
+        """Follow-ups of a task's new state: readiness, cascades, gates, mission completion.
+
+        None on a guest copy (a node running a task of a mission the leader coordinates): the leader follows the
+        task's new state from the events and decides what it means for the mission, once."""
+        m = self.missions.get(task.mission_id)
+        if m is not None and m.guest:
+            if task.terminal:
+                self.attempts.pop(task.id, None)
+            return
         if task.status is TaskStatus.PENDING:
             self.make_ready(task)
         elif task.terminal:
@@ -185,6 +193,8 @@ class MissionBoard:
         """Decide the waiting gates whose afterTasks are all finished already (after a retry re-wired them)."""
         tx = self.store.tx()
         failed: list[Task] = []
+        if m.guest:
+            return
         for g in m.spec.quality_gates:
             if m.gate_pending.get(g.name, 0) <= 0:
                 failed.extend(self._close_gate(tx, m, g.name))
@@ -194,7 +204,7 @@ class MissionBoard:
 
     # -- completion -----------------------------------------------------------------------------------------
     def complete_mission(self, m: Mission) -> None:
-        if not m.status.open:
+        if not m.status.open or m.guest:
             return
         now = self.clock.now()
         tasks = list(m.tasks.values())

@@ -9,8 +9,8 @@ An SLA violation with ``violation_action = "fail"`` comes through here too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -20,7 +20,7 @@ from polpo.engine.board import MissionBoard, wire
 from polpo.engine.budget import budget
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.lifecycle import Trigger
-from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry
+from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store.protocol import Store
@@ -37,6 +37,10 @@ COMMAND_POLL = 0.25  # seconds
 SLA_REASON = "SLA violated: deadline passed"
 
 
+class RemoteTasks(Protocol):
+    async def seize(self, task_ids: Sequence[str]) -> dict[str, str]: ...
+
+
 class CommandRefused(Exception):
     """A command that does not apply; the message says why."""
 
@@ -45,6 +49,7 @@ class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
                  load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
         self.cfg = cfg
+        self.remote: RemoteTasks | None = None  # several daemons: the cluster's queue (polpo.store.cluster.claims)
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
@@ -52,7 +57,31 @@ class Commands:
         self.dispatcher = dispatcher
         self._load = load  # a finished mission, read back into the board (for a retry)
 
-    def cancel_mission(self, mid: str, by: str = "user") -> str:
+    async def cancel(self, mid: str, by: str = "user") -> str:
+        """Cancel a mission; with several daemons, first take its tasks back from the cluster's queue."""
+        m = self.board.missions.get(mid)
+        if m is None:
+            raise CommandRefused(f"mission {mid!r} is not running")
+        held = await self._seize([t for t in m.tasks.values() if not t.terminal])
+        if mid not in self.board.missions:
+            raise CommandRefused(f"mission {mid!r} is not running")
+        return self.cancel_mission(mid, by, held=held)
+
+    async def _seize(self, tasks: list[Task]) -> Mapping[str, str]:
+        """Tasks another node runs (task id -> node); the others are this daemon's to change from now on."""
+        if self.remote is None:
+            return {}
+        ids = [t.id for t in tasks if t.id not in self.dispatcher.running]
+        if not ids:
+            return {}
+        await self.store.flush()  # offers still queued are in the database before they are withdrawn
+        return await self.remote.seize(ids)
+
+    def _stop_remote(self, tx: Tx, t: Task, node: str, reason: StopReason) -> None:
+        tx.claim_stop(t.id, reason.value)
+        tx.event(TaskStopRequested(node=node, reason=reason.value), mission_id=t.mission_id, task_id=t.id)
+
+    def cancel_mission(self, mid: str, by: str = "user", *, held: Mapping[str, str] | None = None) -> str:
         m = self.board.missions.get(mid)
         if m is None:
             raise CommandRefused(f"mission {mid!r} is not running")
@@ -62,6 +91,9 @@ class Commands:
         for t in m.tasks.values():
             if self.dispatcher.stop_task(t.id, StopReason.CANCEL):
                 continue  # the runner records the cancellation once its agent is stopped
+            if held and t.id in held:  # another node runs it: it records the cancellation once it has stopped
+                self._stop_remote(tx, t, held[t.id], StopReason.CANCEL)
+                continue
             if not t.terminal:
                 self.board.transition(tx, t, Trigger.CANCEL, "mission cancelled")
                 m.open_tasks -= 1
@@ -72,13 +104,16 @@ class Commands:
 
     async def retry_task(self, task_id: str) -> str:
         mid = task_id.rsplit(":", 1)[0]
+        loaded = mid not in self.board.missions
         m = self.board.missions.get(mid) or await self._load(mid)
         task = m.tasks.get(task_id) if m else None
-        if m is None or task is None:
-            raise CommandRefused(f"no task {task_id!r}")
-        if task.status is TaskStatus.ON_HOLD:
+        if m is not None and task is not None and task.status is TaskStatus.ON_HOLD:
             return self._release_hold(task)
-        if task.status is not TaskStatus.FAILED:
+        if m is None or task is None or task.status is not TaskStatus.FAILED:
+            if loaded and m is not None and not m.status.open:
+                self.board.forget(m)  # a finished mission read back only to look: it leaves memory again
+            if m is None or task is None:
+                raise CommandRefused(f"no task {task_id!r}")
             raise CommandRefused(f"task {task_id} is {task.status}; only failed tasks and tasks on hold can be "
                                  "retried")
         tx = self.store.tx()
@@ -165,6 +200,20 @@ class Commands:
         last = f" (last: mission {info.mission_id})" if info.mission_id else ""
         return f"{source}: forgotten{last}; the same bytes start a new run when written again"
 
+    async def fail_for_sla_anywhere(self, t: Task) -> None:
+        """:meth:`fail_for_sla` with several daemons: a task another node runs is asked to stop there."""
+        if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
+            return
+        held = await self._seize([t])
+        if t.status.terminal:  # decided meanwhile
+            return
+        if t.id in held:
+            tx = self.store.tx()
+            self._stop_remote(tx, t, held[t.id], StopReason.SLA)
+            self.store.submit(tx)
+            return
+        self.fail_for_sla(t)
+
     def fail_for_sla(self, t: Task) -> None:
         """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry."""
         if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
@@ -178,7 +227,7 @@ class Commands:
         """(status, answer) of one command: ``done`` or ``refused``."""
         try:
             if kind == "cancel":
-                return "done", self.cancel_mission(target)
+                return "done", await self.cancel(target)
             if kind == "retry":
                 return "done", await self.retry_task(target)
             if kind == "approve":

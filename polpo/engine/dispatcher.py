@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -28,6 +29,19 @@ log = logging.getLogger("polpo.dispatcher")
 __all__ = ["Dispatcher"]
 
 RunTask = Callable[[Task, RunHandle], Awaitable[None]]
+CLAIM_SWEEP = 5.0  # seconds: a look at the cluster's queue even without a notification (one lost on reconnect)
+
+
+class ClaimSource(Protocol):
+    """Several daemons: ready tasks come from the cluster's queue (polpo.engine.cluster_role), not this node's."""
+
+    def offer(self, task: Task) -> None: ...
+
+    async def claim(self, n: int) -> list[tuple[str, str]]: ...
+
+    async def prepare(self, task_id: str, mission_id: str, handle: RunHandle) -> Task | None: ...
+
+    async def finish(self, task: Task) -> None: ...
 
 
 class Dispatcher:
@@ -38,6 +52,8 @@ class Dispatcher:
         self.agents = agents
         self.run_task = run_task
         self.queue = ReadyQueue(max_concurrency)
+        self.max_concurrency = max_concurrency
+        self.claims: ClaimSource | None = None
         self.running: dict[str, RunHandle] = {}
         self.resuming: set[str] = set()  # tasks in review whose checks resume after a restart
         self.stopping = False
@@ -50,6 +66,9 @@ class Dispatcher:
 
     # -- readiness ------------------------------------------------------------------------------------------
     def make_ready(self, task: Task) -> None:
+        if self.claims is not None:
+            self.claims.offer(task)
+            return
         m = self.board.missions.get(task.mission_id)
         if m is not None:
             self.queue.push(task.spec.priority, m.seq, task.idx, task.id)
@@ -57,6 +76,9 @@ class Dispatcher:
 
     def resume(self, task: Task) -> None:
         """After a restart: a task in review runs its remaining checks (the agent does not run again)."""
+        if self.claims is not None:  # the node that claims it finds it in review and resumes its checks
+            self.claims.offer(task)
+            return
         self.resuming.add(task.id)
         self.make_ready(task)
 
@@ -92,6 +114,9 @@ class Dispatcher:
 
     # -- the loop -------------------------------------------------------------------------------------------
     async def run(self, tg: TaskGroup) -> None:
+        if self.claims is not None:
+            await self._run_claimed(tg, self.claims)
+            return
         while not self.stopping:
             self._wake = anyio.Event()
             while not self.stopping:
@@ -106,6 +131,42 @@ class Dispatcher:
                 tg.start_soon(self._guarded, task, handle, name=f"task {task_id}")
             await self._wake.wait()
 
+    async def _run_claimed(self, tg: TaskGroup, claims: ClaimSource) -> None:
+        """Claim from the cluster's queue while this node has free slots; wake on an offer, a freed slot, or the
+        slow safety sweep (an offer's notification lost while the listening connection was down)."""
+        while not self.stopping:
+            self._wake = anyio.Event()
+            free = self.max_concurrency - len(self.running)
+            got: list[tuple[str, str]] = []
+            if free > 0:
+                try:
+                    got = await claims.claim(free)
+                except Exception:
+                    log.exception("could not claim tasks from the cluster's queue; trying again")
+            for task_id, mission_id in got:
+                handle = RunHandle(task_id, [])
+                self.running[task_id] = handle  # before it is read: a stop asked meanwhile reaches the handle
+                try:
+                    task = await claims.prepare(task_id, mission_id, handle)
+                except Exception:
+                    log.exception("could not prepare claimed task %s", task_id)
+                    task = None
+                if task is None:
+                    self.running.pop(task_id, None)
+                    continue
+                if self._stopped():  # the daemon began to stop while the task was read: give it back
+                    self.running.pop(task_id, None)
+                    tg.start_soon(claims.finish, task)
+                    continue
+                tg.start_soon(self._guarded, task, handle, name=f"task {task_id}")
+            if got and len(got) == free:
+                continue
+            with anyio.move_on_after(CLAIM_SWEEP):
+                await self._wake.wait()
+
+    def _stopped(self) -> bool:
+        return self.stopping
+
     async def _guarded(self, task: Task, handle: RunHandle) -> None:
         try:
             await self.run_task(task, handle)
@@ -113,7 +174,17 @@ class Dispatcher:
             log.error("internal error while running task %s:\n%s", task.id, traceback.format_exc())
             self._contain(task, handle, exc)
         finally:
+            if self.claims is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._finish_claim(self.claims, task)
             self.release(handle)
+
+    @staticmethod
+    async def _finish_claim(claims: ClaimSource, task: Task) -> None:
+        try:
+            await claims.finish(task)
+        except Exception:  # the leader finds the claim when this node's lease runs out
+            log.exception("could not end the claim of task %s", task.id)
 
     def _contain(self, task: Task, handle: RunHandle, exc: Exception) -> None:
         """Fail the task whose runner raised; the daemon, and every other task, go on."""
@@ -127,7 +198,8 @@ class Dispatcher:
 
     def release(self, handle: RunHandle) -> None:
         self.running.pop(handle.task_id, None)
-        self.queue.finished(handle.keys)
+        if self.claims is None:
+            self.queue.finished(handle.keys)
         if self.on_release is not None:
             try:
                 self.on_release()

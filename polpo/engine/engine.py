@@ -8,7 +8,8 @@
 * :class:`~polpo.engine.recovery.Recovery` — the board rebuilt from the store after a restart or a crash;
 * :class:`~polpo.engine.sla.SlaKeeper` — deadlines;
 * :class:`~polpo.engine.isolation.Isolation` — per-task git worktrees and the mission's result branch;
-* :class:`~polpo.changes.tracker.ChangeTracker` — which files each attempt changed.
+* :class:`~polpo.changes.tracker.ChangeTracker` — which files each attempt changed;
+* :class:`~polpo.engine.cluster_role.ClusterRole` — with several daemons on PostgreSQL: claims, the leader.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.admission import Admission
 from polpo.engine.board import MissionBoard
+from polpo.engine.cluster_role import ClusterRole
 from polpo.engine.commands import Commands
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.handles import RunHandle
@@ -30,6 +32,7 @@ from polpo.engine.recovery import Recovery
 from polpo.engine.runner import TaskRunner
 from polpo.engine.sla import SlaKeeper
 from polpo.model.records import Mission, Task
+from polpo.store.cluster.claims import ClaimQueue
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 from polpo.tools.marks import attempt_mark
@@ -64,6 +67,18 @@ class Engine:
         self.recovery = Recovery(cfg=cfg, store=store, clock=clock, board=self.board, admission=self.admission,
                                  dispatcher=self.dispatcher, commands=self.commands,
                                  hooks=[self.isolation.reconcile])
+
+        self.cluster: ClusterRole | None = None
+
+    def join_cluster(self, queue: ClaimQueue, node: str) -> ClusterRole:
+        """Several daemons share the store: tasks come from the cluster's queue; the leader decides for missions."""
+        role = ClusterRole(store=self.store, board=self.board, dispatcher=self.dispatcher, recovery=self.recovery,
+                           commands=self.commands, queue=queue, node=node)
+        self.cluster = role
+        self.dispatcher.claims = role
+        self.commands.remote = queue
+        self.sla.fail = self.commands.fail_for_sla_anywhere
+        return role
 
     async def _run_task(self, task: Task, handle: RunHandle) -> None:
         await self.runner.run(task, handle)

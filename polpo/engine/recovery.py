@@ -83,7 +83,7 @@ class Recovery:
             for task in m.tasks.values():
                 attempt = self.board.attempts.get(task.id)
                 if task.status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS):
-                    self._interrupted(tx, m, task, attempt, orphans)
+                    self.interrupted(tx, m, task, attempt, orphans)
                 elif task.status is TaskStatus.REVIEW and attempt is not None \
                         and attempt.status is AttemptStatus.FINISHED:
                     # its checks carry the attempt's marker: a check the crash left running is ended first
@@ -108,18 +108,22 @@ class Recovery:
                 self.dispatcher.resume(task)
         self.dispatcher.wake()
 
-    def _interrupted(self, tx: Tx, m: Mission, task: Task, attempt: Attempt | None, orphans: list[int]) -> None:
+    def interrupted(self, tx: Tx, m: Mission, task: Task, attempt: Attempt | None, orphans: list[int], *,
+                    why: str = "the daemon stopped while the agent ran") -> None:
+        """An attempt that was running when its daemon died: recorded as interrupted, the task runs again (no
+        retry consumed; the third interruption in a row counts as a failed run). ``orphans`` collects the
+        process groups to kill (on this machine only; another node's are killed when it starts again)."""
         if attempt is not None and attempt.status.live:
             orphans.extend(_orphan_groups(attempt, attempt_mark(self.cfg.state_dir, attempt.id)))
             attempt.status = AttemptStatus.INTERRUPTED
-            attempt.error = "interrupted: the daemon stopped while the agent ran"
+            attempt.error = f"interrupted: {why}"
             attempt.finished_at = self.clock.now()
             tx.attempt(attempt)
         task.interruptions += 1
         tx.event(TaskRecovered(previous_status=task.status, attempt=attempt.number if attempt else None,
                                action="run again", interruptions=task.interruptions),
                  mission_id=m.id, task_id=task.id)
-        self.board.transition(tx, task, Trigger.INTERRUPTED, "the daemon stopped while the agent ran; it runs again")
+        self.board.transition(tx, task, Trigger.INTERRUPTED, f"{why}; it runs again")
         if task.interruptions >= MAX_INTERRUPTIONS:
             self._count_as_failure(tx, m, task)
 

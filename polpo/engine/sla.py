@@ -11,6 +11,7 @@ on time; finishing late records ``sla:violated`` then, if the monitor had not al
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -33,7 +34,7 @@ __all__ = ["SlaKeeper", "extra_channels"]
 
 
 class SlaKeeper:
-    def __init__(self, sla: SlaSettings, store: Store, board: MissionBoard, fail: Callable[[Task], None]) -> None:
+    def __init__(self, sla: SlaSettings, store: Store, board: MissionBoard, fail: Callable[[Task], object]) -> None:
         self.sla = sla
         self.store = store
         self.board = board
@@ -58,7 +59,7 @@ class SlaKeeper:
         tx = self.store.tx()
         violated: list[Task] = []
         for m in list(self.board.missions.values()):
-            if m.status is not MissionStatus.RUNNING:
+            if m.status is not MissionStatus.RUNNING or m.guest:  # the leader keeps a mission's deadlines
                 continue
             deadline = self._deadline(m, m.spec.deadline)
             if deadline is not None:
@@ -81,7 +82,9 @@ class SlaKeeper:
         self.store.submit(tx)
         if self.sla.violation_action == "fail":
             for t in dict.fromkeys(violated):
-                self.fail(t)
+                done = self.fail(t)
+                if inspect.isawaitable(done):  # several daemons: the task may run on another node
+                    await done
 
     def _record(self, tx: Tx, m: Mission, t: Task | None, mark: Mark, now: datetime) -> None:
         entity = t.id if t is not None else m.id

@@ -413,6 +413,33 @@ class OrchestratorShutdown(Payload):
     unfinished_missions: int
 
 
+# -------------------------------------------------------------------- several daemons, one PostgreSQL store
+
+
+@_event("cluster:leader")
+class ClusterLeader(Payload):
+    """This node now accepts mission files and coordinates every mission."""
+
+    node: str
+    missions: int
+
+
+@_event("cluster:node-lost")
+class ClusterNodeLost(Payload):
+    """A node's lease ran out while it held tasks: the leader records their attempts as interrupted."""
+
+    node: str
+    tasks: list[str]
+
+
+@_event("task:stop-requested")
+class TaskStopRequested(Payload):
+    """The leader asks the node running a task to stop it (a mission cancel, an SLA failure)."""
+
+    node: str
+    reason: str
+
+
 ALL_EVENTS: tuple[str, ...] = tuple(sorted(PAYLOADS))
 
 
@@ -427,6 +454,7 @@ class Event:
     task_id: str | None
     data: dict[str, Any] = field(default_factory=dict)
     data_json: bytes = field(default=b"", compare=False, repr=False)  # ``data`` serialised once, by the store
+    node: str | None = None  # the daemon that produced it (``[daemon] node``)
 
     def data_bytes(self) -> bytes:
         return self.data_json or orjson.dumps(self.data)
@@ -437,5 +465,7 @@ class Event:
             out["missionId"] = self.mission_id
         if self.task_id is not None:
             out["taskId"] = self.task_id
+        if self.node is not None:
+            out["node"] = self.node
         out["data"] = self.data
         return out

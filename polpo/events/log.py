@@ -98,6 +98,8 @@ class EventLog:
                 line["missionId"] = ev.mission_id
             if ev.task_id is not None:
                 line["taskId"] = ev.task_id
+            if ev.node is not None:
+                line["node"] = ev.node
             line["data"] = orjson.Fragment(ev.data_bytes())
             lines.append(line)
             self.last_seq = ev.seq

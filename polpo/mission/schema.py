@@ -223,7 +223,11 @@ class MissionSettings(Model):
     """``isolation``: ``"worktree"`` runs each task in its own git worktree and branch when the workspace is a git
     repository (polpo.engine.isolation); ``"none"`` runs every task in the workspace itself. Unset (the default):
     ``"none"``, except for tasks of a team agent with ``enableGit`` — a shared workspace is what a folder that is
-    not a repository, uncommitted files and non-code missions need, and it is what polpo did before."""
+    not a repository, uncommitted files and non-code missions need, and it is what polpo did before.
+
+    ``affinity`` matters only when several daemons share a PostgreSQL store: ``"node"`` (the default) runs every
+    task on the node that accepted the mission (it waits for that node if it is down); ``"any"`` lets every node
+    run its tasks, so its workspace must be on storage all nodes see."""
 
     TOLERATED = frozenset({"enableVolatileTeams", "volatileCleanup", "maxQuestionRounds", "maxResolutionAttempts"})
     max_retries: Count | None = None
@@ -231,6 +235,7 @@ class MissionSettings(Model):
     max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
     auto_correct_expectations: bool | None = None
     isolation: Isolation | None = None
+    affinity: Literal["node", "any"] | None = None
 
 
 class MissionSpec(Model):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import anyio
@@ -46,11 +46,18 @@ class StoreCore:
         self._wake = anyio.Event()
         self._subscribers: list[Subscriber] = []
         self.event_log: EventLog | None = None
+        self.node: str | None = None  # stamped on every event this daemon produces
+        self.log_follower: Callable[[], None] | None = None  # set: a follower writes the log, in cluster order
         self._closed = False
         self.commits = 0  # batches written, for benchmarks
         self.unavailable: str | None = None  # why the last write failed, while the backend cannot be written
         self._unavailable_since = 0.0
         self._last_warning = 0.0
+
+    @property
+    def last_seq(self) -> int:
+        """The newest event's number this store knows of (at open: the database's newest)."""
+        return self._seq
 
     # -- backend hooks -------------------------------------------------------------------------------------
     async def _apply(self, rows: dict[Table, list[Row]], events: list[Event]) -> Sequence[int] | None:
@@ -162,7 +169,8 @@ class StoreCore:
             for payload, mission_id, task_id in tx.pending:
                 self._seq += 1
                 data = event_data(payload)
-                ev = Event(self._seq, tx.ts or "", payload.NAME, mission_id, task_id, data, orjson.dumps(data))
+                ev = Event(self._seq, tx.ts or "", payload.NAME, mission_id, task_id, data, orjson.dumps(data),
+                           self.node)
                 tx.events.append(ev)
                 events.append(ev)
         if rows or events:
@@ -191,7 +199,10 @@ class StoreCore:
         return events
 
     def _publish(self, events: list[Event]) -> None:
-        if self.event_log is not None and events:
+        if self.log_follower is not None:
+            if events:
+                self.log_follower()  # other nodes' earlier events go first: the follower writes them all in order
+        elif self.event_log is not None and events:
             try:
                 self.event_log.write_many(events)
             except OSError:  # the store has them; the next batch (or a restart) catches the log up

@@ -36,10 +36,14 @@ from polpo.store.postgres_schema import migrate
 from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
 from polpo.store.sql import statement
 
-__all__ = ["PostgresStore"]
+__all__ = ["CLAIMS_CHANNEL", "EVENTS_CHANNEL", "PostgresStore"]
 
 _NUMBER = "UPDATE event_clock SET seq = seq + $1 RETURNING seq"
-_INSERT_EVENT = "INSERT INTO events (seq, ts, event, mission_id, task_id, data) VALUES ($1, $2, $3, $4, $5, $6)"
+_NOTIFY = "SELECT pg_notify($1, $2)"
+EVENTS_CHANNEL = "polpo_events"  # payload: the last seq of a committed batch
+CLAIMS_CHANNEL = "polpo_claims"  # a task was offered to the cluster
+_INSERT_EVENT = ("INSERT INTO events (seq, ts, event, mission_id, task_id, data, node) "
+                 "VALUES ($1, $2, $3, $4, $5, $6, $7)")
 
 
 async def _keep_session(_conn: asyncpg.Connection[Any]) -> None:
@@ -89,16 +93,21 @@ class PostgresStore(StoreCore):
 
     async def _write(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         async with self.pool.acquire() as conn, conn.transaction():
+            offers = False
             for table, group in rows.items():
                 sql, params = statement(table, group, "$")
                 await conn.executemany(sql, [_no_nul(r) for r in params])
+                offers = offers or table is R.CLAIM_OFFERS
+            if offers:  # delivered at the commit: idle nodes claim at once (polpo.store.cluster.claims)
+                await conn.execute(_NOTIFY, CLAIMS_CHANNEL, "")
             if not events:
                 return []
             last = int(await conn.fetchval(_NUMBER, len(events)))  # locks the clock until the commit
             first = last - len(events) + 1
             await conn.executemany(_INSERT_EVENT, [
-                (first + i, ev.ts, ev.event, ev.mission_id, ev.task_id, ev.data_bytes().decode())
+                (first + i, ev.ts, ev.event, ev.mission_id, ev.task_id, ev.data_bytes().decode(), ev.node)
                 for i, ev in enumerate(events)])
+            await conn.execute(_NOTIFY, EVENTS_CHANNEL, str(last))  # followers read the new events (cluster)
         return list(range(first, last + 1))
 
     async def _close_backend(self) -> None:
@@ -157,8 +166,8 @@ class PostgresStore(StoreCore):
         rows = await self._all("SELECT id, kind, target FROM commands WHERE status = 'queued' ORDER BY id")
         return [CommandRecord(r["id"], r["kind"], r["target"]) for r in rows]
 
-    async def events_after(self, seq: int) -> list[Event]:
-        rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data FROM events WHERE seq > $1 "
-                               "ORDER BY seq", seq)
-        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]))
-                for r in rows]
+    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
+        rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data, node FROM events WHERE seq > $1 "
+                               "ORDER BY seq LIMIT $2", seq, limit)
+        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]),
+                      node=r["node"]) for r in rows]

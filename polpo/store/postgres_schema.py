@@ -208,6 +208,37 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE attempts ADD COLUMN permanent BIGINT NOT NULL DEFAULT 0;
     """,
+    # v3: the SQLite schema v5, and the cluster's own tables (polpo.store.cluster): the nodes and their heartbeats, the
+    # queue of ready tasks each node claims from.
+    f"""
+    ALTER TABLE events ADD COLUMN node {T};
+    ALTER TABLE missions ADD COLUMN home {T};
+    CREATE TABLE nodes (
+        name         {T} PRIMARY KEY,
+        incarnation  {T} NOT NULL,
+        host         {T} NOT NULL,
+        pid          BIGINT NOT NULL,
+        started_at   TIMESTAMPTZ NOT NULL,
+        heartbeat_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE claims (
+        task_id       {T} PRIMARY KEY,
+        mission_id    {T} NOT NULL,
+        home          {T},
+        prio          DOUBLE PRECISION NOT NULL,
+        mseq          BIGINT NOT NULL,
+        idx           BIGINT NOT NULL,
+        agent_key     {T} NOT NULL,
+        agent_limit   BIGINT,
+        mission_limit BIGINT,
+        node          {T},
+        incarnation   {T},
+        claimed_at    TIMESTAMPTZ,
+        stop          {T}
+    );
+    CREATE INDEX claims_free ON claims (prio DESC, mseq, idx) WHERE node IS NULL;
+    CREATE INDEX claims_held ON claims (node, incarnation) WHERE node IS NOT NULL;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -61,6 +61,7 @@ class LoadedMission:
 
 class Store(Protocol):
     event_log: EventLog | None
+    node: str | None  # stamped on every event (``[daemon] node``)
     commits: int
 
     # -- writing -------------------------------------------------------------------------------------------

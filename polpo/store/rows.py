@@ -41,7 +41,7 @@ class Table:
 
 
 MISSIONS = Table("missions", ("id", "seq", "name", "source", "hash", "run", "spec", "workspace", "status", "reason",
-                              "report", "warnings", "created_at", "finished_at"), ("id",), ("spec",))
+                              "report", "warnings", "created_at", "finished_at", "home"), ("id",), ("spec",))
 TASKS = Table("tasks", ("id", "mission_id", "idx", "title", "agent", "status", "reason", "attempts", "retries",
                         "fix_attempts", "total_fixes", "interruptions", "next_kind", "feedback", "updated_at",
                         "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
@@ -65,7 +65,12 @@ DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "cre
 SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at"),
                   ("entity_id", "kind"), ("data", "created_at"))
 COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
-EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data"), ("seq",))
+EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
+# PostgreSQL only (several daemons): a ready task offered to the cluster (insert if absent) and the end of a
+# claim (its holder gives it back or drops it); see polpo.store.cluster.claims
+CLAIM_OFFERS = Table("claims", ("task_id", "mission_id", "home", "prio", "mseq", "idx", "agent_key", "agent_limit",
+                                "mission_limit"), ("task_id",))
+CLAIM_STOPS = Table("claims", ("task_id", "stop"), ("task_id",))  # an update: ask the holder to stop its run
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
                                     REVIEWS, DIMENSIONS, SLA_MARKS)
@@ -93,7 +98,7 @@ def _loads(v: str | None) -> Any:
 def mission_row(m: Mission, spec_json: str | None = None) -> Row:
     spec = spec_json if spec_json is not None else m.spec.model_dump_json(exclude_none=True)
     return (m.id, m.seq, m.name, m.source, m.hash, m.run, spec, str(m.workspace), m.status.value, m.reason,
-            _json(m.report), orjson.dumps(m.warnings).decode(), iso(m.created_at), _ts(m.finished_at))
+            _json(m.report), orjson.dumps(m.warnings).decode(), iso(m.created_at), _ts(m.finished_at), m.home)
 
 
 def task_row(t: Task) -> Row:
@@ -130,7 +135,7 @@ def mission_from_row(r: Mapping[str, Any]) -> Mission:
                    spec=MissionSpec.model_validate_json(r["spec"]), workspace=Path(r["workspace"]),
                    status=MissionStatus(r["status"]), created_at=parse_iso(r["created_at"]),
                    warnings=orjson.loads(r["warnings"]), reason=r["reason"], report=_loads(r["report"]),
-                   finished_at=_dt(r["finished_at"]))
+                   finished_at=_dt(r["finished_at"]), home=r["home"])
 
 
 def task_from_row(r: Mapping[str, Any], m: Mission) -> Task:

@@ -190,6 +190,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE attempts ADD COLUMN permanent INTEGER NOT NULL DEFAULT 0;
     """,
+    # v5: the node that produced each event; the node a mission's tasks run on (several daemons, PostgreSQL).
+    """
+    ALTER TABLE events ADD COLUMN node TEXT;
+    ALTER TABLE missions ADD COLUMN home TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from polpo.store.rows import COMMANDS_DONE, EVENTS, Row, Table
+from polpo.store.rows import CLAIM_OFFERS, CLAIM_STOPS, COMMANDS_DONE, EVENTS, Row, Table
 
 __all__ = ["insert", "statement", "upsert"]
 
@@ -35,4 +35,10 @@ def statement(table: Table, rows: Sequence[Row], ph: str = "?") -> tuple[str, Se
                 [(r[1], r[2], r[3], r[0]) for r in rows])
     if table is EVENTS:
         return insert(table, ph), rows
+    if table is CLAIM_OFFERS:  # offered once: an offer never takes a claim back from the node holding it
+        return f"{insert(table, ph)} ON CONFLICT(task_id) DO NOTHING", rows
+    if table is CLAIM_STOPS:
+        stop, tid = _marks(2, ph)
+        return (f"UPDATE claims SET stop={stop} WHERE task_id={tid} AND node IS NOT NULL",
+                [(r[1], r[0]) for r in rows])
     return upsert(table, ph), rows

@@ -51,7 +51,7 @@ class SqliteStore(StoreCore):
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> None:
         if events:
             rows = {**rows, R.EVENTS: [(ev.seq, ev.ts, ev.event, ev.mission_id, ev.task_id,
-                                        ev.data_bytes().decode()) for ev in events]}
+                                        ev.data_bytes().decode(), ev.node) for ev in events]}
         work = [statement(table, group) for table, group in rows.items()]
         # One hop to aiosqlite's thread for the whole batch instead of one per statement: the hops, not SQLite,
         # were the cost (aiosqlite's ``_execute`` runs a callable there; aiosqlite is pinned below 0.23).
@@ -125,10 +125,10 @@ class SqliteStore(StoreCore):
         return [CommandRecord(r["id"], r["kind"], r["target"]) for r in rows]
 
     async def events_after(self, seq: int) -> list[Event]:
-        rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data FROM events WHERE seq > ? "
+        rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data, node FROM events WHERE seq > ? "
                                "ORDER BY seq", (seq,))
-        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]))
-                for r in rows]
+        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]),
+                      node=r["node"]) for r in rows]
 
 
 # SQLite errors that may pass without a change to polpo: space, permissions, I/O, another process's lock

@@ -86,6 +86,15 @@ class Tx:
         return self
 
     # -- events ---------------------------------------------------------------------------------------------
+    def claim_offer(self, row: R.Row) -> Tx:
+        """A ready task offered to the cluster's nodes (PostgreSQL only; see polpo.store.cluster.claims)."""
+        self.ops.append((R.CLAIM_OFFERS, row))
+        return self
+
+    def claim_stop(self, task_id: str, reason: str) -> Tx:
+        self.ops.append((R.CLAIM_STOPS, (task_id, reason)))
+        return self
+
     def event(self, payload: Payload, *, mission_id: str | None = None, task_id: str | None = None) -> Tx:
         self.pending.append((payload, mission_id, task_id))
         return self

@@ -18,8 +18,12 @@ import logging
 import os
 import signal
 from collections.abc import Callable
+from pathlib import Path
 
-from polpo.tools.marks import ATTEMPT_MARK
+import anyio
+
+from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
+from polpo.tools.proctable import find_processes_with_env, terminate_group
 
 log = logging.getLogger("polpo.orphans")
 
@@ -111,3 +115,21 @@ def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError, OSError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             _ours.discard(pid)
+
+
+async def kill_state_dir_orphans(state_dir: Path, grace: float = 2.0) -> int:
+    """End every process an attempt of this state folder left running (this node's previous life: after a
+    ``kill -9`` the leader of a cluster has given those tasks to other nodes, so they must not go on here)."""
+    groups: set[int] = set()
+    for pid in find_processes_with_env(ATTEMPT_MARK, attempt_mark(state_dir, ""), prefix=True):
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            continue
+    groups.discard(os.getpgid(0))
+    if groups:
+        async with anyio.create_task_group() as tg:
+            for g in sorted(groups):
+                tg.start_soon(terminate_group, g, grace)
+        log.warning("killed %d process group(s) left by this node's previous run", len(groups))
+    return len(groups)

@@ -73,12 +73,13 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def find_processes_with_env(key: str, value: str) -> list[int]:
+def find_processes_with_env(key: str, value: str, *, prefix: bool = False) -> list[int]:
     """Pids (sorted) whose initial environment contains ``key=value`` exactly.
 
     Scans ``/proc/*/environ``, skipping processes that vanished or cannot be read (other users', zombies). The
     calling process itself is never listed. Used after a crash to find the orphans of the previous daemon, whose
-    children carry a per-attempt marker variable.
+    children carry a per-attempt marker variable. ``prefix``: the value only starts with ``value`` (every
+    attempt of one state folder).
     """
     needle = f"{key}={value}".encode()
     me = os.getpid()
@@ -91,7 +92,7 @@ def find_processes_with_env(key: str, value: str) -> list[int]:
                 data = fh.read()
         except OSError:
             continue
-        if needle in data.split(b"\0"):
+        if any(v.startswith(needle) for v in data.split(b"\0")) if prefix else needle in data.split(b"\0"):
             found.append(pid)
     return sorted(found)
 

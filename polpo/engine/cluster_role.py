@@ -1,0 +1,287 @@
+"""This daemon's part among several on one PostgreSQL store: what a claim, another node's event or a dead node
+means for missions.
+
+Roles: every node claims ready tasks from the cluster's queue (:mod:`polpo.store.cluster.claims`) and runs each for a
+whole turn; the one leader also holds every open mission's authoritative copy, accepts mission files and makes
+every mission-level decision once (dependencies, gates, completion, SLA, commands). A node running a task of a
+mission it does not lead keeps a *guest* copy of that mission: the board does no cascades on it
+(:meth:`MissionBoard.after_change`), and the leader follows the task's new state from the events instead
+(:meth:`ClusterRole.on_remote`). The holder of a claim is the only writer of its task's row; the leader changes
+a task another node holds only by asking that node to stop it (``task:stop-requested``).
+
+A node whose lease ran out: the leader takes its claims over one by one (only one taker wins each), records the
+attempts that were running as interrupted (no retry consumed, as after ``kill -9`` on one machine), resumes the
+checks of those in review, and offers them again. Orphaned processes on the dead machine are killed by that
+node when it starts again (:func:`kill_orphans_of_state_dir`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+
+from polpo.engine.board import MissionBoard, wire
+from polpo.engine.handles import RunHandle
+from polpo.engine.lifecycle import Trigger
+from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event, TaskRecovered
+from polpo.model.records import Mission, Task
+from polpo.model.status import AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
+from polpo.store.cluster.claims import ClaimQueue, DeadClaim, offer_row
+from polpo.store.protocol import Store
+
+if TYPE_CHECKING:
+    from polpo.engine.commands import Commands
+    from polpo.engine.dispatcher import Dispatcher
+    from polpo.engine.recovery import Recovery
+
+log = logging.getLogger("polpo.cluster")
+
+__all__ = ["ClusterRole", "refresh"]
+
+RUNNING_STATES = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW)
+_STORED = ("status", "reason", "attempts", "retries", "fix_attempts", "total_fixes", "interruptions", "next_kind",
+           "feedback", "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
+           "expectations", "agent", "updated_at")
+
+
+def refresh(dst: Task, src: Task) -> None:
+    """Copy a task's stored state into the board's object (runners and the board keep references to it)."""
+    for name in _STORED:
+        setattr(dst, name, getattr(src, name))
+
+
+class ClusterRole:
+    def __init__(self, *, store: Store, board: MissionBoard, dispatcher: Dispatcher, recovery: Recovery,
+                 commands: Commands, queue: ClaimQueue, node: str) -> None:
+        self.store = store
+        self.board = board
+        self.dispatcher = dispatcher
+        self.recovery = recovery
+        self.commands = commands
+        self.queue = queue
+        self.node = node
+        self.leader = False
+        self._inbox: list[Event] = []
+        self._wake = anyio.Event()
+
+    # -- the dispatcher's claim source ----------------------------------------------------------------------
+    def offer(self, task: Task) -> None:
+        """A task the leader made ready (or found in review) goes to the queue, in the next transaction."""
+        m = self.board.missions.get(task.mission_id)
+        if m is None or m.guest or m.status is not MissionStatus.RUNNING:
+            return
+        slot = self.dispatcher.slot(task)
+        self.store.submit(self.store.tx().claim_offer(offer_row(task, m, slot.limit_key, slot.max_concurrency)))
+
+    async def claim(self, n: int) -> list[tuple[str, str]]:
+        return [(c.task_id, c.mission_id) for c in await self.queue.claim(n)]
+
+    async def prepare(self, task_id: str, mission_id: str, handle: RunHandle) -> Task | None:
+        """The claimed task, read fresh from the store (its last turn may have run on another node); None, and the
+        claim dropped, when it is no longer startable (cancelled or decided meanwhile)."""
+        m = self.board.missions.get(mission_id)
+        if m is None and not self.leader:
+            m = await self._guest(mission_id)
+        task = m.tasks.get(task_id) if m is not None else None
+        if m is None or task is None:
+            await self.queue.end(task_id, requeue=False)
+            return None
+        fresh = await self.queue.fresh_tasks(m, [task_id])
+        if task_id in fresh:
+            stored, attempt = fresh[task_id]
+            refresh(task, stored)
+            if attempt is not None:
+                self.board.attempts[task_id] = attempt
+        stop = await self.queue.stop_of(task_id)
+        if stop:
+            handle.stop(StopReason(stop))
+        attempt = self.board.attempts.get(task_id)
+        startable = task.status is TaskStatus.PENDING or (
+            task.status is TaskStatus.REVIEW and attempt is not None and attempt.status is AttemptStatus.FINISHED)
+        if not startable or (not m.guest and m.status is not MissionStatus.RUNNING):
+            await self.queue.end(task_id, requeue=False)
+            return None
+        return task
+
+    async def finish(self, task: Task) -> None:
+        """The turn is over: its state is durable first, then the claim goes back to the queue or away."""
+        await self.store.flush()
+        m = self.board.missions.get(task.mission_id)
+        requeue = task.status in (TaskStatus.PENDING, TaskStatus.REVIEW) and (
+            m is None or m.guest or m.status is MissionStatus.RUNNING)
+        await self.queue.end(task.id, requeue=requeue)
+
+    async def _guest(self, mission_id: str) -> Mission | None:
+        loaded = await self.store.load_mission(mission_id)
+        if loaded is None or not loaded.mission.status.open:
+            return None
+        loaded.mission.guest = True
+        return self.board.adopt(loaded)
+
+    # -- other nodes' events --------------------------------------------------------------------------------
+    def on_remote(self, events: list[Event]) -> None:
+        self._inbox.extend(events)
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Apply other nodes' events, in order, as they come (one batch at a time)."""
+        while True:
+            if not self._inbox:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+            events, self._inbox = self._inbox, []
+            try:
+                await self._apply(events)
+            except Exception:  # one bad batch never stops following; the safety sweep re-reads tasks later
+                log.exception("could not apply %d event(s) from other nodes", len(events))
+
+    async def _apply(self, events: Sequence[Event]) -> None:
+        changed: dict[str, list[str]] = {}  # mission -> tasks another node changed, in order
+        for ev in events:
+            if ev.event == "task:stop-requested" and ev.data.get("node") == self.node and ev.task_id:
+                self.dispatcher.stop_task(ev.task_id, StopReason(ev.data["reason"]))
+            elif ev.event == "mission:completed" and ev.mission_id:
+                m = self.board.missions.get(ev.mission_id)
+                if m is not None and m.guest:
+                    self.board.forget(m)
+            elif ev.event == "mission:cancelled" and ev.mission_id:
+                m = self.board.missions.get(ev.mission_id)
+                if m is not None and m.guest:
+                    m.status = MissionStatus.CANCELLING
+            elif self.leader and ev.event == "task:transition" and ev.task_id in self.board.tasks \
+                    and ev.task_id not in self.dispatcher.running and ev.mission_id:
+                ids = changed.setdefault(ev.mission_id, [])
+                if ev.task_id not in ids:
+                    ids.append(ev.task_id)
+        for mid, ids in changed.items():
+            m = self.board.missions.get(mid)
+            if m is not None and not m.guest:
+                await self.follow(m, ids)
+
+    async def follow(self, m: Mission, task_ids: Sequence[str]) -> None:
+        """The leader's copy catches up with tasks other nodes changed; a task that finished there is decided
+        here, once: its dependents, gates, the mission's completion."""
+        fresh = await self.queue.fresh_tasks(m, task_ids)
+        for tid in task_ids:
+            task = m.tasks.get(tid)
+            if task is None or tid not in fresh or tid in self.dispatcher.running or m.id not in self.board.missions:
+                continue
+            stored, attempt = fresh[tid]
+            old = task.status
+            refresh(task, stored)
+            if attempt is not None and not task.terminal:
+                self.board.attempts[tid] = attempt
+            if task.status is old:
+                continue
+            if task.terminal and not old.terminal:
+                self.board.after_change(task)
+            elif task.status is TaskStatus.PENDING:
+                self.board.make_ready(task)
+
+    # -- the leader -----------------------------------------------------------------------------------------
+    async def lead(self, load: Callable[[], Awaitable[None]]) -> None:
+        """This node was elected: guest copies become the leader's, every open mission is loaded, dead nodes'
+        claims are recovered, and what the old leader left undecided is decided."""
+        for m in [m for m in self.board.missions.values() if m.guest]:
+            await self._promote(m)
+        self.leader = True
+        await load()
+        await self.store.commit(self.store.tx().event(ClusterLeader(node=self.node,
+                                                                    missions=len(self.board.missions))))
+        await self.sweep()
+        await self._unclaimed_runs()
+        for m in list(self.board.missions.values()):
+            await self._settle(m)
+
+    async def _promote(self, m: Mission) -> None:
+        ids = [t for t in m.tasks if t not in self.dispatcher.running]
+        fresh = await self.queue.fresh_tasks(m, ids)
+        for tid, (stored, attempt) in fresh.items():
+            refresh(m.tasks[tid], stored)
+            if attempt is not None and not stored.terminal:
+                self.board.attempts[tid] = attempt
+        m.gate_state = {k: GateStatus(v) for k, v in (await self.queue.mission_gates(m.id)).items()}
+        m.guest = False
+        wire(m)
+
+    async def sweep(self) -> None:
+        """Claims of nodes whose lease ran out: taken over and recovered (the leader does this every lease/3)."""
+        dead = await self.queue.dead()
+        by_node: dict[str, list[str]] = {}
+        for d in dead:
+            if await self.queue.take_over(d):
+                by_node.setdefault(d.node, []).append(d.task_id)
+                try:
+                    await self._recover(d)
+                except Exception:
+                    log.exception("could not recover task %s of node %s", d.task_id, d.node)
+        for node, tasks in by_node.items():
+            self.store.submit(self.store.tx().event(ClusterNodeLost(node=node, tasks=tasks)))
+
+    async def _recover(self, d: DeadClaim) -> None:
+        task = self.board.tasks.get(d.task_id)
+        m = self.board.missions.get(task.mission_id) if task is not None else None
+        if task is None or m is None or d.task_id in self.dispatcher.running:
+            if d.task_id not in self.dispatcher.running:
+                await self.queue.end(d.task_id, requeue=False)
+            return
+        await self.follow(m, [task.id])
+        tx = self.store.tx()
+        attempt = self.board.attempts.get(task.id)
+        if task.status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS):
+            self.recovery.interrupted(tx, m, task, attempt, [], why=f"node {d.node} stopped while the agent ran")
+        elif task.status is TaskStatus.REVIEW and attempt is not None and attempt.status is AttemptStatus.FINISHED:
+            tx.event(TaskRecovered(previous_status=task.status, attempt=attempt.number, action="resume checks"),
+                     mission_id=m.id, task_id=task.id)
+        if d.stop and not task.terminal:
+            trigger, why = ((Trigger.SLA_FAIL, "SLA violated: deadline passed") if d.stop == StopReason.SLA
+                            else (Trigger.CANCEL, "mission cancelled"))
+            self.board.transition(tx, task, trigger, why)
+        await self.store.commit(tx)
+        if task.terminal:
+            self.board.after_change(task)
+        await self.store.flush()
+        requeue = task.status in (TaskStatus.PENDING, TaskStatus.REVIEW) and m.status is MissionStatus.RUNNING
+        await self.queue.end(task.id, requeue=requeue)
+
+    async def _unclaimed_runs(self) -> None:
+        """Tasks recorded as running with no claim at all (written before this database had claims)."""
+        running = [t for t in self.board.tasks.values() if t.status in RUNNING_STATES
+                   and t.id not in self.dispatcher.running]
+        if not running:
+            return
+        for t in running:
+            slot = self.dispatcher.slot(t)
+            if await self.queue.hold(offer_row(t, self.board.missions[t.mission_id], slot.limit_key,
+                                               slot.max_concurrency)):
+                await self._recover(DeadClaim(t.id, "an earlier daemon", "", None))
+
+    async def _settle(self, m: Mission) -> None:
+        """Decide what a leader that died left undecided: failed dependencies, gates, completion, readiness."""
+        if m.id not in self.board.missions:
+            return
+        for t in list(m.tasks.values()):
+            if t.status is TaskStatus.PENDING and any(
+                    m.tasks[d].terminal and m.tasks[d].status is not TaskStatus.DONE for d in t.deps):
+                tx = self.store.tx()
+                self.board.transition(tx, t, Trigger.DEPENDENCY_FAILED, "dependency failed")
+                self.store.submit(tx)
+                self.board.after_change(t)
+        if m.id not in self.board.missions:
+            return
+        self.board.settle_gates(m)
+        if m.status is MissionStatus.CANCELLING:
+            m.status = MissionStatus.RUNNING
+            await self.commands.cancel(m.id, by="recovery")
+            return
+        if m.open_tasks <= 0:
+            self.board.complete_mission(m)
+            return
+        for t in m.tasks.values():
+            if t.status is TaskStatus.REVIEW and t.id not in self.dispatcher.running:
+                self.offer(t)
+            else:
+                self.board.make_ready(t)

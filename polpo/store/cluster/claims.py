@@ -1,0 +1,166 @@
+"""The cluster's queue of ready tasks: one row per task in ``claims``; a node claims rows with
+``FOR UPDATE SKIP LOCKED`` (so nodes never wait on each other's candidates) and holds a claim for a task's whole
+turn (its attempt and assessment), which makes the holder the only writer of that task's row.
+
+The leader offers a task when it becomes ready (an insert in the same transaction as the state that made it
+ready, :data:`polpo.store.rows.CLAIM_OFFERS`); the holder gives the claim back at the end of the turn (the task is
+ready again: a fix, a retry, a shutdown) or drops it (done, failed, waiting for a person). Limits across the
+cluster: an agent's and a mission's ``max_concurrency`` are counted over every node's held claims, under
+transaction-level advisory locks taken in one order (no deadlock); ``[daemon] max_concurrency`` is per node.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from polpo.model.records import Attempt, Mission, Task
+from polpo.store import rows as R
+
+__all__ = ["Claim", "ClaimQueue", "DeadClaim"]
+
+_CANDIDATES = ("SELECT task_id, mission_id, agent_key, agent_limit, mission_limit FROM claims "
+               "WHERE node IS NULL AND (home IS NULL OR home = $1) ORDER BY prio DESC, mseq, idx "
+               "LIMIT $2 FOR UPDATE SKIP LOCKED")
+_HELD_AGENT = "SELECT count(*) FROM claims WHERE node IS NOT NULL AND agent_key = $1"
+_HELD_MISSION = "SELECT count(*) FROM claims WHERE node IS NOT NULL AND mission_id = $1"
+_TAKE = ("UPDATE claims SET node = $1, incarnation = $2, claimed_at = clock_timestamp(), stop = NULL "
+         "WHERE task_id = ANY($3::text[])")
+_DEAD = ("SELECT c.task_id, c.node, c.incarnation, c.stop FROM claims c LEFT JOIN nodes n "
+         "ON n.name = c.node AND n.incarnation = c.incarnation WHERE c.node IS NOT NULL "
+         "AND (n.name IS NULL OR clock_timestamp() - n.heartbeat_at > make_interval(secs => $1))")
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    task_id: str
+    mission_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadClaim:
+    task_id: str
+    node: str
+    incarnation: str
+    stop: str | None
+
+
+def _lock_key(key: str) -> int:
+    return zlib.crc32(key.encode()) - 2**31  # a stable int4 for pg_advisory_xact_lock
+
+
+def offer_row(task: Task, m: Mission, agent_key: str, agent_limit: int | None) -> R.Row:
+    return (task.id, m.id, m.home, float(task.spec.priority), m.seq, task.idx, agent_key, agent_limit,
+            m.spec.settings.max_concurrency)
+
+
+class ClaimQueue:
+    def __init__(self, pool: Any, node: str, incarnation: str, lease: float) -> None:
+        self.pool = pool
+        self.node = node
+        self.incarnation = incarnation
+        self.lease = lease
+
+    async def claim(self, n: int) -> list[Claim]:
+        """Up to ``n`` ready tasks this node may run now (home node, cluster-wide limits), claimed atomically."""
+        async with self.pool.acquire() as c, c.transaction():
+            rows = await c.fetch(_CANDIDATES, self.node, n * 4)
+            if not rows:
+                return []
+            keys = sorted({k for r in rows for k in _limit_keys(r)})
+            held: dict[str, int] = {}
+            for key in keys:  # one order on every node: two claimers never wait on each other in a cycle
+                await c.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(key))
+                kind, _, name = key.partition(":")
+                held[key] = int(await c.fetchval(_HELD_AGENT if kind == "agent" else _HELD_MISSION, name))
+            taken: list[Claim] = []
+            for r in rows:
+                if len(taken) >= n:
+                    break
+                limits = _limit_keys(r)
+                if any(held[k] >= lim for k, lim in limits.items()):
+                    continue
+                for k in limits:
+                    held[k] += 1
+                taken.append(Claim(r["task_id"], r["mission_id"]))
+            if taken:
+                await c.execute(_TAKE, self.node, self.incarnation, [t.task_id for t in taken])
+            if len(taken) == n and len(rows) > n:
+                # this transaction locked candidates it did not take: a node that skipped them meanwhile found
+                # nothing and went back to sleep; wake it (at the commit) to look again
+                await c.execute("SELECT pg_notify('polpo_claims', '')")
+            return taken
+
+    async def end(self, task_id: str, *, requeue: bool) -> None:
+        """The end of this node's turn on a task: give it back to the queue, or drop it."""
+        if requeue:
+            sql = ("UPDATE claims SET node = NULL, incarnation = NULL, claimed_at = NULL, stop = NULL "
+                   "WHERE task_id = $1 AND node = $2 AND incarnation = $3")
+        else:
+            sql = "DELETE FROM claims WHERE task_id = $1 AND node = $2 AND incarnation = $3"
+        async with self.pool.acquire() as c:
+            status = await c.execute(sql, task_id, self.node, self.incarnation)
+            if requeue and status.endswith(" 1"):
+                await c.execute("SELECT pg_notify('polpo_claims', '')")
+
+    async def hold(self, row: R.Row) -> bool:
+        """Claim a task that has no claim row (recorded as running before this database had claims)."""
+        status = await self.pool.execute(
+            "INSERT INTO claims (task_id, mission_id, home, prio, mseq, idx, agent_key, agent_limit, mission_limit, "
+            "node, incarnation, claimed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, clock_timestamp()) "
+            "ON CONFLICT (task_id) DO NOTHING", *row, self.node, self.incarnation)
+        return bool(status.endswith(" 1"))
+
+    async def stop_of(self, task_id: str) -> str | None:
+        """A stop the leader asked for (``cancel`` / ``sla``) before this node started the run."""
+        stop = await self.pool.fetchval("SELECT stop FROM claims WHERE task_id = $1 AND node = $2", task_id,
+                                        self.node)
+        return None if stop is None else str(stop)
+
+    async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
+        """Before the leader changes tasks it does not run itself: unclaimed offers are withdrawn (the leader is
+        then their only writer); returns the tasks another node holds (task id -> node) — ask those to stop."""
+        async with self.pool.acquire() as c, c.transaction():
+            await c.execute("DELETE FROM claims WHERE task_id = ANY($1::text[]) AND node IS NULL", list(task_ids))
+            rows = await c.fetch("SELECT task_id, node FROM claims WHERE task_id = ANY($1::text[]) "
+                                 "AND node IS NOT NULL AND NOT (node = $2 AND incarnation = $3)",
+                                 list(task_ids), self.node, self.incarnation)
+        return {r["task_id"]: r["node"] for r in rows}
+
+    async def dead(self) -> list[DeadClaim]:
+        """Claims of nodes whose lease ran out (or of an earlier life of a node)."""
+        rows = await self.pool.fetch(_DEAD, self.lease)
+        return [DeadClaim(r["task_id"], r["node"], r["incarnation"], r["stop"]) for r in rows
+                if not (r["node"] == self.node and r["incarnation"] == self.incarnation)]
+
+    async def take_over(self, dead: DeadClaim) -> bool:
+        """Hold a dead node's claim (only one taker wins); the caller then recovers the task and ends the claim."""
+        status = await self.pool.execute(
+            "UPDATE claims SET node = $1, incarnation = $2, claimed_at = clock_timestamp() "
+            "WHERE task_id = $3 AND node = $4 AND incarnation = $5", self.node, self.incarnation, dead.task_id,
+            dead.node, dead.incarnation)
+        return bool(status.endswith(" 1"))
+
+    async def fresh_tasks(self, m: Mission, task_ids: Sequence[str]) -> dict[str, tuple[Task, Attempt | None]]:
+        """The stored state of some tasks of ``m`` and their latest attempts (another node may have changed them)."""
+        async with self.pool.acquire() as c:
+            trows = await c.fetch("SELECT * FROM tasks WHERE id = ANY($1::text[])", list(task_ids))
+            arows = await c.fetch("SELECT DISTINCT ON (task_id) * FROM attempts WHERE task_id = ANY($1::text[]) "
+                                  "ORDER BY task_id, number DESC", list(task_ids))
+        attempts = {a["task_id"]: R.attempt_from_row(a) for a in arows}
+        return {r["id"]: (R.task_from_row(r, m), attempts.get(r["id"])) for r in trows}
+
+    async def mission_gates(self, mission_id: str) -> dict[str, str]:
+        rows = await self.pool.fetch("SELECT name, status FROM gates WHERE mission_id = $1", mission_id)
+        return {r["name"]: r["status"] for r in rows}
+
+
+def _limit_keys(r: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if r["agent_limit"] is not None:
+        out[f"agent:{r['agent_key']}"] = r["agent_limit"]
+    if r["mission_limit"] is not None:
+        out[f"mission:{r['mission_id']}"] = r["mission_limit"]
+    return out

@@ -1,0 +1,82 @@
+"""The leader: the one node that accepts mission files and coordinates missions (dependencies, gates, completion,
+SLA, commands). It holds a session advisory lock on a connection of its own; PostgreSQL releases the lock when
+that connection ends — the process died, was killed, or lost the network — and another node takes it within a
+second or two. A leader that loses its connection stops at once (``on_lost``): it cannot know whether another
+node already leads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from polpo.store.postgres_conn import PgTarget
+
+log = logging.getLogger("polpo.cluster")
+
+__all__ = ["LEADER_KEY", "Leadership"]
+
+LEADER_KEY = 0x706F6C706F + 1  # the migration lock is 0x706F6C706F
+TRY_EVERY = 1.0  # seconds between two attempts of a follower to become the leader
+
+
+class Leadership:
+    def __init__(self, target: PgTarget, lease: float) -> None:
+        self.target = target
+        self.lease = lease
+        self.leader = False
+
+    async def run(self, on_elected: Callable[[], Awaitable[None]], on_lost: Callable[[str], None]) -> None:
+        """Wait to be the leader (reconnecting as needed), then lead until the lock's connection is lost."""
+        while True:
+            try:
+                conn = await self._connect()
+            except Exception as e:
+                log.warning("cannot connect to wait for leadership (%s); trying again", e)
+                await anyio.sleep(TRY_EVERY * 5)
+                continue
+            try:
+                if await self._lead(conn, on_elected):
+                    on_lost("the leader's database connection was lost")
+                    return
+            except Exception as e:  # a follower lost its waiting connection: reconnect and wait again
+                if self.leader:
+                    raise
+                log.warning("lost the connection that waits for leadership (%s); reconnecting", e)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await conn.close(timeout=2)
+                    except Exception:
+                        conn.terminate()
+
+    async def _connect(self) -> Any:
+        import asyncpg  # the optional PostgreSQL extra; imported only by daemons that use it
+
+        return await asyncpg.connect(self.target.url, password=self.target.password, timeout=15)
+
+    async def _lead(self, conn: Any, on_elected: Callable[[], Awaitable[None]]) -> bool:
+        """True once the leader's connection is gone (leadership lost); raises while still a follower."""
+        lost = anyio.Event()
+        conn.add_termination_listener(lambda _c: lost.set())
+        while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_KEY):
+            with anyio.move_on_after(TRY_EVERY):
+                await lost.wait()
+            if lost.is_set():
+                raise OSError("connection closed")
+        self.leader = True
+        await on_elected()
+        while not lost.is_set():  # a dead connection is noticed within a third of the lease
+            with anyio.move_on_after(self.lease / 3):
+                await lost.wait()
+            if lost.is_set():
+                break
+            try:
+                with anyio.fail_after(self.lease / 3):
+                    await conn.fetchval("SELECT 1")
+            except Exception:
+                break
+        return True
