@@ -81,6 +81,7 @@ class StoreAddress:
     url: str | None = None
     password_env: str | None = None
     pool_size: int = 4
+    lease: float = 30.0  # seconds (``[store] lease``); `polpo status` calls a node down after it
 
 
 @dataclass(frozen=True)
@@ -109,4 +110,17 @@ def locate(explicit: str | os.PathLike[str] | None = None) -> Where:
     store: dict[str, Any] = raw["store"] if isinstance(raw.get("store"), dict) else {}
     return Where(source=path.resolve(), state_dir=Path(dirs["state_dir"]), missions_dir=Path(dirs["missions_dir"]),
                  store=StoreAddress(url=store.get("url"), password_env=store.get("password_env"),
-                                    pool_size=int(store.get("pool_size", 4))))
+                                    pool_size=int(store.get("pool_size", 4)),
+                                    lease=_seconds(store.get("lease", 30.0))))
+
+
+def _seconds(v: Any) -> float:
+    """A duration as the config writes it (seconds or ISO 8601); the daemon validates it, this only reads it."""
+    if isinstance(v, int | float):
+        return float(v)
+    from polpo.durations import parse_iso_duration
+
+    try:
+        return parse_iso_duration(str(v)).total_seconds()
+    except ValueError:
+        return 30.0

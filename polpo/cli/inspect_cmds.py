@@ -112,12 +112,22 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     total = read.mission_count(con)
     for m in ms:
         m["tasks"] = read.tasks(con, m["id"])
+    lease = cfg.store.lease
+    nodes = [{**n, "alive": n["age"] <= lease} for n in read.nodes(con)] if cfg.store.url else []
+    down = {n["name"] for n in nodes if not n["alive"]} | (
+        {m["home"] for m in ms if m["home"]} - {n["name"] for n in nodes} if cfg.store.url else set())
+    for m in ms:
+        m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in ("running", "cancelling") else None
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
-                    "missions": ms, "total": total, "truncated": len(ms) < total})
+                    "missions": ms, "total": total, "truncated": len(ms) < total,
+                    **({"nodes": nodes} if cfg.store.url else {})})
         return
     click.echo(f"daemon: {'running (pid ' + str(pid) + ')' if pid else 'not running'}; "
                f"state {term(cfg.state_dir)}")
+    if nodes:
+        click.echo("nodes: " + ", ".join(
+            f"{term(n['name'])} ({'up' if n['alive'] else 'DOWN'}, heartbeat {n['age']:.0f} s ago)" for n in nodes))
     if not ms:
         click.echo("no missions yet: drop a mission file into " + term(cfg.missions_dir))
         return
@@ -128,6 +138,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
                    f"{_elapsed(m['created_at'], m['finished_at'], now)}")
+        if m["waitingForNode"]:
+            click.echo(f"  waiting for node {term(m['waitingForNode'])}: it is down and this mission's tasks run "
+                       'only there ("affinity": "node"); start it again (or use "affinity": "any")')
         if show_all or m["status"] in ("running", "cancelling"):
             for t in m["tasks"]:
                 click.echo(_task_line(t, now))

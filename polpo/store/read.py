@@ -92,7 +92,7 @@ def mission_count(con: Conn) -> int:
 def missions(con: Conn, *, include_finished: bool = True,
              limit: int | None = 200) -> list[dict[str, Any]]:
     """The newest ``limit`` missions (all if None), oldest first."""
-    sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, "
+    sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, m.home, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'failed') AS failed "
@@ -103,6 +103,13 @@ def missions(con: Conn, *, include_finished: bool = True,
     if limit is None:  # no LIMIT at all: PostgreSQL refuses SQLite's LIMIT -1
         return [dict(r) for r in con.execute(sql)][::-1]
     return [dict(r) for r in con.execute(sql + " LIMIT ?", (limit,))][::-1]
+
+
+def nodes(con: Conn) -> list[dict[str, Any]]:
+    """The daemons sharing a PostgreSQL store: name, host, pid and seconds since their last heartbeat."""
+    sql = ("SELECT name, host, pid, EXTRACT(EPOCH FROM clock_timestamp() - heartbeat_at)::float AS age "
+           "FROM nodes ORDER BY name")
+    return [dict(r) for r in con.execute(sql)]
 
 
 def mission(con: Conn, mid: str) -> dict[str, Any] | None:

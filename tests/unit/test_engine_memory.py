@@ -212,6 +212,18 @@ async def test_a_retry_through_the_command_inbox_reopens_a_finished_mission(tmp_
     assert len(run.of("mission:resumed")) == 1
 
 
+async def test_a_refused_retry_of_a_finished_mission_does_not_leave_it_loaded(tmp_path: Path) -> None:
+    async with engine_on_memory(config(tmp_path), agents={"fake": ScriptAgent(lambda _r: 0)}) as run:
+        m = await run.accept({"tasks": [task("fine")]})
+        await run.wait_event("mission:completed", mission_id=m.id)
+        assert m.id not in run.engine.board.missions
+        status, answer = await run.engine.commands.apply("retry", f"{m.id}:1")
+        assert (status, answer) == ("refused", f"task {m.id}:1 is done; only failed tasks and tasks on hold can be "
+                                               "retried")
+        assert m.id not in run.engine.board.missions  # read back to look, and forgotten again
+        assert f"{m.id}:1" not in run.engine.board.tasks
+
+
 async def test_cancel_stops_the_running_agent_and_fails_open_tasks(tmp_path: Path) -> None:
     async def hangs(r: AgentRequest) -> int:
         await anyio.sleep_forever()
