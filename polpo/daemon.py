@@ -114,8 +114,8 @@ class Daemon:
         engine = Engine(cfg, store, self.clock, self.agents or AgentFactory(cfg, self.clock))
         self.engine = engine
         if cluster is not None:
-            role = engine.join_cluster(cluster.queue, cfg.daemon.node)
-            cluster.follower.on_remote = role.on_remote
+            engine.join_cluster(cluster.queue, cfg.daemon.node)
+            cluster.follower.on_remote = self._remote_events
             cluster.follower.on_claims = engine.dispatcher.wake
         notifier = Notifier(self.notify, clock=self.clock,
                             on_failed=lambda ch, ev, err: self._notification(ch, ev, err),
@@ -167,6 +167,14 @@ class Daemon:
         cluster = ClusterNode(self.cfg, store)
         await cluster.start(self.cfg)
         return cluster
+
+    def _remote_events(self, events: list[Event]) -> None:
+        """Other nodes' events: to the engine (the leader follows their tasks) and to this node's API stream."""
+        assert self.engine is not None and self.engine.cluster is not None
+        self.engine.cluster.on_remote(events)
+        if self.http is not None:
+            for ev in events:
+                self.http.hub.publish(ev)
 
     def _lost(self, reason: str) -> None:
         """This node can no longer take part in the cluster: its runs are stopped at once and it exits (1); the

@@ -30,6 +30,7 @@ from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event, TaskReco
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store.cluster.claims import ClaimQueue, DeadClaim, offer_row
+from polpo.store.cluster.relay import relay_command
 from polpo.store.protocol import Store
 
 if TYPE_CHECKING:
@@ -180,6 +181,12 @@ class ClusterRole:
                 self.board.after_change(task)
             elif task.status is TaskStatus.PENDING:
                 self.board.make_ready(task)
+
+    async def apply_command(self, kind: str, target: str) -> tuple[str, str]:
+        """A command from this node's HTTP API: the leader applies it; another node relays it to the leader."""
+        if self.leader:
+            return await self.commands.apply(kind, target)
+        return await relay_command(self.queue.pool, kind, target)
 
     # -- the leader -----------------------------------------------------------------------------------------
     async def lead(self, load: Callable[[], Awaitable[None]]) -> None:

@@ -39,7 +39,8 @@ class HttpService:
             reviews=reviews)
         store.subscribe(self.metrics.observe)
         ctx = ApiContext(cfg=cfg, version=__version__, readers=readers, hub=self.hub,
-                         apply_command=engine.commands.apply, known_agents=engine.agents.known_names(),
+                         apply_command=engine.cluster.apply_command if engine.cluster else engine.commands.apply,
+                         known_agents=engine.agents.known_names(),
                          channels=channels, metrics=self.metrics.render)
         self.app = build_app(ctx, plan.token)
         self.server = HttpServer(plan, cfg.state_dir)
