@@ -29,7 +29,7 @@ from polpo.engine.lifecycle import Trigger
 from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event, TaskRecovered
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
-from polpo.store.cluster.claims import ClaimQueue, DeadClaim, offer_row
+from polpo.store.cluster.claims import Claim, ClaimQueue, DeadClaim, offer_row
 from polpo.store.cluster.relay import relay_command
 from polpo.store.protocol import Store
 
@@ -77,29 +77,25 @@ class ClusterRole:
         slot = self.dispatcher.slot(task)
         self.store.submit(self.store.tx().claim_offer(offer_row(task, m, slot.limit_key, slot.max_concurrency)))
 
-    async def claim(self, n: int) -> list[tuple[str, str]]:
-        return [(c.task_id, c.mission_id) for c in await self.queue.claim(n)]
+    async def claim(self, n: int) -> list[Claim]:
+        return await self.queue.claim(n)
 
-    async def prepare(self, task_id: str, mission_id: str, handle: RunHandle) -> Task | None:
-        """The claimed task, read fresh from the store (its last turn may have run on another node); None, and the
-        claim dropped, when it is no longer startable (cancelled or decided meanwhile)."""
-        m = self.board.missions.get(mission_id)
+    async def prepare(self, claim: Claim, handle: RunHandle) -> Task | None:
+        """The claimed task with its state as stored at the claim (its last turn may have run on another node);
+        None, and the claim dropped, when it is no longer startable (cancelled or decided meanwhile)."""
+        task_id = claim.task_id
+        m = self.board.missions.get(claim.mission_id)
         if m is None and not self.leader:
-            m = await self._guest(mission_id)
+            m = await self._guest(claim.mission_id)
         task = m.tasks.get(task_id) if m is not None else None
-        if m is None or task is None:
+        stored = claim.task(m) if m is not None else None
+        if m is None or task is None or stored is None:
             await self.queue.end(task_id, requeue=False)
             return None
-        fresh = await self.queue.fresh_tasks(m, [task_id])
-        if task_id in fresh:
-            stored, attempt = fresh[task_id]
-            refresh(task, stored)
-            if attempt is not None:
-                self.board.attempts[task_id] = attempt
-        stop = await self.queue.stop_of(task_id)
-        if stop:
-            handle.stop(StopReason(stop))
-        attempt = self.board.attempts.get(task_id)
+        refresh(task, stored)
+        attempt = claim.attempt()
+        if attempt is not None:
+            self.board.attempts[task_id] = attempt
         startable = task.status is TaskStatus.PENDING or (
             task.status is TaskStatus.REVIEW and attempt is not None and attempt.status is AttemptStatus.FINISHED)
         if not startable or (not m.guest and m.status is not MissionStatus.RUNNING):
@@ -108,12 +104,12 @@ class ClusterRole:
         return task
 
     async def finish(self, task: Task) -> None:
-        """The turn is over: its state is durable first, then the claim goes back to the queue or away."""
-        await self.store.flush()
+        """The turn is over: the claim goes back to the queue or away, in a transaction queued after the turn's
+        last state (the writer keeps the order), so it never ends before that state is durable."""
         m = self.board.missions.get(task.mission_id)
         requeue = task.status in (TaskStatus.PENDING, TaskStatus.REVIEW) and (
             m is None or m.guest or m.status is MissionStatus.RUNNING)
-        await self.queue.end(task.id, requeue=requeue)
+        self.store.submit(self.store.tx().claim_end(self.queue.end_row(task.id), requeue=requeue))
 
     async def _guest(self, mission_id: str) -> Mission | None:
         loaded = await self.store.load_mission(mission_id)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -32,14 +32,19 @@ RunTask = Callable[[Task, RunHandle], Awaitable[None]]
 CLAIM_SWEEP = 5.0  # seconds: a look at the cluster's queue even without a notification (one lost on reconnect)
 
 
+class Claimed(Protocol):
+    @property
+    def task_id(self) -> str: ...
+
+
 class ClaimSource(Protocol):
     """Several daemons: ready tasks come from the cluster's queue (polpo.engine.cluster_role), not this node's."""
 
     def offer(self, task: Task) -> None: ...
 
-    async def claim(self, n: int) -> list[tuple[str, str]]: ...
+    async def claim(self, n: int) -> Sequence[Claimed]: ...
 
-    async def prepare(self, task_id: str, mission_id: str, handle: RunHandle) -> Task | None: ...
+    async def prepare(self, claim: Any, handle: RunHandle) -> Task | None: ...
 
     async def finish(self, task: Task) -> None: ...
 
@@ -137,17 +142,18 @@ class Dispatcher:
         while not self.stopping:
             self._wake = anyio.Event()
             free = self.max_concurrency - len(self.running)
-            got: list[tuple[str, str]] = []
+            got: Sequence[Claimed] = []
             if free > 0:
                 try:
                     got = await claims.claim(free)
                 except Exception:
                     log.exception("could not claim tasks from the cluster's queue; trying again")
-            for task_id, mission_id in got:
+            for claim in got:
+                task_id = claim.task_id
                 handle = RunHandle(task_id, [])
-                self.running[task_id] = handle  # before it is read: a stop asked meanwhile reaches the handle
+                self.running[task_id] = handle  # before any wait: a stop asked meanwhile reaches the handle
                 try:
-                    task = await claims.prepare(task_id, mission_id, handle)
+                    task = await claims.prepare(claim, handle)
                 except Exception:
                     log.exception("could not prepare claimed task %s", task_id)
                     task = None

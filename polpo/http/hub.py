@@ -19,13 +19,16 @@ from polpo.events.catalog import Event
 __all__ = ["EventHub", "Listener", "event_line"]
 
 
-def event_line(seq: int, ts: str, name: str, mission_id: str | None, task_id: str | None, data: bytes | str) -> bytes:
+def event_line(seq: int, ts: str, name: str, mission_id: str | None, task_id: str | None, data: bytes | str,
+               node: str | None = None) -> bytes:
     """One event as the JSON object of ``events.jsonl`` (``data`` is already JSON and embedded as is)."""
     line: dict[str, object] = {"seq": seq, "ts": ts, "event": name}
     if mission_id is not None:
         line["missionId"] = mission_id
     if task_id is not None:
         line["taskId"] = task_id
+    if node is not None:
+        line["node"] = node
     line["data"] = orjson.Fragment(data)
     return orjson.dumps(line)
 

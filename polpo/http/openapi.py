@@ -29,7 +29,8 @@ _COMMAND = _obj(status={"type": "string", "enum": ["done", "refused"]}, message=
                 target={"type": "string"})
 _EVENT = {"type": "object", "description": "One event, as a line of events.jsonl", "properties": {
     "seq": {"type": "integer"}, "ts": {"type": "string"}, "event": {"type": "string"},
-    "missionId": {"type": "string"}, "taskId": {"type": "string"}, "data": {"type": "object"}}}
+    "missionId": {"type": "string"}, "taskId": {"type": "string"}, "node": {"type": "string"},
+    "data": {"type": "object"}}}
 _ANY = {"type": "object", "additionalProperties": True}
 
 # (method, path, summary, parameters, responses {status: (description, schema | None)})

@@ -68,12 +68,12 @@ async def _frames(ctx: ApiContext, after: int, mission: str | None) -> AsyncIter
         listener.close()
 
 
-def _page(after: int, mission: str | None) -> Callable[[read.Conn], list[tuple[int, str, str, str | None, str | None, str]]]:
+def _page(after: int, mission: str | None) -> Callable[[read.Conn], list[tuple[int, str, str, str | None, str | None, str, str | None]]]:
     return lambda con: read.events(con, after, mission=mission, limit=PAGE)
 
 
 def _line(ev: Event) -> bytes:
-    return event_line(ev.seq, ev.ts, ev.event, ev.mission_id, ev.task_id, ev.data_bytes())
+    return event_line(ev.seq, ev.ts, ev.event, ev.mission_id, ev.task_id, ev.data_bytes(), ev.node)
 
 
 def _frame(seq: int, line: bytes) -> bytes:

@@ -97,7 +97,7 @@ class PostgresStore(StoreCore):
             for table, group in rows.items():
                 sql, params = statement(table, group, "$")
                 await conn.executemany(sql, [_no_nul(r) for r in params])
-                offers = offers or table is R.CLAIM_OFFERS
+                offers = offers or table is R.CLAIM_OFFERS or table is R.CLAIM_REQUEUES
             if offers:  # delivered at the commit: idle nodes claim at once (polpo.store.cluster.claims)
                 await conn.execute(_NOTIFY, CLAIMS_CHANNEL, "")
             if not events:

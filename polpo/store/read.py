@@ -211,12 +211,14 @@ def source(con: Conn, path: str) -> dict[str, Any] | None:
 
 
 def events(con: Conn, after: int, *, mission: str | None = None, limit: int = 500,
-           ) -> list[tuple[int, str, str, str | None, str | None, str]]:
-    """Up to ``limit`` stored events after ``seq``, oldest first: (seq, ts, event, missionId, taskId, data JSON)."""
+           ) -> list[tuple[int, str, str, str | None, str | None, str, str | None]]:
+    """Up to ``limit`` stored events after ``seq``, oldest first: (seq, ts, event, missionId, taskId, data JSON,
+    node)."""
     where = "seq > ?" + (" AND mission_id = ?" if mission is not None else "")
     args: tuple[Any, ...] = (after, mission, limit) if mission is not None else (after, limit)
-    return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in con.execute(
-        f"SELECT seq, ts, event, mission_id, task_id, data FROM events WHERE {where} ORDER BY seq LIMIT ?", args)]
+    return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5]), r[6]) for r in con.execute(
+        f"SELECT seq, ts, event, mission_id, task_id, data, node FROM events WHERE {where} ORDER BY seq LIMIT ?",
+        args)]
 
 
 def last_event_seq(con: Conn) -> int:

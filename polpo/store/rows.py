@@ -71,6 +71,8 @@ EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data",
 CLAIM_OFFERS = Table("claims", ("task_id", "mission_id", "home", "prio", "mseq", "idx", "agent_key", "agent_limit",
                                 "mission_limit"), ("task_id",))
 CLAIM_STOPS = Table("claims", ("task_id", "stop"), ("task_id",))  # an update: ask the holder to stop its run
+CLAIM_REQUEUES = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("requeue",))  # back to the queue
+CLAIM_DROPS = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("drop",))  # turn over: gone
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
                                     REVIEWS, DIMENSIONS, SLA_MARKS)

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from polpo.store.rows import CLAIM_OFFERS, CLAIM_STOPS, COMMANDS_DONE, EVENTS, Row, Table
+from polpo.store.rows import (
+    CLAIM_DROPS,
+    CLAIM_OFFERS,
+    CLAIM_REQUEUES,
+    CLAIM_STOPS,
+    COMMANDS_DONE,
+    EVENTS,
+    Row,
+    Table,
+)
 
 __all__ = ["insert", "statement", "upsert"]
 
@@ -41,4 +50,10 @@ def statement(table: Table, rows: Sequence[Row], ph: str = "?") -> tuple[str, Se
         stop, tid = _marks(2, ph)
         return (f"UPDATE claims SET stop={stop} WHERE task_id={tid} AND node IS NOT NULL",
                 [(r[1], r[0]) for r in rows])
+    if table is CLAIM_REQUEUES or table is CLAIM_DROPS:  # only the holder ends its claim
+        tid, node, inc = _marks(3, ph)
+        held = f"task_id={tid} AND node={node} AND incarnation={inc}"
+        if table is CLAIM_DROPS:
+            return f"DELETE FROM claims WHERE {held}", rows
+        return (f"UPDATE claims SET node=NULL, incarnation=NULL, claimed_at=NULL, stop=NULL WHERE {held}", rows)
     return upsert(table, ph), rows

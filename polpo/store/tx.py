@@ -91,6 +91,11 @@ class Tx:
         self.ops.append((R.CLAIM_OFFERS, row))
         return self
 
+    def claim_end(self, row: R.Row, *, requeue: bool) -> Tx:
+        """The holder's turn is over: the task goes back to the queue (``requeue``) or the claim goes."""
+        self.ops.append((R.CLAIM_REQUEUES if requeue else R.CLAIM_DROPS, row))
+        return self
+
     def claim_stop(self, task_id: str, reason: str) -> Tx:
         self.ops.append((R.CLAIM_STOPS, (task_id, reason)))
         return self

@@ -28,6 +28,8 @@ _HELD_AGENT = "SELECT count(*) FROM claims WHERE node IS NOT NULL AND agent_key 
 _HELD_MISSION = "SELECT count(*) FROM claims WHERE node IS NOT NULL AND mission_id = $1"
 _TAKE = ("UPDATE claims SET node = $1, incarnation = $2, claimed_at = clock_timestamp(), stop = NULL "
          "WHERE task_id = ANY($3::text[])")
+_LATEST_ATTEMPTS = ("SELECT DISTINCT ON (task_id) * FROM attempts WHERE task_id = ANY($1::text[]) "
+                    "ORDER BY task_id, number DESC")
 _DEAD = ("SELECT c.task_id, c.node, c.incarnation, c.stop FROM claims c LEFT JOIN nodes n "
          "ON n.name = c.node AND n.incarnation = c.incarnation WHERE c.node IS NOT NULL "
          "AND (n.name IS NULL OR clock_timestamp() - n.heartbeat_at > make_interval(secs => $1))")
@@ -35,8 +37,19 @@ _DEAD = ("SELECT c.task_id, c.node, c.incarnation, c.stop FROM claims c LEFT JOI
 
 @dataclass(frozen=True, slots=True)
 class Claim:
+    """A claimed task, with its row and latest attempt as stored when it was claimed (read in the same
+    transaction: the turn before may have run on another node)."""
+
     task_id: str
     mission_id: str
+    task_row: Any = None
+    attempt_row: Any = None
+
+    def task(self, m: Mission) -> Task | None:
+        return None if self.task_row is None else R.task_from_row(self.task_row, m)
+
+    def attempt(self) -> Attempt | None:
+        return None if self.attempt_row is None else R.attempt_from_row(self.attempt_row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +99,24 @@ class ClaimQueue:
                     held[k] += 1
                 taken.append(Claim(r["task_id"], r["mission_id"]))
             if taken:
-                await c.execute(_TAKE, self.node, self.incarnation, [t.task_id for t in taken])
+                ids = [t.task_id for t in taken]
+                await c.execute(_TAKE, self.node, self.incarnation, ids)
+                trows = {r["id"]: r for r in await c.fetch("SELECT * FROM tasks WHERE id = ANY($1::text[])", ids)}
+                arows = {a["task_id"]: a for a in await c.fetch(_LATEST_ATTEMPTS, ids)}
+                taken = [Claim(t.task_id, t.mission_id, trows.get(t.task_id), arows.get(t.task_id)) for t in taken]
             if len(taken) == n and len(rows) > n:
                 # this transaction locked candidates it did not take: a node that skipped them meanwhile found
                 # nothing and went back to sleep; wake it (at the commit) to look again
                 await c.execute("SELECT pg_notify('polpo_claims', '')")
             return taken
 
+    def end_row(self, task_id: str) -> R.Row:
+        """The row of :data:`polpo.store.rows.CLAIM_ENDS`: written in the same transaction as (or one after) the
+        turn's last state, so the claim never ends before that state is durable."""
+        return (task_id, self.node, self.incarnation)
+
     async def end(self, task_id: str, *, requeue: bool) -> None:
-        """The end of this node's turn on a task: give it back to the queue, or drop it."""
+        """The end of this node's turn on a task, at once: give it back to the queue, or drop it."""
         if requeue:
             sql = ("UPDATE claims SET node = NULL, incarnation = NULL, claimed_at = NULL, stop = NULL "
                    "WHERE task_id = $1 AND node = $2 AND incarnation = $3")
@@ -112,12 +134,6 @@ class ClaimQueue:
             "node, incarnation, claimed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, clock_timestamp()) "
             "ON CONFLICT (task_id) DO NOTHING", *row, self.node, self.incarnation)
         return bool(status.endswith(" 1"))
-
-    async def stop_of(self, task_id: str) -> str | None:
-        """A stop the leader asked for (``cancel`` / ``sla``) before this node started the run."""
-        stop = await self.pool.fetchval("SELECT stop FROM claims WHERE task_id = $1 AND node = $2", task_id,
-                                        self.node)
-        return None if stop is None else str(stop)
 
     async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
         """Before the leader changes tasks it does not run itself: unclaimed offers are withdrawn (the leader is
@@ -147,8 +163,7 @@ class ClaimQueue:
         """The stored state of some tasks of ``m`` and their latest attempts (another node may have changed them)."""
         async with self.pool.acquire() as c:
             trows = await c.fetch("SELECT * FROM tasks WHERE id = ANY($1::text[])", list(task_ids))
-            arows = await c.fetch("SELECT DISTINCT ON (task_id) * FROM attempts WHERE task_id = ANY($1::text[]) "
-                                  "ORDER BY task_id, number DESC", list(task_ids))
+            arows = await c.fetch(_LATEST_ATTEMPTS, list(task_ids))
         attempts = {a["task_id"]: R.attempt_from_row(a) for a in arows}
         return {r["id"]: (R.task_from_row(r, m), attempts.get(r["id"])) for r in trows}
 
