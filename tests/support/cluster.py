@@ -1,0 +1,182 @@
+"""Several real `polpo daemon` processes on one PostgreSQL database, for the cluster tests and bench_cluster.
+
+Each node has its own config and state folder and the same missions folder, shared workspace root and
+database. The agent ``shell`` appends ``start``/``end`` lines (task, node, pid) to ``runs.log`` in the root with
+O_APPEND writes, so a test can check that no task ran twice at once and none ran again after it passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+AGENT = """
+[agents.shell]
+type = "command"
+command = ["bash", "-c", "echo \\"start $POLPO_TASK_ID $POLPO_CLUSTER_NODE $$\\" >> {root}/runs.log; {{description}}; rc=$?; echo \\"end $POLPO_TASK_ID $POLPO_CLUSTER_NODE $$ $rc\\" >> {root}/runs.log; exit $rc"]
+timeout = 120
+env = {{ POLPO_CLUSTER_NODE = "{node}" }}
+"""
+
+
+@dataclass
+class Node:
+    name: str
+    config: Path
+    state: Path
+    proc: subprocess.Popen[bytes] | None = None
+    kills: int = 0
+
+
+@dataclass
+class Cluster:
+    root: Path
+    url: str
+    nodes: dict[str, Node] = field(default_factory=dict)
+
+    @property
+    def missions(self) -> Path:
+        return self.root / "missions"
+
+    @property
+    def shared(self) -> Path:
+        return self.root / "shared"
+
+    def add(self, name: str, *, concurrency: int = 4, lease: float = 2.0, retries: int = 1, fixes: int = 2) -> Node:
+        (self.root / name).mkdir(parents=True, exist_ok=True)
+        self.missions.mkdir(exist_ok=True)
+        self.shared.mkdir(exist_ok=True)
+        cfg = self.root / name / "polpo.toml"
+        cfg.write_text(f"""
+[daemon]
+missions_dir = "{self.missions}"
+state_dir = "{self.root / name / 'state'}"
+max_concurrency = {concurrency}
+shutdown_grace = 2
+node = "{name}"
+
+[store]
+url = "{self.url}"
+lease = {lease}
+
+[security]
+workspace_roots = ["{self.shared}"]
+
+[defaults]
+max_retries = {retries}
+max_fix_attempts = {fixes}
+agent_timeout = 120
+check_timeout = 60
+{AGENT.format(root=self.root, node=name)}
+""")
+        node = Node(name, cfg, self.root / name / "state")
+        self.nodes[name] = node
+        return node
+
+    def start(self, name: str) -> None:
+        node = self.nodes[name]
+        log = open(self.root / name / "daemon.out", "ab")  # noqa: SIM115 - the child holds it
+        node.proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(node.config)],
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self, name: str) -> None:
+        """kill -9 of the daemon alone (its agents go on as orphans until the node comes back)."""
+        node = self.nodes[name]
+        assert node.proc is not None
+        os.kill(node.proc.pid, signal.SIGKILL)
+        node.proc.wait()
+        with open(self.root / "runs.log", "a") as f:  # in order with the agents' lines
+            f.write(f"kill {name} - -\n")
+        node.proc = None
+        node.kills += 1
+
+    def stop_all(self) -> None:
+        for node in self.nodes.values():
+            if node.proc is not None:
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.nodes.values():
+            if node.proc is not None:
+                try:
+                    node.proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(node.proc.pid, signal.SIGKILL)
+                    node.proc.wait()
+                node.proc = None
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        path = self.nodes[name].state / "events.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+    def wait(self, name: str, pred: Any, timeout: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            evs = self.events(name)
+            if pred(evs):
+                return evs
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {name}: condition not met after {timeout} s ({len(evs)} events)")
+            time.sleep(0.2)
+
+    def runs(self) -> list[list[str]]:
+        path = self.root / "runs.log"
+        return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def overlapping_runs(runs: list[list[str]]) -> list[str]:
+    """Tasks that had two runs at once, not counting runs whose node was killed while they ran (those are
+    interrupted: the policy runs them again, and their orphans end when the node comes back)."""
+    running: dict[str, dict[tuple[str, str], bool]] = {}  # task -> {(node, pid): interrupted}
+    bad: list[str] = []
+    for r in runs:
+        kind, task, node, pid = r[0], r[1], r[2], r[3]
+        if kind == "kill":
+            for live in running.values():
+                for key in live:
+                    if key[0] == task:  # a "kill NODE" line: its second field is the node killed
+                        live[key] = True
+            continue
+        live = running.setdefault(task, {})
+        if kind == "start":
+            others = [k for k, interrupted in live.items() if not interrupted]
+            if others:
+                bad.append(f"{task}: started on {node} while {others} ran")
+            live[(node, pid)] = False
+        else:
+            live.pop((node, pid), None)
+    return bad
+
+
+def runs_after_pass(runs: list[list[str]], passed_at: dict[str, int]) -> list[str]:
+    """Starts of a task after the line where its passing run ended (``passed_at``: task -> index)."""
+    return [f"{r[1]} started again on {r[2]}" for i, r in enumerate(runs)
+            if r[0] == "start" and r[1] in passed_at and i > passed_at[r[1]]]
+
+
+def gapless(events: list[dict[str, Any]]) -> bool:
+    seqs = [e["seq"] for e in events]
+    return seqs == list(range(1, len(seqs) + 1))
+
+
+def orphans(marker: Path) -> list[int]:
+    """Pids of live processes whose command line names the test's root folder (the agents' runs.log path)."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes()
+            stat = (p / "stat").read_text()
+        except OSError:
+            continue
+        if str(marker).encode() in cmd and ") Z " not in stat and "polpo" not in cmd.decode(errors="replace"):
+            found.append(int(p.name))
+    return found
