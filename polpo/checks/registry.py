@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, Union
 
 from pydantic import Field
 
-from polpo.checks.base import CheckType, ExpectationModel
 from polpo.checks.expectations import (
     FileContentExpectation,
     FileExistsExpectation,
@@ -26,6 +25,9 @@ from polpo.checks.expectations import (
     ScriptExpectation,
     TestExpectation,
 )
+
+if TYPE_CHECKING:
+    from polpo.checks.base import CheckType, ExpectationModel
 
 __all__ = ["CHECKS", "EXPECTATION_TYPES", "INDEX", "Expectation", "Kind", "check_for", "describe_expectation"]
 
@@ -63,6 +65,8 @@ def check_for(type_name: str) -> CheckType:
     one (the schema refuses those)."""
     check = _loaded.get(type_name)
     if check is None:
+        from polpo.checks.base import CheckType
+
         module = importlib.import_module(f"polpo.checks.{INDEX[type_name].module}")
         cls = next((obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, CheckType)
                     and vars(obj).get("type") == type_name), None)
@@ -72,7 +76,7 @@ def check_for(type_name: str) -> CheckType:
     return check
 
 
-class _Checks(Mapping[str, CheckType]):
+class _Checks(Mapping[str, "CheckType"]):
     """Every check type by kind, in rank order; a value's module is imported when it is looked up."""
 
     def __getitem__(self, key: str) -> CheckType:

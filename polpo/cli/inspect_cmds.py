@@ -86,6 +86,9 @@ def _show_task(t: dict[str, Any]) -> None:
             click.echo("    stdout: " + "\n            ".join(term(line) for line in lines))
 
 
+_LIVE = ("running", "cancelling")  # missions whose tasks `polpo status` lists without --all
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--all", "show_all", is_flag=True, help="List the tasks of finished missions too.")
@@ -110,8 +113,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         raise click.ClickException(str(e)) from None
     ms = read.missions(con, limit=limit or None)
     total = read.mission_count(con)
-    for m in ms:
-        m["tasks"] = read.tasks(con, m["id"])
+    for m in ms:  # the text lists the tasks of running missions only (all with --all): read no others
+        listed = as_json or show_all or m["status"] in _LIVE
+        m["tasks"] = read.tasks(con, m["id"]) if listed else []
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
                     "missions": ms, "total": total, "truncated": len(ms) < total})
@@ -128,7 +132,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
                    f"{_elapsed(m['created_at'], m['finished_at'], now)}")
-        if show_all or m["status"] in ("running", "cancelling"):
+        if show_all or m["status"] in _LIVE:
             for t in m["tasks"]:
                 click.echo(_task_line(t, now))
 
@@ -153,11 +157,9 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         if as_json:
             print_json(t)
             return
-        from polpo.agents.transcript import timeline_text
-
         for a in t["attempts"]:
             turns = read.transcript(con, a["id"])
-            a["timeline"] = timeline_text(turns, 1500) if turns else None
+            a["timeline"] = _timeline(turns) if turns else None
         _show_task(t)
         return
     m = views.mission_view(con, ident)
@@ -167,6 +169,13 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         print_json(m)
         return
     _show_mission(m)
+
+
+def _timeline(turns: list[dict[str, Any]]) -> str:
+    """An LLM attempt's timeline (imported only when there is one: the module brings asyncio and git)."""
+    from polpo.agents.transcript import timeline_text
+
+    return timeline_text(turns, 1500)
 
 
 def _show_mission(m: dict[str, Any]) -> None:

@@ -84,7 +84,7 @@ raw = b'''{"tasks": [{"title": "t", "description": "d", "expectations": [
 assert load_mission(raw, known_agents=None).ok
 print(sorted(m for m in sys.modules if m.startswith(("polpo.checks.", "polpo.review", "polpo.tools", "asyncio"))))
 """
-    assert _fresh_python(code) == "['polpo.checks.base', 'polpo.checks.expectations', 'polpo.checks.registry']"
+    assert _fresh_python(code) == "['polpo.checks.expectations', 'polpo.checks.registry']"
 
 
 def test_a_check_module_is_imported_when_its_kind_is_first_used() -> None:
