@@ -1,9 +1,10 @@
 """What every check type provides, what it is given, and what it returns.
 
-A check type (``file_exists``, ``test``, ``script``, ``llm_review`` …) lives in one module: the expectation's
-model (how a mission file writes it), its rank (cheap checks run first), a label and a description, the fields
-the expectation judge may correct, and ``run``. Adding a type means adding a module and listing it in
-:mod:`polpo.checks.registry`; nothing else in the daemon names a type.
+A check type (``file_exists``, ``test``, ``script``, ``llm_review`` …) is a :class:`CheckType` in one module: the
+expectation's model (how a mission file writes it), its rank (cheap checks run first), a label and a description, the fields
+the expectation judge may correct, and ``run``. Adding a type means adding its model to
+:mod:`polpo.checks.expectations`, a module with its ``CheckType`` and a line in :mod:`polpo.checks.registry`'s
+index; nothing else in the daemon names a type. Light on purpose: the store and the CLI import it.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
-from polpo.clock import Clock
 from polpo.docmodel import Model
-from polpo.llm.client import ChatClient, ModelSettings
-from polpo.review.dimensions import Dim
-from polpo.review.panel import PanelOptions
-from polpo.review.reviewer import ReviewerTrace
+
+if TYPE_CHECKING:  # for annotations only: the judge's machinery loads when an llm_review runs, not with every check
+    from polpo.clock import Clock
+    from polpo.llm.client import ChatClient, ModelSettings
+    from polpo.review.dimensions import Dim
+    from polpo.review.panel import PanelOptions
+    from polpo.review.reviewer import ReviewerTrace
 
 __all__ = ["CheckContext", "CheckOutcome", "CheckType", "Chosen", "Correction", "ReviewBackend"]
 
@@ -89,7 +92,7 @@ class CheckOutcome:
                 "retryable": bool(err.get("retryable", True)) if err else True}
 
 
-Chosen = tuple[list[Dim], str, str | None]  # dimensions, source (given | generated | default), a note
+Chosen: TypeAlias = "tuple[list[Dim], str, str | None]"  # dimensions, source (given | generated | default), a note
 
 
 class ReviewBackend(Protocol):

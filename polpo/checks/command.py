@@ -15,32 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Correction
+from polpo.checks.expectations import ScriptExpectation, TestExpectation
 from polpo.checks.labels import command_label
 from polpo.clock import Clock
-from polpo.docmodel import Confidence, Model, NonEmpty
-from polpo.durations import Duration
 from polpo.tools.procs import ProcResult, minimal_env, run_process
 
 __all__ = ["Script", "ScriptExpectation", "Test", "TestExpectation", "run_command_check"]
 
 DETAILS_MAX = 2000
 MAX_COMMAND_CHARS = 4_000  # for a judge's correction
-
-
-class TestExpectation(Model):
-    __test__ = False  # tell pytest this is not a test class
-    type: Literal["test"]
-    command: NonEmpty
-    timeout: Duration | None = None
-    confidence: Confidence | None = None
-
-
-class ScriptExpectation(Model):
-    type: Literal["script"]
-    command: NonEmpty
-    expect_exit_code: int = 0
-    timeout: Duration | None = None
-    confidence: Confidence | None = None
 
 
 def _shell_argv(command: str) -> list[str]:

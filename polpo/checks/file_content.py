@@ -22,15 +22,13 @@ import difflib
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any
 
 import anyio
-from pydantic import field_validator, model_validator
 
 from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Correction
-from polpo.checks.file_exists import relative_path_problem
+from polpo.checks.expectations import FileContentExpectation, relative_path_problem
 from polpo.checks.labels import truncate
-from polpo.docmodel import Confidence, Model, NonEmpty
 from polpo.tools.sandbox import Sandbox, SandboxError
 
 __all__ = ["FileContent", "FileContentExpectation", "compare", "first_mismatch"]
@@ -38,37 +36,6 @@ __all__ = ["FileContent", "FileContentExpectation", "compare", "first_mismatch"]
 MAX_BYTES = 1_000_000
 DIFF_LINES = 20
 HEAD_CHARS = 400
-
-
-class FileContentExpectation(Model):
-    type: Literal["file_content"]
-    path: NonEmpty
-    expected: str
-    match: Literal["exact", "contains", "regex"] = "exact"
-    confidence: Confidence | None = None
-
-    @field_validator("match", mode="before")
-    @classmethod
-    def _any_case(cls, v: object) -> object:
-        return v.lower() if isinstance(v, str) else v  # agent-judge writes EXACT / CONTAINS
-
-    @field_validator("path")
-    @classmethod
-    def _relative(cls, v: str) -> str:
-        if why := relative_path_problem(v):
-            raise ValueError(why)
-        return v
-
-    @model_validator(mode="after")
-    def _pattern(self) -> Self:
-        if self.match == "regex":
-            try:
-                re.compile(self.expected, re.MULTILINE)
-            except re.error as e:
-                raise ValueError(f"expected is not a valid regular expression: {e}") from None
-        elif self.match == "contains" and not self.expected:
-            raise ValueError("contains needs a non-empty expected text")
-        return self
 
 
 def _strip_one_newline(text: str) -> str:

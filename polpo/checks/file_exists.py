@@ -9,71 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, Self
+from typing import Any
 
 import anyio
-from pydantic import field_validator, model_validator
 
 from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Correction
+from polpo.checks.expectations import FileExistsExpectation, relative_path_problem
 from polpo.checks.labels import truncate
 from polpo.clock import Clock
-from polpo.docmodel import Confidence, Model, NonEmpty
 from polpo.tools.sandbox import Sandbox, SandboxError
 
-__all__ = ["FileExists", "FileExistsExpectation", "run_file_exists"]
-
-MAX_PATHS = 1000  # per expectation; a check is not a way to stat a whole tree
-
-
-def relative_path_problem(p: str) -> str | None:
-    """Why ``p`` is not a workspace-relative path, or None."""
-    if "\x00" in p:
-        return "a path cannot contain a NUL byte"
-    pp = PurePosixPath(p.strip())
-    if pp.is_absolute() or p.strip().startswith("~"):
-        return f"{p!r} is absolute: paths are relative to the mission's workspace"
-    if ".." in pp.parts:
-        return f"{p!r} leaves the workspace ('..')"
-    return None
-
-
-class FileExistsExpectation(Model):
-    type: Literal["file_exists"]
-    path: NonEmpty | None = None
-    paths: list[NonEmpty] | None = None
-    confidence: Confidence | None = None
-
-    @field_validator("path")
-    @classmethod
-    def _relative(cls, v: str | None) -> str | None:
-        if v is not None and (why := relative_path_problem(v)):
-            raise ValueError(why)
-        return v
-
-    @field_validator("paths")
-    @classmethod
-    def _all_relative(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return v
-        if len(v) > MAX_PATHS:
-            raise ValueError(f"at most {MAX_PATHS} paths per file_exists expectation")
-        for p in v:
-            if why := relative_path_problem(p):
-                raise ValueError(why)
-        return v
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        if (self.path is None) == (self.paths is None):
-            raise ValueError("give exactly one of path or paths")
-        if self.paths is not None and not self.paths:
-            raise ValueError("paths must list at least one file")
-        return self
-
-    @property
-    def all_paths(self) -> list[str]:
-        return [self.path] if self.path is not None else list(self.paths or ())
-
+__all__ = ["FileExists", "FileExistsExpectation", "relative_path_problem", "run_file_exists"]
 
 async def run_file_exists(paths: Sequence[str], *, workspace: Path, clock: Clock) -> CheckOutcome:
     """Pass iff every path exists inside ``workspace`` (symlinks leading out count as missing)."""

@@ -16,13 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
-
-from pydantic import BeforeValidator, Field, model_validator
+from typing import Any
 
 from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Chosen, Correction, ReviewBackend
-from polpo.checks.file_exists import relative_path_problem
-from polpo.docmodel import Confidence, Model, NonEmpty
+from polpo.checks.expectations import Dimension, Example, LlmReviewExpectation
 from polpo.llm.client import OUTAGE_KINDS, ChatClient
 from polpo.review.dimensions import Dim, choose, generate_dimensions_traced, needs_generation
 from polpo.review.panel import PanelOptions, run_panel
@@ -34,7 +31,6 @@ __all__ = ["NO_JUDGE", "Dimension", "Example", "LlmReview", "LlmReviewExpectatio
 NO_JUDGE = ("no LLM judge is configured, so this llm_review check cannot run: set [judge] model "
             "(or models) in the config, or POLPO_JUDGE_MODEL, then `polpo retry` the task")
 MAX_THRESHOLD_DROP = 1.0  # the expectation judge may relax a threshold by at most this much
-MAX_SAMPLES = 5
 EXAMPLE_FILE_CHARS = 4000
 
 
@@ -45,61 +41,6 @@ class _Outage(Exception):
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
-
-
-def _check_rubric(v: object) -> object:
-    """One clear message instead of pydantic's per-union-member errors."""
-    if v is None or isinstance(v, str):
-        return v
-    if isinstance(v, dict) and all(k in ("1", "2", "3", "4", "5") and isinstance(t, str) for k, t in v.items()):
-        return v
-    raise ValueError('a rubric is text or a map from "1".."5" to text')
-
-
-class Example(Model):
-    """A scored anchor: an output (or a workspace file holding one), the score it deserves, and why."""
-
-    output: str | None = None
-    file: str | None = None
-    score: float = Field(ge=1, le=5)
-    why: str = ""
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Self:
-        if (self.output is None) == (self.file is None):
-            raise ValueError('an example gives exactly one of "output" or "file"')
-        if self.file is not None and (why := relative_path_problem(self.file)):
-            raise ValueError(why)
-        return self
-
-
-class Dimension(Model):
-    name: NonEmpty
-    weight: float = Field(gt=0, le=1)
-    description: str = ""
-    rubric: Annotated[str | dict[Literal["1", "2", "3", "4", "5"], str] | None,
-                      BeforeValidator(_check_rubric)] = None
-    examples: list[Example] | None = None
-
-
-class LlmReviewExpectation(Model):
-    type: Literal["llm_review"]
-    criteria: str | None = None
-    prompt: str | None = None
-    dimensions: list[Dimension] | None = None
-    threshold: float = Field(3.0, ge=1, le=5)
-    samples: int = Field(1, ge=1, le=MAX_SAMPLES)
-    confidence: Confidence | None = None
-
-    @model_validator(mode="after")
-    def _something_to_judge(self) -> Self:
-        if not (self.criteria or "").strip() and not (self.prompt or "").strip() and not self.dimensions:
-            raise ValueError("an llm_review needs criteria, a prompt or dimensions")
-        return self
-
-    @property
-    def text(self) -> str:
-        return self.criteria or self.prompt or ""
 
 
 def _is_number(v: object) -> bool:

@@ -47,8 +47,14 @@ def print_json(obj: Any) -> None:
 
 def term(text: object) -> str:
     """Text from a file or the store, for a terminal: control characters escaped as the console and
-    `polpo tail` show them (a title cannot clear the screen or forge a line), lone surrogates escaped."""
-    from polpo.events.pipeline import json_safe_text
+    `polpo tail` show them (a title cannot clear the screen or forge a line), lone surrogates escaped as the
+    event pipeline does (inline here: importing it would load pydantic and the event catalog for every command;
+    tests/unit/test_cli_term.py keeps the two the same)."""
     from polpo.events.render import safe
 
-    return safe(json_safe_text(str(text)))
+    s = str(text)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe(s)

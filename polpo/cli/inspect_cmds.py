@@ -86,6 +86,9 @@ def _show_task(t: dict[str, Any]) -> None:
             click.echo("    stdout: " + "\n            ".join(term(line) for line in lines))
 
 
+_LIVE = ("running", "cancelling")  # missions whose tasks `polpo status` lists without --all
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--all", "show_all", is_flag=True, help="List the tasks of finished missions too.")
@@ -110,14 +113,15 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         raise click.ClickException(str(e)) from None
     ms = read.missions(con, limit=limit or None)
     total = read.mission_count(con)
-    for m in ms:
-        m["tasks"] = read.tasks(con, m["id"])
+    for m in ms:  # the text lists the tasks of running missions only (all with --all): read no others
+        listed = as_json or show_all or m["status"] in _LIVE
+        m["tasks"] = read.tasks(con, m["id"]) if listed else []
     lease = cfg.store.lease
     nodes = [{**n, "alive": n["age"] <= lease} for n in read.nodes(con)] if cfg.store.url else []
     down = {n["name"] for n in nodes if not n["alive"]} | (
         {m["home"] for m in ms if m["home"]} - {n["name"] for n in nodes} if cfg.store.url else set())
     for m in ms:
-        m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in ("running", "cancelling") else None
+        m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in _LIVE else None
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
                     "missions": ms, "total": total, "truncated": len(ms) < total,
@@ -141,7 +145,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         if m["waitingForNode"]:
             click.echo(f"  waiting for node {term(m['waitingForNode'])}: it is down and this mission's tasks run "
                        'only there ("affinity": "node"); start it again (or use "affinity": "any")')
-        if show_all or m["status"] in ("running", "cancelling"):
+        if show_all or m["status"] in _LIVE:
             for t in m["tasks"]:
                 click.echo(_task_line(t, now))
 
@@ -166,11 +170,9 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         if as_json:
             print_json(t)
             return
-        from polpo.agents.transcript import timeline_text
-
         for a in t["attempts"]:
             turns = read.transcript(con, a["id"])
-            a["timeline"] = timeline_text(turns, 1500) if turns else None
+            a["timeline"] = _timeline(turns) if turns else None
         _show_task(t)
         return
     m = views.mission_view(con, ident)
@@ -180,6 +182,13 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         print_json(m)
         return
     _show_mission(m)
+
+
+def _timeline(turns: list[dict[str, Any]]) -> str:
+    """An LLM attempt's timeline (imported only when there is one: the module brings asyncio and git)."""
+    from polpo.agents.transcript import timeline_text
+
+    return timeline_text(turns, 1500)
 
 
 def _show_mission(m: dict[str, Any]) -> None:

@@ -7,10 +7,8 @@ file start nothing, so ``submit`` says which run they match and how to run them 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import shlex
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -93,6 +91,8 @@ def target_name_for(file: str, template: Template | None) -> str:
 def duplicate_or_none(cfg: Any, source: str, raw: bytes, *, force: bool, again: list[str]) -> None:
     """Stop (ClickException) if the daemon already handled these exact bytes from ``source`` — unless
     ``force``: then the running daemon forgets them (a ``rerun`` command), so writing them starts a new run."""
+    import hashlib
+
     from polpo.store import read
 
     try:
@@ -112,6 +112,8 @@ def duplicate_or_none(cfg: Any, source: str, raw: bytes, *, force: bool, again: 
 
 
 def _already(con: Any, row: dict[str, Any], again: list[str]) -> str:
+    import shlex
+
     from polpo.store import read
 
     mid = row["mission_id"]

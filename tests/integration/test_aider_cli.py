@@ -4,6 +4,9 @@ The polpo folder (config, missions, state and so the workspaces) sits inside a g
 as in the quick start, where the state lives inside the clone. aider (``.venv-aider``, see
 tests/support/aider.py) talks to tests/support/fake_llm.py over real HTTP; the scripted model answers in aider's
 whole-file format. Its HOME is a temp folder (aider keeps ``~/.aider`` there).
+
+The dead-endpoint test waits out aider's own ~85 s of retries, so it runs only with ``POLPO_LONG_TESTS=1``;
+the other tests take a few seconds each (mostly aider starting).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tests.support.aider import (
 )
 from tests.support.daemon import REPO, load, mission_json, run_cli, running_daemon, submit, write_config
 from tests.support.fake_llm import FakeLLM, RecordedRequest, error, text
+from tests.support.long import long_test
 
 pytestmark = pytest.mark.anyio
 
@@ -221,6 +225,7 @@ async def test_an_authentication_error_exits_0_its_stdout_is_shown_and_fed_back(
     assert opened.read_text() == "https://platform.example/api-keys\n"
 
 
+@long_test("aider retries a refused connection for about 85 s, its own backoff")
 @pytest.mark.timeout(400)
 async def test_a_dead_model_endpoint_exits_0_after_retrying_and_is_only_on_stdout(
         enclosing_repo: Path, aider_home: Path) -> None:
