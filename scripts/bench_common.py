@@ -21,6 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from polpo.mission.jsonbytes import MAX_ENTRIES  # the most tasks one mission file may hold
+
 CONFIG = """
 [daemon]
 missions_dir = "missions"
@@ -165,15 +167,57 @@ class Run:
         return 1000 * self.cpu_self / self.tasks
 
 
+class Rejected(RuntimeError):
+    """The daemon rejected a benchmark's mission (the message lists its problems)."""
+
+
+def _finished(names: set[str]) -> Any:
+    """An event predicate: a mission of ``names`` completed (True) or was rejected (raises :class:`Rejected`)."""
+    def pred(e: dict[str, Any]) -> bool:
+        if e.get("missionId") not in names:
+            return False
+        if e["event"] == "mission:rejected":
+            raise Rejected(f"{e['missionId']} rejected: {e['data'].get('lines') or e['data']}")
+        return bool(e["event"] == "mission:completed")
+    return pred
+
+
 def run_mission(root: Path, proc: subprocess.Popen[str], name: str, doc: dict[str, Any],
                 timeout: float = 1800) -> Run:
     """Drop ``doc`` as ``name``.json and wait for its completion; CPU is counted from the drop on."""
     own0, kids0 = cpu_seconds(proc.pid)
     t0 = drop(root, f"{name}.json", doc)
-    ev = wait_for(root, lambda e: e["event"] == "mission:completed" and e["missionId"] == name, timeout=timeout)
+    ev = wait_for(root, _finished({name}), timeout=timeout)
     own1, kids1 = cpu_seconds(proc.pid)
     n = len(doc["tasks"])
     return Run(n, ts(ev) - t0, own1 - own0, kids1 - kids0, peak_rss_mb(proc.pid), ev["data"]["report"])
+
+
+def run_tasks(root: Path, proc: subprocess.Popen[str], name: str, n: int, timeout: float = 3600) -> Run:
+    """``n`` trivial tasks: one mission ``name`` when a mission file may hold them (at most ``MAX_ENTRIES``, the
+    daemon's limit on one list), else missions ``name-1`` … ``name-k`` of at most that many, dropped one after
+    the other at once; timed from the first drop to the last completion, with the reports' task counts summed."""
+    if n <= MAX_ENTRIES:
+        return run_mission(root, proc, name, {"tasks": trivial_tasks(n)}, timeout=timeout)
+    sizes = [min(MAX_ENTRIES, n - i) for i in range(0, n, MAX_ENTRIES)]
+    docs = {f"{name}-{k + 1}": {"tasks": trivial_tasks(size)} for k, size in enumerate(sizes)}
+    own0, kids0 = cpu_seconds(proc.pid)
+    t0 = min(drop(root, f"{mid}.json", doc) for mid, doc in docs.items())
+    completed: list[dict[str, Any]] = []
+    finished = _finished(set(docs))
+
+    def all_done(e: dict[str, Any]) -> bool:  # one pass over the log, however many missions
+        if finished(e):
+            completed.append(e)
+        return len(completed) == len(docs)
+
+    wait_for(root, all_done, timeout=timeout)
+    own1, kids1 = cpu_seconds(proc.pid)
+    last = max(ts(e) for e in completed)
+    totals = {key: sum(e["data"]["report"]["tasks"].get(key, 0) for e in completed)
+              for key in ("total", "done", "failed")}
+    return Run(n, last - t0, own1 - own0, kids1 - kids0, peak_rss_mb(proc.pid),
+               {"tasks": totals, "missions": len(docs)})
 
 
 def trivial_tasks(n: int) -> list[dict[str, Any]]:

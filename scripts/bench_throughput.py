@@ -1,4 +1,5 @@
-"""One mission of N independent trivial tasks (command agent `true`), concurrency 8.
+"""N independent trivial tasks (command agent `true`), concurrency 8: one mission, or for N above 10 000 (the most
+one mission file may hold) missions of 10 000 dropped at once.
 
 Usage: .venv/bin/python scripts/bench_throughput.py [--sizes 1000 10000 50000] [--runs 1] [--store sqlite pg]
        [--store-url postgresql://user@host:port/db]
@@ -23,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from bench_common import Run, bench_daemon, median, run_mission, trivial_tasks
+from bench_common import Run, bench_daemon, median, run_tasks
 
 
 def measure_polpo(n: int, concurrency: int = 8, store_url: str | None = None) -> Run:
     """One fresh daemon, one mission of ``n`` trivial tasks."""
     with bench_daemon(concurrency=concurrency, store_url=store_url) as (root, proc):
-        run = run_mission(root, proc, f"n{n}", {"tasks": trivial_tasks(n)}, timeout=3600)
+        run = run_tasks(root, proc, f"n{n}", n, timeout=3600)
     assert run.report["tasks"]["done"] == n, run.report
     return run
 
