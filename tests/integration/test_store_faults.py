@@ -21,9 +21,9 @@ async def test_a_full_disk_pauses_new_work_and_it_resumes_with_nothing_lost(tmp_
         submit(cfg, "warm.json", mission_json(shell_task("w", "true")))
         await w.wait_event("mission:completed", mission_id="warm")
         assert d.store is not None
-        db = d.store.db  # type: ignore[attr-defined]
-        pages = (await db.execute_fetchall("PRAGMA page_count"))[0][0]
-        await db.execute(f"PRAGMA max_page_count={pages}")  # SQLite now refuses to grow: "database or disk is full"
+        db = d.store.writer  # type: ignore[attr-defined]  # the connection that writes (max_page_count is its own)
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count={pages}")  # SQLite now refuses to grow: "database or disk is full"
         tasks = [shell_task(f"t{i}", f"echo {i} > f{i}.txt # {'x' * 300}") for i in range(200)]
         submit(cfg, "big.json", mission_json(*tasks))
         with anyio.fail_after(20):
@@ -31,7 +31,7 @@ async def test_a_full_disk_pauses_new_work_and_it_resumes_with_nothing_lost(tmp_
                 await anyio.sleep(0.02)
         assert "database or disk is full" in d.store.unavailable
         spawned_while_full = len(w.of("agent:spawned"))
-        await db.execute("PRAGMA max_page_count=1073741823")  # space is back
+        db.execute("PRAGMA max_page_count=1073741823")  # space is back
         done = await w.wait_event("mission:completed", mission_id="big", timeout=60)
         assert d.store.unavailable is None
     assert spawned_while_full == 1  # only the warm-up's agent: nothing of the big mission started while full
