@@ -23,9 +23,12 @@ stderr (``[polpo] $POLPO_OUTCOMES line N ignored: …``). The file is read once 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import itertools
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -168,6 +171,8 @@ MAX_OUTCOME_LINES = 200
 async def read_outcomes(path: str, workspace: os.PathLike[str] | str) -> tuple[list[dict[str, Any]], list[str]]:
     """(outcomes, notes about ignored lines) of a ``$POLPO_OUTCOMES`` file; the last line of a label wins."""
     try:
+        if os.stat(path).st_size == 0:  # the usual case, no outcome declared: not worth a worker thread
+            return [], []
         text = await anyio.Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return [], []
@@ -190,6 +195,24 @@ async def read_outcomes(path: str, workspace: os.PathLike[str] | str) -> tuple[l
         found.pop(outcome["label"], None)
         found[outcome["label"]] = outcome
     return list(found.values()), notes
+
+
+_outcome_files = itertools.count(1)
+_outcomes_home: list[str] = []  # this process's folder for $POLPO_OUTCOMES files, made on first use
+
+
+def _outcomes_dir() -> str:
+    """This process's private folder (0700) for ``$POLPO_OUTCOMES`` files, removed at exit.
+
+    A name in a private folder needs no file made in advance (``mkstemp`` cost a random name, an exclusive
+    create and a close per attempt), and nobody else can plant a file or a link under that name. A folder that
+    vanished (a ``/tmp`` cleaner, after days without an attempt) is replaced.
+    """
+    if not _outcomes_home or not os.path.isdir(_outcomes_home[-1]):
+        path = tempfile.mkdtemp(prefix="polpo-outcomes-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _outcomes_home.append(path)
+    return _outcomes_home[-1]
 
 
 class CommandAgent:
@@ -240,8 +263,7 @@ class CommandAgent:
                 duration=max(0.0, self.clock.monotonic() - start),
                 error=f"cannot create workspace {request.workspace}: {exc.strerror or exc}",
             )
-        fd, outcomes_file = tempfile.mkstemp(prefix="polpo-outcomes-", suffix=".jsonl")
-        os.close(fd)
+        outcomes_file = os.path.join(_outcomes_dir(), f"{next(_outcome_files)}.jsonl")  # the agent creates it
         try:
             proc = await run_process(
                 render_argv(self.command, request),

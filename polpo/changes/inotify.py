@@ -7,11 +7,14 @@ them all. A library that reads in its own thread and debounces cannot say "every
 
 from __future__ import annotations
 
+import array
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import os
 import struct
+import termios
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -102,6 +105,12 @@ class Inotify:
 
     def remove(self, wd: int) -> None:
         self._lib.inotify_rm_watch(self.fd, wd)  # EINVAL when the kernel dropped it already: fine
+
+    def pending(self) -> int:
+        """Bytes of events queued and not read yet (``FIONREAD``)."""
+        buf = array.array("i", [0])
+        fcntl.ioctl(self.fd, termios.FIONREAD, buf)
+        return buf[0]
 
     def read(self) -> Iterator[RawEvent]:
         """Every event queued now, in order."""

@@ -131,7 +131,8 @@ class ChangeTracker:
         try:
             watch = await self._watch(root) if self.use_watch else None
             if watch is not None:
-                t.window = await anyio.to_thread.run_sync(watch.open)
+                quick = watch.open_at_once()
+                t.window = quick if quick is not None else await anyio.to_thread.run_sync(watch.open)
             elif t.repo:
                 t.how, t.before = "git", await git_snapshot(root)
             else:
@@ -160,8 +161,10 @@ class ChangeTracker:
         root = os.fspath(t.root)
         if t.window is not None:
             watch = self.watches.get(root)
-            w = await anyio.to_thread.run_sync(watch.close_window, t.window) if watch else t.window
+            w = t.window
             if watch is not None:
+                quick = watch.close_at_once(w)
+                w = quick if quick is not None else await anyio.to_thread.run_sync(watch.close_window, w)
                 watch.last_used = time.monotonic()
             if w.lost:
                 return FileChanges(), f"changes not attributed: {w.lost}"

@@ -83,6 +83,38 @@ class TreeWatch:
             self.windows.discard(w)
             return w
 
+    def open_at_once(self) -> Window | None:
+        """:meth:`open` when it is free: nothing queued and no other thread in the watch; else None.
+
+        Draining queued events may walk new folders, which belongs in a worker thread; an idle watch (the usual
+        case between attempts) needs nothing of the kind, and the hop to a thread would cost more than the work.
+        """
+        return self._at_once(lambda: self._add_window(Window()))
+
+    def close_at_once(self, w: Window) -> Window | None:
+        """:meth:`close_window` when it is free (see :meth:`open_at_once`); else None."""
+        return self._at_once(lambda: self._end_window(w))
+
+    def _at_once(self, fn: Callable[[], Window]) -> Window | None:
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if self.ino.pending():
+                return None
+            return fn()
+        except OSError:  # closed under us: the slow path knows what to do
+            return None
+        finally:
+            self.lock.release()
+
+    def _add_window(self, w: Window) -> Window:
+        self.windows.add(w)
+        return w
+
+    def _end_window(self, w: Window) -> Window:
+        self.windows.discard(w)
+        return w
+
     # -- events ---------------------------------------------------------------------------------------------
     def _drain(self) -> None:
         try:

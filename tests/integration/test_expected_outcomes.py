@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +77,19 @@ print(os.environ["POLPO_OUTCOMES"])
     assert "[polpo] $POLPO_OUTCOMES line 3 ignored" in res.stderr_tail
     assert "[polpo] $POLPO_OUTCOMES line 4 ignored" in res.stderr_tail and "nope.md" in res.stderr_tail
     assert not Path(res.stdout_tail.strip()).exists()  # the file is removed once read
+
+
+async def test_polpo_outcomes_names_a_file_in_a_private_folder_that_comes_back_if_removed(tmp_path: Path) -> None:
+    script = "import os; print(os.environ['POLPO_OUTCOMES']); print(os.path.exists(os.environ['POLPO_OUTCOMES']))"
+    agent = CommandAgent("dev", [sys.executable, "-c", script], clock=SystemClock())
+    first = (await agent.run(request(tmp_path), on_start=lambda pid: None)).stdout_tail.split()
+    folder = Path(first[0]).parent
+    assert first[1] == "False"  # nothing made in advance: the agent creates it if it declares an outcome
+    info = folder.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
+    shutil.rmtree(folder)  # a /tmp cleaner took it between two attempts
+    second = (await agent.run(request(tmp_path), on_start=lambda pid: None)).stdout_tail.split()
+    assert Path(second[0]).parent.is_dir() and Path(second[0]).parent != folder
 
 
 async def test_a_task_whose_required_outcome_is_missing_gets_a_fix_that_names_it(tmp_path: Path) -> None:

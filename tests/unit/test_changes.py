@@ -211,3 +211,22 @@ async def test_a_workspace_that_does_not_exist_yet_is_scanned_instead(tmp_path: 
     assert not tracker.unwatchable  # watched from the next attempt on
     files = await _attempt(tracker, ws, lambda: _write(ws / "next.txt"))
     assert (files["created"], files["tracking"]) == (["next.txt"], "watch")
+
+
+def test_an_idle_watch_opens_and_closes_windows_without_a_thread_and_a_busy_one_refuses(tmp_path: Path) -> None:
+    from polpo.changes.watch import TreeWatch
+
+    watch = TreeWatch(os.fspath(tmp_path), lambda rel, path: False)
+    try:
+        watch.start()
+        w = watch.open_at_once()
+        assert w is not None and w in watch.windows  # nothing queued: opened on the spot
+        _write(tmp_path / "made.txt")
+        assert watch.close_at_once(w) is None  # events queued: draining them is a worker thread's job
+        assert watch.ino.pending() > 0
+        assert watch.close_window(w) is w and w.paths == {"made.txt": False}
+        assert watch.open_at_once() is not None  # drained: quick again
+        with watch.lock:  # another thread in the watch
+            assert watch.open_at_once() is None
+    finally:
+        watch.close()
