@@ -7,7 +7,6 @@ Everything that reads time takes a ``Clock`` so deadlines, SLA checks and durati
 
 from __future__ import annotations
 
-import functools
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -60,13 +59,11 @@ class FakeClock:
         self.advance((when - self._now).total_seconds())
 
 
-@functools.lru_cache(maxsize=4096)
 def iso(ts: datetime) -> str:
-    """ISO-8601 UTC with millisecond precision and a ``Z`` suffix, the format of every stored timestamp.
-
-    Cached: a task's row is written several times with the same timestamps.
-    """
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    """ISO-8601 UTC with millisecond precision and a ``Z`` suffix, the format of every stored timestamp."""
+    if ts.tzinfo is not UTC:
+        ts = ts.astimezone(UTC)
+    return ts.isoformat(timespec="milliseconds")[:-6] + "Z"  # C code; strftime took ~2 µs, 15 times a task
 
 
 def parse_iso(text: str) -> datetime:
