@@ -85,9 +85,10 @@ class Engine:
 
     def sweep_orphans(self) -> int:
         """Kill what ended attempts left running in sessions of their own (see :mod:`polpo.tools.orphans`)."""
-        live = {attempt_mark(self.cfg.state_dir, h.attempt.id)
-                for h in self.dispatcher.running.values() if h.attempt is not None}
-        return sweep(RUNNING, live.__contains__)
+        def is_live(mark: str) -> bool:  # asked only when an adopted process carries a marker (rare)
+            return mark in {attempt_mark(self.cfg.state_dir, h.attempt.id)
+                            for h in self.dispatcher.running.values() if h.attempt is not None}
+        return sweep(RUNNING, is_live)
 
     async def load(self) -> None:
         """The state earlier daemons left: admitted files, unfinished missions, SLA marks."""

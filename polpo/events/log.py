@@ -53,6 +53,7 @@ class EventLog:
         self._log = structlog.wrap_logger(structlog.BytesLogger(cast(BinaryIO, self._lines)), processors=[_render],
                                           cache_logger_on_first_use=True)
         self._fd = -1
+        self._pos_fd = -1  # kept open: opening and closing it on every batch was two syscalls a batch
         self._ino: tuple[int, int] | None = None
         self.reopens = 0
         self._open()
@@ -62,9 +63,9 @@ class EventLog:
         ensure_newline(self.path)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         st = os.fstat(fd)
-        if self._fd >= 0:
-            os.close(self._fd)
-        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+        pos_fd = os.open(self.pos_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.close()
+        self._fd, self._pos_fd, self._ino = fd, pos_fd, (st.st_dev, st.st_ino)
 
     def reopen(self) -> None:
         """Open the path again (after logrotate moved the file away): later lines go to the new file."""
@@ -113,22 +114,14 @@ class EventLog:
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view):]
-        _record(self.pos_path, self.last_seq)
+        # the last seq written, for the next start (a torn or stale value only costs a few duplicate lines)
+        os.pwrite(self._pos_fd, f"{self.last_seq}\n".encode().ljust(21), 0)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-def _record(path: Path, seq: int) -> None:
-    """The last seq written, for the next start (a torn or stale value only costs a few duplicate lines)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        text = f"{seq}\n".encode()
-        os.pwrite(fd, text.ljust(21), 0)
-    finally:
-        os.close(fd)
+        for fd in (self._fd, self._pos_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._pos_fd = -1
 
 
 def last_seq_in(path: Path) -> int:

@@ -6,6 +6,7 @@ parameter placeholder differs: ``?`` (SQLite) or ``$`` for PostgreSQL's numbered
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from polpo.store.rows import (
@@ -26,12 +27,14 @@ def _marks(n: int, ph: str) -> list[str]:
     return [f"${i}" for i in range(1, n + 1)] if ph == "$" else [ph] * n
 
 
+@functools.cache  # the text of a table's statement never changes; it was rebuilt for every batch
 def upsert(table: Table, ph: str = "?") -> str:
     updates = ", ".join(f"{c}=excluded.{c}" for c in table.cols if c not in table.key and c not in table.insert_only)
     return (f"INSERT INTO {table.name} ({', '.join(table.cols)}) VALUES ({', '.join(_marks(len(table.cols), ph))}) "
             f"ON CONFLICT({', '.join(table.key)}) DO UPDATE SET {updates}")
 
 
+@functools.cache
 def insert(table: Table, ph: str = "?") -> str:
     return f"INSERT INTO {table.name} ({', '.join(table.cols)}) VALUES ({', '.join(_marks(len(table.cols), ph))})"
 
