@@ -14,6 +14,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
+import time
+
 from anyio.abc import TaskGroup
 
 from polpo.agents.registry import AgentFactory
@@ -39,7 +44,11 @@ from polpo.tools.marks import attempt_mark
 from polpo.tools.orphans import sweep
 from polpo.tools.procs import RUNNING
 
-__all__ = ["Engine"]
+__all__ = ["SWEEP_EVERY", "Engine"]
+
+log = logging.getLogger("polpo.engine")
+
+SWEEP_EVERY = 0.2  # seconds: the most often a task's end triggers an orphan sweep (see Engine._after_release)
 
 
 class Engine:
@@ -48,10 +57,12 @@ class Engine:
         self.store = store
         self.clock = clock
         self.agents = agents
+        self._last_sweep = -math.inf
+        self._sweep_due = False
         self.board = MissionBoard(cfg, store, clock, on_ready=lambda t: self.dispatcher.make_ready(t),
                                   on_forget=lambda m: self.dispatcher.forget(m))
         self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task,
-                                     on_release=self.sweep_orphans)
+                                     on_release=self._after_release)
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
@@ -85,10 +96,32 @@ class Engine:
 
     def sweep_orphans(self) -> int:
         """Kill what ended attempts left running in sessions of their own (see :mod:`polpo.tools.orphans`)."""
+        self._last_sweep = time.monotonic()
+
         def is_live(mark: str) -> bool:  # asked only when an adopted process carries a marker (rare)
             return mark in {attempt_mark(self.cfg.state_dir, h.attempt.id)
                             for h in self.dispatcher.running.values() if h.attempt is not None}
         return sweep(RUNNING, is_live)
+
+    def _after_release(self) -> None:
+        """A sweep after a task's turn, at most every :data:`SWEEP_EVERY` seconds: a turn that ends sooner after
+        the last sweep gets one at the end of that interval (each sweep reads /proc; hundreds of turns a second
+        need only a few)."""
+        if self._sweep_due:
+            return
+        wait = self._last_sweep + SWEEP_EVERY - time.monotonic()
+        if wait <= 0:
+            self.sweep_orphans()
+            return
+        self._sweep_due = True
+
+        def due() -> None:
+            self._sweep_due = False
+            try:
+                self.sweep_orphans()
+            except Exception:
+                log.exception("the orphan sweep failed")
+        asyncio.get_running_loop().call_later(wait, due)
 
     async def load(self) -> None:
         """The state earlier daemons left: admitted files, unfinished missions, SLA marks."""

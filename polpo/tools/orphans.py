@@ -92,11 +92,12 @@ def sweep(known: set[int], is_live: Callable[[str], bool]) -> int:
             _reap(pid)
             continue
         mark = _mark_of(pid)
-        if mark is None:
+        if mark is None or is_live(mark):
+            # no marker (a zombie, a process polpo did not start) or its attempt still runs: a server the attempt
+            # started on purpose, or a child polpo is starting right now and has not registered yet, which is not
+            # an orphan and must stay unreaped here (its exit status belongs to whoever started it)
             continue
         _ours.add(pid)
-        if is_live(mark):
-            continue  # its attempt still runs (a server it started on purpose)
         try:
             if os.getpgid(pid) == pid:
                 os.killpg(pid, signal.SIGKILL)
