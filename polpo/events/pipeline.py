@@ -68,7 +68,14 @@ def safe_value(value: Any, secrets: list[str] | None = None) -> Any:
     return _bounded(value, secret_values() if secrets is None else secrets, _Budget(MAX_EVENT))
 
 
+_PLAIN = frozenset({float, bool, type(None)})  # kept as they are (the common scalars, tested first)
+
+
 def _bounded(value: Any, secrets: list[str], budget: _Budget) -> Any:
+    kind = type(value)
+    if kind in _PLAIN or (kind is int and _INT_RANGE[0] <= value <= _INT_RANGE[1]):
+        budget.left -= 8
+        return value
     if isinstance(value, str):
         return _text(_safe_str(value, secrets), budget)
     if isinstance(value, dict):

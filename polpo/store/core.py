@@ -88,7 +88,8 @@ class StoreCore:
 
     async def commit(self, tx: Tx) -> None:
         self.submit(tx)
-        await tx.done.wait()
+        if not tx.finished:
+            await tx.done.wait()
         if tx.error is not None:
             raise StoreError(tx.error)
 
@@ -135,7 +136,7 @@ class StoreCore:
                     return
                 log.exception("a transaction could not be written and was dropped")
                 batch[0].error = f"{type(e).__name__}: {e}"
-                batch[0].done.set()
+                batch[0].finish()
                 return
             if self.unavailable is not None:
                 self._available_again()
@@ -184,7 +185,7 @@ class StoreCore:
                 events = self._renumber(batch, seqs)
         self._publish(events)
         for tx in batch:
-            tx.done.set()
+            tx.finish()
 
     def _renumber(self, batch: list[Tx], seqs: Sequence[int]) -> list[Event]:
         """Give the batch's events the numbers the database assigned (same order)."""

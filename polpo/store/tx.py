@@ -23,7 +23,7 @@ PendingEvent = tuple[Payload, str | None, str | None]  # payload, mission id, ta
 
 
 class Tx:
-    __slots__ = ("done", "error", "events", "ops", "pending", "ts")
+    __slots__ = ("_done", "error", "events", "finished", "ops", "pending", "ts")
 
     def __init__(self) -> None:
         self.ops: list[tuple[R.Table, R.Row]] = []
@@ -31,7 +31,23 @@ class Tx:
         self.events: list[Event] = []  # stamped by the store's writer, in commit order
         self.ts: str | None = None  # when it was submitted; the events' timestamp
         self.error: str | None = None  # why it was not written (it was dropped, alone, so the others could be)
-        self.done = anyio.Event()
+        self.finished = False  # written, or dropped with ``error``
+        self._done: anyio.Event | None = None  # made only for a waiter: most transactions are submitted, not awaited
+
+    @property
+    def done(self) -> anyio.Event:
+        """Set once the writer is through with this transaction (see :attr:`finished`)."""
+        if self._done is None:
+            self._done = anyio.Event()
+            if self.finished:
+                self._done.set()
+        return self._done
+
+    def finish(self) -> None:
+        """The writer is through with it: wake whoever waits."""
+        self.finished = True
+        if self._done is not None:
+            self._done.set()
 
     # -- rows -----------------------------------------------------------------------------------------------
     def mission(self, m: Mission, spec_json: str | None = None) -> Tx:
