@@ -17,7 +17,7 @@ from tests.support.daemon import (
     wait_events,
     write_config,
 )
-from tests.support.procs import is_dead, wait_dead
+from tests.support.procs import is_dead, pid_in, wait_dead
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +44,9 @@ def test_sigkill_then_restart_resumes_without_rerunning_finished_tasks(tmp_path:
     with daemon_process(config) as proc:
         wait_events(state, lambda evs: any(e["event"] == "agent:spawned" and e.get("taskId") == "crash:3"
                                            for e in evs))
-        wait_events(state, lambda evs: (ws / "c.pid").exists())
-        orphan = int((ws / "c.pid").read_text())
+        wait_events(state, lambda evs: pid_in(ws / "c.pid") is not None)
+        orphan = pid_in(ws / "c.pid")
+        assert orphan is not None
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     assert _runs(ws) == ["A", "B", "C"]
@@ -116,9 +117,10 @@ def test_a_check_left_running_by_kill_9_is_killed_before_the_checks_resume(tmp_p
     (tmp_path / "missions" / "check.json").write_text(mission_json(
         shell_task("t", "true", expectations=[{"type": "script", "command": check}])))
     with daemon_process(config) as proc:
-        wait_events(state, lambda evs: bool(list(ws.glob("check.*.pid"))))
+        wait_events(state, lambda evs: [pid_in(p) for p in ws.glob("check.*.pid")] not in ([], [None]))
         [pid_file] = list(ws.glob("check.*.pid"))
-        orphan = int(pid_file.read_text())
+        orphan = pid_in(pid_file)
+        assert orphan is not None
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     assert not is_dead(orphan)  # the check outlived the daemon

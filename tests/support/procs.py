@@ -12,7 +12,17 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ["dies", "is_dead", "wait_dead"]
+__all__ = ["dies", "is_dead", "pid_in", "wait_dead"]
+
+
+def pid_in(path: Path) -> int | None:
+    """The pid a script wrote with ``echo $$ > path``; None until the whole line is there (the file exists,
+    empty, between the shell's open and its write)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.endswith("\n") else None
 
 
 def is_dead(pid: int) -> bool:
