@@ -119,13 +119,14 @@ class Assessor:
         total = len(exps)
         done = {c.index: c for c in assessment.checks if c.error is None}
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
-        ctx = self._context(m, task, attempt, assessment)
+        ctx: CheckContext | None = None  # built when a check runs: a task without any needs none
+        outcomes_expected = bool(task.spec.expected_outcomes)
         counted: list[CheckOutcome] = []
         skipped: list[str] = []
         decision: Decision = "pass"
         decider: TierPlan | None = None
         plans = plan(task.spec.tiers, exps)
-        if ctx.expected_outcomes:
+        if outcomes_expected:
             plans.insert(0, TierPlan("outcomes", REJECT, (total,), False))
         for tier in plans:
             results: list[CheckOutcome] = []
@@ -142,6 +143,8 @@ class Assessor:
                         skipped.append(f"{exp.type} #{idx + 1} skipped: {why} failed first")
                         states.append("skipped")
                         continue
+                    if ctx is None:
+                        ctx = self._context(m, task, attempt, assessment)
                     c = await self._run_one(idx, exp, ctx, total, tier, ids, assessment, task)
                 results.append(c)
                 states.append("error" if c.error is not None else "passed" if c.passed else "failed")
@@ -161,7 +164,7 @@ class Assessor:
             return self._undecided(m, task, attempt, assessment, counted, decider, ids)
         passed = decision == "pass"
         failed = [r for r in counted if not r.passed]
-        if not exps and not ctx.expected_outcomes:
+        if not exps and not outcomes_expected:
             message = "no expectations: the agent's exit code decides"
         elif passed:
             message = f"{len(counted)}/{total} checks passed"

@@ -193,11 +193,18 @@ class ChangeTracker:
     # -- watches --------------------------------------------------------------------------------------------
     async def _watch(self, root: Path) -> TreeWatch | None:
         key = os.fspath(root)
+        watch = self.watches.get(key)
+        if watch is not None and not watch.broken:  # the usual case: no lock needed
+            self._forget_idle(keep=key)
+            return watch
         if key in self.unwatchable:
             if time.monotonic() - self.unwatchable[key][1] < RETRY_WATCH:
                 return None
             del self.unwatchable[key]
-        async with self._locks.setdefault(key, anyio.Lock()):
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = anyio.Lock()
+        async with lock:
             self._forget_idle(keep=key)
             watch = self.watches.get(key)
             if watch is not None and not watch.broken:
