@@ -27,7 +27,7 @@ from polpo.events.log import EventLog
 from polpo.events.pipeline import event_data
 from polpo.store.errors import StoreUnavailable
 from polpo.store.protocol import StoreError, Subscriber
-from polpo.store.rows import Row, Table
+from polpo.store.rows import ASSESSMENTS, ATTEMPTS, TASKS, Row, Table
 from polpo.store.tx import Tx
 
 log = logging.getLogger("polpo.store")
@@ -36,6 +36,13 @@ __all__ = ["UNAVAILABLE_BACKOFF", "UNAVAILABLE_BACKOFF_MAX", "StoreCore"]
 
 UNAVAILABLE_BACKOFF = 1.0  # seconds before the first new try of a batch the backend refused (doubling)
 UNAVAILABLE_BACKOFF_MAX = 30.0
+
+
+# Tables whose rows are whole records upserted by id (the first column): when one batch writes a record several
+# times (a task's turn often submits three or four states at once), only its last state is written, with the
+# insert-only columns of its first (what the database would have kept). Value: those columns' positions.
+_LAST_WINS: dict[Table, tuple[int, ...]] = {
+    t: tuple(t.cols.index(c) for c in t.insert_only) for t in (TASKS, ATTEMPTS, ASSESSMENTS)}
 
 
 class StoreCore:
@@ -161,12 +168,21 @@ class StoreCore:
 
     async def _write_batch(self, batch: list[Tx]) -> None:
         rows: dict[Table, list[Row]] = {}
+        latest: dict[tuple[Table, object], Row] = {}
         events: list[Event] = []
         first_seq = self._seq
         for tx in batch:
             tx.events.clear()  # a batch tried again is stamped again
             for table, row in tx.ops:
-                rows.setdefault(table, []).append(row)
+                group = rows.setdefault(table, [])  # tables keep the order they first appear in
+                keep = _LAST_WINS.get(table)
+                if keep is not None:
+                    first = latest.get((table, row[0]))
+                    if first is not None and keep:
+                        row = tuple(first[i] if i in keep else v for i, v in enumerate(row))
+                    latest[table, row[0]] = row
+                else:
+                    group.append(row)
             for payload, mission_id, task_id in tx.pending:
                 self._seq += 1
                 data = event_data(payload)
@@ -174,6 +190,8 @@ class StoreCore:
                            self.node)
                 tx.events.append(ev)
                 events.append(ev)
+        for (table, _), row in latest.items():
+            rows[table].append(row)
         if rows or events:
             try:
                 seqs = await self._apply(rows, events)

@@ -87,6 +87,27 @@ async def test_a_later_write_wins_but_insert_only_columns_keep_their_first_value
     assert dims == ("given", [{"name": "d1"}])  # the dimension set is fixed once chosen
 
 
+async def test_one_batch_writing_a_record_several_times_keeps_its_last_state_and_first_insert_only_values(
+        backend: Backend) -> None:
+    store = await backend.open()
+    m = mission()
+    t = task(m, 0)
+    a = attempt(t, 1, prompt="the prompt")
+    async with writing(store):
+        await store.commit(store.tx().mission(m))
+        for status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW, TaskStatus.DONE):
+            t.status = status
+            a.status = AttemptStatus.FINISHED if status is TaskStatus.DONE else AttemptStatus.RUNNING
+            a.prompt = "the prompt" if status is TaskStatus.ASSIGNED else "changed later"
+            store.submit(store.tx().task(t).attempt(a))  # submitted together: one batch
+        await store.flush()
+        loaded = await store.load_mission("m")
+    assert loaded is not None
+    assert loaded.mission.tasks[t.id].status is TaskStatus.DONE
+    got = loaded.attempts[t.id]
+    assert (got.status, got.prompt) == (AttemptStatus.FINISHED, "the prompt")
+
+
 async def test_every_named_read(backend: Backend) -> None:
     store = await backend.open()
     m1, m2, m3 = mission("m1", 1), mission("m2", 2, MissionStatus.COMPLETED), mission("m3", 3, MissionStatus.CANCELLING)
