@@ -7,7 +7,7 @@ JSON document and wait for it; stat the workspace before and after (os.scandir);
 in one SQLite (WAL, synchronous=NORMAL) transaction per batch. No log, no validation, no state machine.
 Reports wall, ms/task and CPU ms/task (user+sys of this process and its reaped children, from
 resource.getrusage; `own` is this process alone). With --compare, also runs bench_throughput's polpo
-measurement for the same N and prints polpo/floor for wall, CPU and own CPU (the agents' own CPU is the
+measurement for the same N (runs alternate with the floor's) and prints polpo/floor for wall, CPU and own CPU (the agents' own CPU is the
 same on both sides). Goal: polpo ≤ 2× the floor at 1 000 tasks.
 """
 
@@ -126,7 +126,14 @@ def main() -> None:
                     help="no pipes (stdio on /dev/null): the bare spawn, below what the daemon must do")
     args = ap.parse_args()
     for n in args.sizes:
-        floors = [measure_floor(n, not args.devnull) for _ in range(args.runs)]
+        # with --compare the runs alternate (floor, polpo, floor, …) so a change of load on the machine hits both
+        floors: list[FloorRun] = []
+        polpos = []
+        for _ in range(args.runs):
+            floors.append(measure_floor(n, not args.devnull))
+            if args.compare:
+                polpos.append(measure_polpo(n, CONCURRENCY))
+                print("polpo " + line(polpos[-1]), flush=True)
         f_wall = median([f.ms_per_task for f in floors])
         f_cpu = median([f.cpu_ms_per_task for f in floors])
         f_own = median([f.self_cpu_ms_per_task for f in floors])
@@ -134,16 +141,13 @@ def main() -> None:
               f"(median of {args.runs}; wall {median([f.wall for f in floors]):.2f} s)", flush=True)
         if not args.compare:
             continue
-        polpos = []
-        for _ in range(args.runs):
-            polpos.append(measure_polpo(n, CONCURRENCY))
-            print("polpo " + line(polpos[-1]), flush=True)
         p_wall = median([r.ms_per_task for r in polpos])
         p_cpu = median([r.cpu_ms_per_task for r in polpos])
         p_own = median([r.self_cpu_ms_per_task for r in polpos])
+        pairs = sorted(p.ms_per_task / f.ms_per_task for p, f in zip(polpos, floors, strict=True))
         print(f"polpo/floor N={n}: wall {p_wall / f_wall:.2f}x, CPU {p_cpu / f_cpu:.2f}x, own CPU {p_own / f_own:.2f}x "
-              f"(medians of {args.runs}; goal ≤ 2x)", flush=True)
-
+              f"(medians of {args.runs}; goal ≤ 2x); wall ratio of each pair of runs: "
+              f"{', '.join(f'{r:.2f}' for r in pairs)}", flush=True)
 
 if __name__ == "__main__":
     main()
