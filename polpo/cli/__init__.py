@@ -51,14 +51,14 @@ class LazyGroup(click.Group):
         return [*COMMANDS, *super().list_commands(ctx)]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = COMMANDS.get(cmd_name)
-        if module is None:
-            return super().get_command(ctx, cmd_name)
         try:
+            module = COMMANDS.get(cmd_name)
+            if module is None:
+                return super().get_command(ctx, cmd_name)
             command: Any = getattr(importlib.import_module(f"polpo.cli.{module}"), cmd_name)
+            return command if isinstance(command, click.Command) else None
         finally:
             self._end_start_up()
-        return command if isinstance(command, click.Command) else None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -35,7 +35,7 @@ def scoped_problems(spec: MissionSpec, channels: Collection[str] | None) -> list
             for j, pattern in enumerate(rule.events):
                 if all_events is None:
                     # lazy for start-up speed: the catalog builds ~100 dataclasses (~25 ms), and only a mission
-                    # with notification rules needs its names (tests/unit/test_cli_imports.py guards this)
+                    # with notification rules needs its names (tests/unit/test_cli_startup.py guards this)
                     from polpo.events.catalog import ALL_EVENTS
 
                     all_events = ALL_EVENTS
