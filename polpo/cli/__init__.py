@@ -19,6 +19,8 @@ COMMANDS = {
     "show": "inspect_cmds", "tail": "tail_cmd", "retry": "control", "cancel": "control", "approve": "control",
     "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd",
 }
+# commands that build pydantic models and start without pydantic's plugin discovery (polpo.cli.pydantic_plugins)
+NO_PYDANTIC_PLUGINS = frozenset({"validate", "submit", "schema"})
 
 
 class LazyGroup(click.Group):
@@ -55,6 +57,10 @@ class LazyGroup(click.Group):
             module = COMMANDS.get(cmd_name)
             if module is None:
                 return super().get_command(ctx, cmd_name)
+            if self._starting and cmd_name in NO_PYDANTIC_PLUGINS:
+                from polpo.cli.pydantic_plugins import skip_discovery
+
+                skip_discovery()
             command: Any = getattr(importlib.import_module(f"polpo.cli.{module}"), cmd_name)
             return command if isinstance(command, click.Command) else None
         finally:

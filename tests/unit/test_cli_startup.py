@@ -1,8 +1,9 @@
 """How `polpo validate` starts fast, checked in real subprocesses (the speed itself is scripts/bench_cli.py's).
 
-Two mechanisms: what validate imports (no event catalog unless a mission has notification rules; no engine,
-store, asyncio, SQLite or litellm), and the start-up garbage-collector freeze of :class:`polpo.cli.LazyGroup`
-(imports frozen, the collector back on for the command, nothing changed when called in-process).
+What validate imports (no event catalog unless a mission has notification rules; no engine, store, asyncio,
+SQLite or litellm; no pydantic plugin discovery), and the start-up of :class:`polpo.cli.LazyGroup` run as a
+process: the imports frozen for the garbage collector, the collector back on for the command, pydantic's
+plugin discovery skipped for the commands that build models; nothing changes when it is called in-process.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ path = "audit.jsonl"
 
 # never on validate's path: the daemon's machinery, and what only a mission with notification rules needs
 NOT_IMPORTED = ("polpo.events.catalog", "polpo.engine", "polpo.store", "polpo.agents", "polpo.tools", "asyncio",
-                "anyio", "sqlite3", "aiosqlite", "litellm", "orjson")
+                "anyio", "sqlite3", "aiosqlite", "litellm", "orjson", "importlib.metadata")
 
 
 def _env() -> dict[str, str]:
@@ -82,12 +83,16 @@ main.add_command(probe)
 mode, *args = sys.argv[1:]
 if mode == "in-process":
     main.main(["probe"], standalone_mode=False)  # as CliRunner and other in-process callers do
+elif mode == "in-process-schema":
+    main.main(["schema"], standalone_mode=False)
 else:
     try:
         main(args)  # as the console script and python -m polpo run it (__call__)
     except SystemExit:
         pass
-print("after", gc.isenabled(), gc.get_freeze_count())
+loader = sys.modules.get("pydantic.plugin._loader")
+print("after", gc.isenabled(), gc.get_freeze_count(), "no loader" if loader is None else
+      "pydantic's loader" if hasattr(loader, "__file__") else "stand-in")
 """
 
 
@@ -102,13 +107,16 @@ def test_run_as_a_process_the_imports_are_frozen_and_the_command_runs_collecting
     out = _probe("process", "probe")
     assert out[0].startswith("during True ") and out[1].startswith("after True "), out
     frozen = int(out[0].split()[2])
-    assert frozen > 5_000  # click and polpo.cli, frozen before the command ran
+    assert frozen > 5_000 and out[1].endswith(" no loader")  # click and polpo.cli, frozen before the command ran
     config = write_config(tmp_path)
     file = _mission(tmp_path, None)
     out = _probe("process", "validate", "--config", str(config), file)
     assert out[0] == f"{file}: ok (1 task(s))" and out[1].startswith("after True ")
     assert int(out[1].split()[2]) > frozen + 10_000  # validate's module imports pydantic and the check: frozen
+    assert out[1].endswith(" stand-in")  # pydantic asked polpo's stand-in for plugins, not the installed packages
 
 
-def test_called_in_process_the_collector_is_left_alone() -> None:
-    assert _probe("in-process") == ["during True 0", "after True 0"]
+def test_called_in_process_the_collector_and_pydantic_are_left_alone() -> None:
+    assert _probe("in-process") == ["during True 0", "after True 0 no loader"]
+    out = _probe("in-process-schema")
+    assert out[-1] == "after True 0 pydantic's loader" and '"$defs"' in "".join(out)
