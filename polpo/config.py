@@ -19,9 +19,10 @@ from polpo.durations import Duration
 
 def _hostname() -> str:
     import re
-    import socket
 
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()).strip("-") or "polpo"
+    # os.uname().nodename is socket.gethostname() on POSIX (polpo's platforms), without importing socket:
+    # every command that reads the config calls this (start-up speed)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", os.uname().nodename).strip("-") or "polpo"
 
 
 def _secs(n: float) -> timedelta:
