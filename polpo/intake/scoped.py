@@ -28,18 +28,15 @@ def _scopes(spec: MissionSpec) -> Iterator[tuple[str, Notifications]]:
 def scoped_problems(spec: MissionSpec, channels: Collection[str] | None) -> list[Problem]:
     """Unknown channels (only when ``channels``, the config's, is known) and event globs that match nothing."""
     out: list[Problem] = []
-    all_events: tuple[str, ...] | None = None
     listing = ", ".join(sorted(channels or ())) or "none are configured"
     for base, scope in _scopes(spec):
         for i, rule in enumerate(scope.rules):
-            for j, pattern in enumerate(rule.events):
-                if all_events is None:
-                    # lazy for start-up speed: the catalog builds ~100 dataclasses (~25 ms), and only a mission
-                    # with notification rules needs its names (tests/unit/test_cli_startup.py guards this)
-                    from polpo.events.catalog import ALL_EVENTS
+            # lazy for start-up speed: the catalog builds ~100 dataclasses (~25 ms) and only a mission with
+            # notification rules needs its names (tests/unit/test_cli_startup.py guards this)
+            from polpo.events.catalog import ALL_EVENTS
 
-                    all_events = ALL_EVENTS
-                hits = [ev for ev in all_events if matches(ev, pattern)]
+            for j, pattern in enumerate(rule.events):
+                hits = [ev for ev in ALL_EVENTS if matches(ev, pattern)]
                 if not hits:
                     out.append(Problem(f"{base}.rules[{i}].events[{j}]",
                                        f'"{pattern}" matches no polpo event (see `polpo tail`, or the README\'s '
