@@ -1,8 +1,9 @@
 """``polpo validate``: the daemon's own check of mission files, without running them.
 
 This module is imported only when ``validate`` (or ``submit``) runs, so it imports what the check needs at the
-top: the start-up in :mod:`polpo.cli` loads it with the garbage collector off and then freezes what it built,
-so none of it is scanned again (see ``_StartupGC``). Nothing here may import the engine, the store or litellm.
+top: :class:`polpo.cli.LazyGroup` imports it with the garbage collector off and then freezes what it built, so
+none of it is scanned again. Nothing here may import the engine, the store, asyncio or litellm
+(tests/unit/test_cli_startup.py).
 """
 
 from __future__ import annotations
