@@ -19,9 +19,10 @@ from polpo.durations import Duration
 
 def _hostname() -> str:
     import re
-    import socket
 
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()).strip("-") or "polpo"
+    # os.uname().nodename is socket.gethostname() on POSIX (polpo's platforms), without importing socket:
+    # every command that reads the config calls this (start-up speed)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", os.uname().nodename).strip("-") or "polpo"
 
 
 def _secs(n: float) -> timedelta:
@@ -88,7 +89,7 @@ class Defaults(_Base):
 
 class JudgeSettings(_Base):
     model: str | None = None
-    models: list[str] = Field(default_factory=list, max_length=3)
+    models: list[str] = Field([], max_length=3)  # not default_factory=list: its signature costs ~6 ms of start-up
     api_base: str | None = None
     api_key_env: str | None = None
     temperature: float | None = None

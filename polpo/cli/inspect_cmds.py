@@ -216,8 +216,8 @@ def _show_mission(m: dict[str, Any]) -> None:
         click.echo(f"  quality average {q['average']:.2f} over {q['scored']} scored task(s){limit}")
     else:
         click.echo("  quality average: n/a (no done task has a score; scores come from llm_review checks)")
-    for t in m["tasks"]:
-        click.echo(_task_line(t, now, width=32))
+    if m["tasks"]:  # one write: a mission may have thousands of tasks
+        click.echo("\n".join(_task_line(t, now, width=32) for t in m["tasks"]))
     stored = {g["name"]: g for g in m["gates"]}
     for g in m["spec"].get("qualityGates") or []:
         row = stored.get(g["name"]) or {"status": "waiting", "reason": None, "avg_score": None}

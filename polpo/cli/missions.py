@@ -1,4 +1,4 @@
-"""Mission files: ``polpo validate``, ``polpo submit``, ``polpo schema``.
+"""Mission files: ``polpo submit``, ``polpo schema`` (``polpo validate`` is :mod:`polpo.cli.validate_cmd`).
 
 Imports inside the command functions are lazy on purpose: each command loads only what it uses, so quick
 commands start fast.
@@ -7,81 +7,12 @@ commands start fast.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
 
 from polpo.cli.common import config_option, load_config_or_exit, print_json, term
 from polpo.cli.templating import PARAM_HELP, duplicate_or_none, fill_or_none, in_template, target_name_for
-
-if TYPE_CHECKING:
-    from polpo.intake.check import Policy
-
-
-@click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help=PARAM_HELP)
-@click.option("--all", "show_all", is_flag=True, help="List every problem (default: the first 50 of each file).")
-@config_option
-def validate(files: tuple[str, ...], params: tuple[str, ...], show_all: bool, config_path: str | None) -> None:
-    """Check mission files without running them. Exit 1 if any is invalid.
-
-    Each problem is printed as `FILE: $.json.path: reason`. The check is the daemon's own (size limit,
-    loader, notification channels, [security] policy, the stored form read back), so a file that passes here
-    is accepted by the daemon with the same config. Agent and channel names and the policy are checked when a
-    config is found. A Polpo workflow/playbook template is checked as it would be submitted: filled with
-    --param values and its defaults.
-    """
-    from polpo.config import DEFAULT_MAX_MISSION_BYTES
-    from polpo.config_paths import config_path as resolve_config
-    from polpo.intake.check import MAX_REPORTED, cap, check_mission, unreadable
-    from polpo.intake.reader import Unreadable, read_mission_file
-    from polpo.mission.loader import format_problems
-
-    known: list[str] | None = None
-    channels: set[str] | None = None
-    cfg = None
-    max_bytes = DEFAULT_MAX_MISSION_BYTES
-    if config_path or resolve_config(None).exists():
-        cfg = load_config_or_exit(config_path)
-        known, channels, max_bytes = sorted(cfg.agents), set(cfg.channels), cfg.daemon.max_mission_bytes
-    else:
-        click.echo(f"polpo: no config at {term(resolve_config(None))}; agent names are not checked", err=True)
-    bad = 0
-    for name in files:
-        content = read_mission_file(Path(name), max_bytes)
-        if content is None:
-            click.echo(f"{term(name)}: $: cannot read the file: no such file")
-            bad += 1
-            continue
-        if isinstance(content, Unreadable):
-            bad += 1
-            for line in format_problems(name, unreadable(content).problems):
-                click.echo(term(line))
-            continue
-        filled, template = fill_or_none(name, content, params)
-        if filled is None:
-            bad += 1
-            continue
-        policy: Policy | None = None
-        if cfg is not None:
-            policy = _policy_for(cfg, cfg.missions_dir / target_name_for(name, template))
-        verdict = in_template(check_mission(filled, known_agents=known, channels=channels, policy=policy),
-                              template)
-        for w in verdict.warnings:
-            click.echo(term(f"{name}: warning: {w}"), err=True)
-        if verdict.spec is None:
-            bad += 1
-            shown, more = cap(verdict.problems, None if show_all else MAX_REPORTED)
-            for line in format_problems(name, shown):
-                click.echo(term(line))
-            if more:
-                click.echo(f"{term(name)}: … and {more} more problem(s) (--all lists every one)")
-        else:
-            click.echo(f"{term(name)}: ok ({len(verdict.spec.tasks)} task(s))")
-    sys.exit(1 if bad else 0)
 
 
 @click.command()
@@ -102,6 +33,7 @@ def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no
     nothing in the daemon: submit says which run they match; --force makes the daemon forget that run, so
     the same bytes start a new one (NAME#2).
     """
+    from polpo.cli.validate_cmd import policy_for
     from polpo.intake.check import cap, check_mission
     from polpo.intake.reader import Unreadable, read_mission_file
     from polpo.mission.loader import format_problems
@@ -121,7 +53,7 @@ def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no
     target = folder / target_name
     if not no_validate:
         verdict = in_template(check_mission(raw, known_agents=sorted(cfg.agents), channels=set(cfg.channels),
-                                            policy=_policy_for(cfg, target)), template)
+                                            policy=policy_for(cfg, target)), template)
         for w in verdict.warnings:
             click.echo(term(f"{file}: warning: {w}"), err=True)
         if verdict.spec is None:
@@ -139,13 +71,6 @@ def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no
     click.echo(f"submitted {target}" + (f" (filled from {file})" if template is not None else ""))
     click.echo(f"follow it: polpo tail -f --mission {Path(target_name).stem}"
                + (f" --config {config_path}" if config_path else ""))
-
-
-def _policy_for(cfg: Any, mission_file: Path) -> Policy:
-    """The config's [security] policy for a mission the daemon will read from ``mission_file``."""
-    from polpo.mission.security import policy_problems
-
-    return lambda spec: policy_problems(spec, cfg, mission_file)
 
 
 def _write_atomically(folder: Path, target_name: str, raw: bytes) -> None:

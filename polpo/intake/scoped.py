@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
-from polpo.events.catalog import ALL_EVENTS
 from polpo.events.names import matches
 from polpo.mission.loader import Problem
 from polpo.mission.schema import MissionSpec, Notifications
@@ -32,6 +31,10 @@ def scoped_problems(spec: MissionSpec, channels: Collection[str] | None) -> list
     listing = ", ".join(sorted(channels or ())) or "none are configured"
     for base, scope in _scopes(spec):
         for i, rule in enumerate(scope.rules):
+            # lazy for start-up speed: the catalog builds ~100 dataclasses (~25 ms) and only a mission with
+            # notification rules needs its names (tests/unit/test_cli_startup.py guards this)
+            from polpo.events.catalog import ALL_EVENTS
+
             for j, pattern in enumerate(rule.events):
                 hits = [ev for ev in ALL_EVENTS if matches(ev, pattern)]
                 if not hits:
