@@ -120,3 +120,15 @@ def test_called_in_process_the_collector_and_pydantic_are_left_alone() -> None:
     assert _probe("in-process") == ["during True 0", "after True 0 no loader"]
     out = _probe("in-process-schema")
     assert out[-1] == "after True 0 pydantic's loader" and '"$defs"' in "".join(out)
+
+
+def test_pydantics_other_loader_names_still_reach_the_real_module() -> None:
+    code = ("import sys; from polpo.cli.pydantic_plugins import skip_discovery; print(skip_discovery()); "
+            "from pydantic.plugin._loader import entry_points, get_plugins; "
+            "print(list(get_plugins()), callable(entry_points), 'importlib.metadata' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    # the stand-in answers get_plugins; a name it does not know (here the loader's own entry_points) is served
+    # by pydantic's real module, loaded only then
+    assert r.stdout.split("\n")[:2] == ["True", "[] True True"]
