@@ -12,7 +12,6 @@ check on fix/retry lines and the score on a task's done line; in colour on a ter
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
@@ -21,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from polpo.events import catalog as E
-from polpo.events.render import paint, render, safe
+from polpo.events.render import paint, render, safe, use_color
 
 __all__ = ["ConsolePrinter", "ConsoleView", "use_color"]
 
@@ -35,16 +34,6 @@ SHOWN = frozenset(p.NAME for p in (
 #: events it only learns from (scores for done lines, running attempts for the heartbeat)
 FOLLOWED = frozenset(p.NAME for p in (E.AssessmentComplete, E.AgentFinished, E.TaskTransition))
 WANTED = SHOWN | FOLLOWED
-
-
-def use_color(stream: TextIO | None) -> bool:
-    """Colour for a terminal; never when piped, with ``NO_COLOR`` set, or on a dumb terminal."""
-    if stream is None or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 class ConsoleView:

@@ -30,9 +30,8 @@ def tail(follow: bool, mission_id: str | None, pattern: str | None, as_json: boo
     """Show the event log (<state_dir>/events.jsonl) readably."""
     import orjson
 
-    from polpo.console import use_color
     from polpo.events.names import matches
-    from polpo.events.render import render
+    from polpo.events.render import render, use_color
 
     cfg = locate_or_exit(config_path)
     color = use_color(sys.stdout)  # a terminal, not a pipe, no NO_COLOR

@@ -12,11 +12,12 @@ same with or without colour (escape codes come only from here, never from an eve
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TextIO
 
-__all__ = ["headline", "paint", "render", "safe", "summary", "tone"]
+__all__ = ["headline", "paint", "render", "safe", "summary", "tone", "use_color"]
 
 Data = Mapping[str, Any]
 Ev = Mapping[str, Any]
@@ -289,6 +290,16 @@ def tone(ev: Ev) -> str | None:
     if name in _OK:
         return "ok"
     return "info" if name in _INFO else None
+
+
+def use_color(stream: TextIO | None) -> bool:
+    """Colour for a terminal; never when piped, with ``NO_COLOR`` set, or on a dumb terminal."""
+    if stream is None or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def paint(text: str, how: str | None) -> str:

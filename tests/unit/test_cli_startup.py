@@ -132,3 +132,11 @@ def test_pydantics_other_loader_names_still_reach_the_real_module() -> None:
     # the stand-in answers get_plugins; a name it does not know (here the loader's own entry_points) is served
     # by pydantic's real module, loaded only then
     assert r.stdout.split("\n")[:2] == ["True", "[] True True"]
+
+
+def test_tail_does_not_build_the_event_catalog() -> None:
+    code = ("import sys, polpo.cli.tail_cmd, polpo.events.names, polpo.events.render; "
+            "print('polpo.events.catalog' in sys.modules)")  # what `polpo tail` imports to print lines
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
