@@ -38,6 +38,9 @@ log = logging.getLogger("polpo.engine")
 
 __all__ = ["CompletionHooks", "MissionBoard"]
 
+# a task's turn: dispatched, its agent running, its checks running. Outside it the task keeps no parsed spec.
+_TURN = frozenset({TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW})
+
 
 class CompletionHooks(Protocol):
     """What else must be recorded when a task or a mission finishes (the SLA keeper's ``met`` marks)."""
@@ -102,6 +105,8 @@ class MissionBoard:
             task.finished_at = now
         elif old.terminal:
             task.finished_at = None
+        if task.status not in _TURN:
+            task.drop_spec()  # the turn is over: the spec goes back to being JSON in the mission's document
         tx.task(task)
         tx.event(TaskTransition(from_=old, to=task.status, trigger=trigger, reason=reason, attempt=attempt,
                                 kind=kind, agent=agent, exit_code=exit_code, error=error),
@@ -211,7 +216,7 @@ class MissionBoard:
         all_done = all(t.status is TaskStatus.DONE for t in tasks)
         limit = m.spec.quality_threshold if m.spec.quality_threshold is not None else \
             self.cfg.defaults.quality_threshold
-        quality = mission_threshold([ScoredTask(t.title, t.status, t.score, t.spec.priority) for t in tasks], limit)
+        quality = mission_threshold([ScoredTask(t.title, t.status, t.score, t.priority) for t in tasks], limit)
         below = quality.passed is False
         if m.status is MissionStatus.CANCELLING:
             outcome = MissionStatus.CANCELLED
@@ -257,9 +262,11 @@ class MissionBoard:
 def wire(m: Mission) -> None:
     """Derive dependency links, gate counters and waiting counts from the tasks' current states."""
     by_title = {t.title: t for t in m.tasks.values()}
+    by_idx = {t.idx: t for t in m.tasks.values()}
     dependents: dict[str, list[str]] = {}
     for t in m.tasks.values():
-        t.deps = tuple(by_title[d].id for d in t.spec.depends_on if d in by_title) if t.spec.depends_on else ()
+        deps = m.doc.deps(t.idx)
+        t.deps = tuple(by_idx[i].id for i in deps if i in by_idx) if deps else ()
         for d in t.deps:
             dependents.setdefault(d, []).append(t.id)
     for t in m.tasks.values():

@@ -76,7 +76,7 @@ class Dispatcher:
             return
         m = self.board.missions.get(task.mission_id)
         if m is not None:
-            self.queue.push(task.spec.priority, m.seq, task.idx, task.id)
+            self.queue.push(task.priority, m.seq, task.idx, task.id)
             self.wake()
 
     def resume(self, task: Task) -> None:
