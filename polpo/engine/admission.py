@@ -8,7 +8,6 @@ Tasks are ``MISSION:N`` (N = position in the file).
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +20,7 @@ from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
 from polpo.engine.isolation import isolation_warnings
 from polpo.events.catalog import MissionAccepted, MissionRejected, TaskCreated
-from polpo.mission.schema import MissionSpec, TaskSpec
+from polpo.mission.schema import MissionSpec
 from polpo.mission.security import mission_workspace
 from polpo.model.doc import MissionDoc
 from polpo.model.records import Mission, Task
@@ -49,10 +48,10 @@ def created(tx: Tx, tasks: Iterable[Task]) -> Tx:
     return tx
 
 
-def new_task(m: Mission, i: int, ts: TaskSpec, default_agent: str | None, now: datetime) -> Task:
-    """A pending task of ``m``: its spec stays in the mission's document (``ts`` is not kept)."""
-    return Task(id=f"{m.id}:{i + 1}", mission_id=m.id, idx=i, title=ts.title,
-                agent=sys.intern(ts.assign_to or default_agent or ""), doc=m.doc, status=TaskStatus.PENDING,
+def new_task(m: Mission, i: int, default_agent: str | None, now: datetime) -> Task:
+    """Pending task ``i`` of ``m``; its spec stays JSON in the mission's document until the task starts."""
+    return Task(id=f"{m.id}:{i + 1}", mission_id=m.id, idx=i, title=m.doc.titles[i],
+                agent=m.doc.assignees[i] or default_agent or "", doc=m.doc, status=TaskStatus.PENDING,
                 updated_at=now)
 
 
@@ -64,7 +63,7 @@ def missing_tasks(m: Mission, default_agent: str | None) -> list[Task]:
     out = []
     for i in range(len(m.doc)):
         if i not in have:
-            t = new_task(m, i, m.doc.task(i), default_agent, m.created_at)
+            t = new_task(m, i, default_agent, m.created_at)
             m.tasks[t.id] = t
             out.append(t)
     if out:
@@ -114,8 +113,8 @@ class Admission:
 
     def build_mission(self, *, mid: str, run: int, spec: MissionSpec, source: str, digest: str,
                       warnings: list[str]) -> Mission:
-        """The mission and its pending tasks; it keeps ``spec`` as its stored JSON (:class:`MissionDoc`), not as
-        models, so the caller's ``spec`` is the only full copy and is freed when the caller drops it."""
+        """The mission and its pending tasks. It keeps ``spec`` as its stored JSON (:class:`MissionDoc`), not as
+        models: a ``spec`` from :func:`polpo.intake.check.check_mission` is a document's head already."""
         now = self.clock.now()
         m = Mission(id=mid, seq=self.next_seq, name=spec.name or Path(source).stem, source=source, hash=digest,
                     run=run, doc=MissionDoc.of(spec), workspace=self.workspace_for(mid, spec, source),
@@ -123,8 +122,8 @@ class Admission:
                     home=None if spec.settings.affinity == "any" else self.cfg.daemon.node)
         self.next_seq += 1
         default_agent = self.agents.default_agent(spec)
-        for i, ts in enumerate(spec.tasks):
-            t = new_task(m, i, ts, default_agent, now)
+        for i in range(len(m.doc)):
+            t = new_task(m, i, default_agent, now)
             m.tasks[t.id] = t
         wire(m)
         return m
@@ -144,7 +143,7 @@ class Admission:
         mid, run = self.new_mission_id(source)
         m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
         await anyio.to_thread.run_sync(lambda: m.workspace.mkdir(parents=True, exist_ok=True))
-        m.warnings = [*m.warnings, *isolation_warnings(spec, m.workspace)]
+        m.warnings = [*m.warnings, *isolation_warnings(m.doc, m.workspace)]
         # the validated spec as canonical JSON (m.doc): what a restart reads back is exactly what runs now
         tx = self.store.tx().mission(m)
         self.sources[source] = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid)

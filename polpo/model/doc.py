@@ -12,6 +12,8 @@ view that parses on each access, so code that reads ``spec.tasks`` stays correct
 
 from __future__ import annotations
 
+import json
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
@@ -28,7 +30,7 @@ _Deadline = Any  # a datetime or a timedelta (polpo.mission.schema.Deadline)
 class MissionDoc:
     """The stored form of a mission: ``text()`` is what the ``missions.spec`` column holds."""
 
-    __slots__ = ("_deadlines", "_deps", "_notifications", "_priority", "_spans", "blob", "head")
+    __slots__ = ("_deadlines", "_deps", "_isolation", "_notifications", "_priority", "_spans", "assignees", "blob", "head", "titles")
 
     def __init__(self, head: MissionSpec, parts: Iterable[tuple[str, bytes]], tasks: Iterable[TaskSpec]) -> None:
         """``parts``: the head's top-level (key, JSON value) pairs in order, ``"tasks"`` among them (its value
@@ -36,9 +38,12 @@ class MissionDoc:
         out = bytearray(b"{")
         spans = array("I")
         priority = array("d")
+        self.titles: list[str] = []  # the tasks' titles and assignTo, in file order (the tasks' records share them)
+        self.assignees: list[str | None] = []
         self._deps: dict[int, tuple[int, ...]] = {}
         self._deadlines: dict[int, _Deadline] = {}
         self._notifications: dict[int, Notifications] = {}
+        self._isolation: dict[int, str] = {}
         index: dict[str, int] = {}
         pending_deps: dict[int, Sequence[str]] = {}
         for k, (key, value) in enumerate(parts):
@@ -56,6 +61,8 @@ class MissionDoc:
                 out += ts.__pydantic_serializer__.to_json(ts, exclude_none=True)
                 spans.append(len(out))
                 priority.append(ts.priority)
+                self.titles.append(ts.title)
+                self.assignees.append(None if ts.assign_to is None else sys.intern(ts.assign_to))
                 index[ts.title] = i
                 if ts.depends_on:
                     pending_deps[i] = ts.depends_on
@@ -63,6 +70,8 @@ class MissionDoc:
                     self._deadlines[i] = ts.deadline
                 if ts.notifications is not None:
                     self._notifications[i] = ts.notifications
+                if ts.isolation is not None:
+                    self._isolation[i] = ts.isolation
             out += b"]"
         out += b"}"
         for i, titles in pending_deps.items():
@@ -75,20 +84,24 @@ class MissionDoc:
     # -- building -------------------------------------------------------------------------------------------
     @classmethod
     def of(cls, spec: MissionSpec) -> MissionDoc:
-        """The stored form of a validated spec (what admission writes; the same JSON as before, key for key)."""
+        """The stored form of a validated spec (what admission writes; the same JSON as before, key for key).
+        The head of a document gives that document back."""
+        if isinstance(spec.tasks, TaskSpecs):
+            return spec.tasks.doc
         head = spec.model_dump(mode="json", exclude_none=True, exclude={"tasks"})
         parts = [(k, b"" if k == "tasks" else orjson.dumps(head[k])) for k in _ordered_keys(spec, head)]
         return cls(spec, parts, spec.tasks)
 
     @classmethod
     def parse(cls, text: str | bytes) -> MissionDoc:
-        """The stored JSON read back (recovery): the head and every task validated again, one task at a time,
-        so a mission of 50 000 tasks is never held as 50 000 models."""
-        doc = orjson.loads(text)
+        """The stored JSON read back (recovery, and the intake's round trip): the head and every task validated
+        again from JSON, one task at a time, so a mission of 50 000 tasks is never held as 50 000 models.
+        The stdlib parser, not orjson: orjson reserves about ten times the document's size while it parses."""
+        doc = json.loads(text)
         raw_tasks: list[dict[str, Any]] = doc["tasks"]
-        head = MissionSpec.model_validate({**doc, "tasks": raw_tasks[:1]})
+        head = MissionSpec.model_validate_json(orjson.dumps({**doc, "tasks": raw_tasks[:1]}))
         parts = [(k, b"" if k == "tasks" else orjson.dumps(v)) for k, v in doc.items()]
-        return cls(head, parts, (TaskSpec.model_validate(t) for t in raw_tasks))
+        return cls(head, parts, (TaskSpec.model_validate_json(orjson.dumps(t)) for t in raw_tasks))
 
     # -- reading --------------------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -118,6 +131,10 @@ class MissionDoc:
     def notifications(self, idx: int) -> Notifications | None:
         return self._notifications.get(idx)
 
+    def isolation(self, idx: int) -> str | None:
+        """The task's own ``isolation`` (None: the mission's or its agent's)."""
+        return self._isolation.get(idx)
+
 
 def _ordered_keys(spec: MissionSpec, dumped: dict[str, Any]) -> list[str]:
     """The top-level keys as ``model_dump_json`` writes them: declaration order, ``tasks`` in its place."""
@@ -132,13 +149,23 @@ def _ordered_keys(spec: MissionSpec, dumped: dict[str, Any]) -> list[str]:
 class TaskSpecs(Sequence[TaskSpec]):
     """``MissionSpec.tasks`` of a kept mission: each access parses the task from the stored JSON."""
 
-    __slots__ = ("_doc",)
+    __slots__ = ("doc",)
 
     def __init__(self, doc: MissionDoc) -> None:
-        self._doc = doc
+        self.doc = doc
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same tasks (so a kept spec compares equal to the one it came from)."""
+        if isinstance(other, TaskSpecs) and other.doc is self.doc:
+            return True
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __len__(self) -> int:
-        return len(self._doc)
+        return len(self.doc)
 
     @overload
     def __getitem__(self, i: int) -> TaskSpec: ...
@@ -148,12 +175,12 @@ class TaskSpecs(Sequence[TaskSpec]):
 
     def __getitem__(self, i: int | slice) -> TaskSpec | list[TaskSpec]:
         if isinstance(i, slice):
-            return [self._doc.task(k) for k in range(len(self._doc))[i]]
+            return [self.doc.task(k) for k in range(len(self.doc))[i]]
         if i < 0:
-            i += len(self._doc)
-        if not 0 <= i < len(self._doc):
+            i += len(self.doc)
+        if not 0 <= i < len(self.doc):
             raise IndexError(i)
-        return self._doc.task(i)
+        return self.doc.task(i)
 
     def __iter__(self) -> Iterator[TaskSpec]:
-        return (self._doc.task(i) for i in range(len(self._doc)))
+        return (self.doc.task(i) for i in range(len(self.doc)))
