@@ -19,6 +19,7 @@ from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
 from polpo.engine.isolation import isolation_warnings
+from polpo.engine.trim import trim
 from polpo.events.catalog import MissionAccepted, MissionRejected, TaskCreated
 from polpo.mission.schema import MissionSpec
 from polpo.mission.security import mission_workspace
@@ -160,6 +161,7 @@ class Admission:
             for t in chunk:
                 self.board.make_ready(t)
             tx = self.store.tx()
+        trim()  # the check's and the chunks' garbage: its pages go back before the next file comes in
         return m
 
     def record(self, source: str, digest: str, outcome: SourceOutcome, mission_id: str | None) -> None:

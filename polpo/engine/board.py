@@ -21,6 +21,7 @@ from polpo.engine.gates import evaluate_gate
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.report import mission_report
 from polpo.engine.threshold import ScoredTask, mission_threshold
+from polpo.engine.trim import trim_soon
 from polpo.events.catalog import (
     GateFailed,
     GatePassed,
@@ -80,11 +81,13 @@ class MissionBoard:
         return m
 
     def forget(self, m: Mission) -> None:
+        """A finished mission leaves memory: its records go, and the heap's freed pages with them (trim)."""
         self.missions.pop(m.id, None)
         for tid in m.tasks:
             self.tasks.pop(tid, None)
             self.attempts.pop(tid, None)
         self.on_forget(m)
+        trim_soon()
 
     def mission_of(self, task: Task) -> Mission:
         return self.missions[task.mission_id]

@@ -134,6 +134,7 @@ class Dispatcher:
                 self.running[task_id] = handle
                 self.queue.started(handle.keys)
                 tg.start_soon(self._guarded, task, handle, name=f"task {task_id}")
+                del task, handle  # its run holds them; this frame must not keep a finished mission alive
             await self._wake.wait()
 
     async def _run_claimed(self, tg: TaskGroup, claims: ClaimSource) -> None:
