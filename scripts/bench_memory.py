@@ -91,9 +91,11 @@ def measure_daemon(n: int, concurrency: int) -> dict[str, float]:
         after = rss_mb(proc.pid)
         sampler.stop.set()
         sampler.join()
+        at, top = max(sampler.samples, key=lambda s: s[1])
         return {"n": n, "idle": idle, "admitted": marks.get("admitted", float("nan")),
                 "admitted_s": marks.get("admitted_s", float("nan")), "peak": peak_rss_mb(proc.pid),
-                "sampled_peak": max(r for _, r in sampler.samples), "end": end, "after": after, "wall": wall}
+                "sampled_peak": top, "peak_s": at, "end": end, "after": after, "wall": wall,
+                "timeline": " ".join(f"{t:.0f}s:{r:.0f}" for t, r in sampler.samples[::max(1, len(sampler.samples) // 12)])}
 
 
 def measure_inproc(n: int) -> None:
@@ -153,8 +155,8 @@ def main() -> None:
         per_task = 1024 * 1024 * (r["admitted"] - r["idle"]) / n
         print(f"N={n:>6}: idle {r['idle']:6.1f} MB, all admitted {r['admitted']:6.1f} MB "
               f"(after {r['admitted_s']:.1f} s; {per_task:5.0f} B per admitted task), peak {r['peak']:6.1f} MB "
-              f"(sampled {r['sampled_peak']:6.1f}), at the end {r['end']:6.1f} MB, 2 s later {r['after']:6.1f} MB; "
-              f"wall {r['wall']:.1f} s", flush=True)
+              f"(sampled {r['sampled_peak']:6.1f} after {r['peak_s']:.0f} s), at the end {r['end']:6.1f} MB, 2 s later {r['after']:6.1f} MB; "
+              f"wall {r['wall']:.1f} s\n        RSS over the run (MB): {r['timeline']}", flush=True)
 
 
 if __name__ == "__main__":

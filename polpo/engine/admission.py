@@ -161,7 +161,7 @@ class Admission:
             for t in chunk:
                 self.board.make_ready(t)
             tx = self.store.tx()
-        trim()  # the check's and the chunks' garbage: its pages go back before the next file comes in
+        await anyio.to_thread.run_sync(trim)  # the check's and the chunks' garbage goes back before the next file
         return m
 
     def record(self, source: str, digest: str, outcome: SourceOutcome, mission_id: str | None) -> None:

@@ -86,7 +86,7 @@ class MissionDoc:
     def of(cls, spec: MissionSpec) -> MissionDoc:
         """The stored form of a validated spec (what admission writes; the same JSON as before, key for key).
         The head of a document gives that document back."""
-        if isinstance(spec.tasks, TaskSpecs):
+        if isinstance(spec.tasks, TaskSpecs) and spec is spec.tasks.doc.head:
             return spec.tasks.doc
         head = spec.model_dump(mode="json", exclude_none=True, exclude={"tasks"})
         parts = [(k, b"" if k == "tasks" else orjson.dumps(head[k])) for k in _ordered_keys(spec, head)]

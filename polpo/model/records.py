@@ -180,6 +180,11 @@ class Mission:
         """The mission's spec; its ``tasks`` parse from the stored JSON on each access (use the tasks' ``spec``)."""
         return self.doc.head
 
+    @spec.setter
+    def spec(self, value: MissionSpec) -> None:
+        """A new document from ``value`` (tests and tools that change a spec in memory; the store keeps its own)."""
+        self.doc = MissionDoc.of(value)
+
     def task_by_title(self, title: str) -> Task | None:
         """O(1) after the first call: titles are unique and a mission's tasks never change."""
         if len(self._by_title) != len(self.tasks):

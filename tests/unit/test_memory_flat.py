@@ -75,6 +75,8 @@ def test_the_document_keeps_what_the_engine_reads_while_tasks_wait() -> None:
     assert doc.notifications(1) == spec.tasks[1].notifications and doc.notifications(0) is None
     assert doc.isolation(0) == "none" and doc.isolation(2) is None
     assert MissionDoc.of(doc.head) is doc  # a kept head gives its document back, nothing is parsed again
+    changed = MissionDoc.of(doc.head.model_copy(update={"name": "other"}))  # a changed head is a new document
+    assert changed is not doc and changed.head.name == "other" and changed.titles == doc.titles
 
 
 def test_the_intake_verdict_is_a_document_head_not_a_list_of_models() -> None:
