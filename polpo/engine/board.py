@@ -132,6 +132,7 @@ class MissionBoard:
 
     def make_ready(self, task: Task) -> None:
         if task.status is TaskStatus.PENDING and task.waiting_on == 0:
+            task.drop_spec()  # a queued task waits as JSON, whoever read its spec meanwhile
             self.on_ready(task)
 
     def _on_terminal(self, first: Task) -> None:
