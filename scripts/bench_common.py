@@ -193,14 +193,23 @@ def run_mission(root: Path, proc: subprocess.Popen[str], name: str, doc: dict[st
     return Run(n, ts(ev) - t0, own1 - own0, kids1 - kids0, peak_rss_mb(proc.pid), ev["data"]["report"])
 
 
-def run_tasks(root: Path, proc: subprocess.Popen[str], name: str, n: int, timeout: float = 3600) -> Run:
+def run_tasks(root: Path, proc: subprocess.Popen[str], name: str, n: int, timeout: float = 3600,
+              sequential: bool = False) -> Run:
     """``n`` trivial tasks: one mission ``name`` when a mission file may hold them (at most ``MAX_ENTRIES``, the
     daemon's limit on one list), else missions ``name-1`` … ``name-k`` of at most that many, dropped one after
-    the other at once; timed from the first drop to the last completion, with the reports' task counts summed."""
+    the other at once (``sequential``: each once the one before completed); timed from the first drop to the last
+    completion, with the reports' task counts summed."""
     if n <= MAX_ENTRIES:
         return run_mission(root, proc, name, {"tasks": trivial_tasks(n)}, timeout=timeout)
     sizes = [min(MAX_ENTRIES, n - i) for i in range(0, n, MAX_ENTRIES)]
     docs = {f"{name}-{k + 1}": {"tasks": trivial_tasks(size)} for k, size in enumerate(sizes)}
+    if sequential:
+        own0, kids0 = cpu_seconds(proc.pid)
+        runs = [run_mission(root, proc, mid, doc, timeout=timeout) for mid, doc in docs.items()]
+        own1, kids1 = cpu_seconds(proc.pid)
+        totals = {key: sum(r.report["tasks"].get(key, 0) for r in runs) for key in ("total", "done", "failed")}
+        return Run(n, sum(r.wall for r in runs), own1 - own0, kids1 - kids0, peak_rss_mb(proc.pid),
+                   {"tasks": totals, "missions": len(docs)})
     own0, kids0 = cpu_seconds(proc.pid)
     t0 = min(drop(root, f"{mid}.json", doc) for mid, doc in docs.items())
     completed: list[dict[str, Any]] = []

@@ -2,7 +2,7 @@
 one mission file may hold) missions of 10 000 dropped at once.
 
 Usage: .venv/bin/python scripts/bench_throughput.py [--sizes 1000 10000 50000] [--runs 1] [--store sqlite pg]
-       [--store-url postgresql://user@host:port/db]
+       [--store-url postgresql://user@host:port/db] [--sequential]
 Reports wall time (drop → mission:completed), ms per task, CPU ms per task (the daemon's user+sys plus
 its agents', counted from the drop; `own` is the daemon alone) and the daemon's peak RSS, per store; each run
 goes through the stores in turn (so machine noise hits both) and, with both, prints PostgreSQL / SQLite.
@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_common import Run, bench_daemon, median, run_tasks
 
 
-def measure_polpo(n: int, concurrency: int = 8, store_url: str | None = None) -> Run:
-    """One fresh daemon, one mission of ``n`` trivial tasks."""
+def measure_polpo(n: int, concurrency: int = 8, store_url: str | None = None, sequential: bool = False) -> Run:
+    """One fresh daemon, one mission of ``n`` trivial tasks (above 10 000: several, at once or ``sequential``)."""
     with bench_daemon(concurrency=concurrency, store_url=store_url) as (root, proc):
-        run = run_tasks(root, proc, f"n{n}", n, timeout=3600)
+        run = run_tasks(root, proc, f"n{n}", n, timeout=3600, sequential=sequential)
     assert run.report["tasks"]["done"] == n, run.report
     return run
 
@@ -75,6 +75,8 @@ def main() -> None:
     ap.add_argument("--runs", "--repeat", type=int, default=1, help="runs per size; medians are printed when > 1")
     ap.add_argument("--store", nargs="+", choices=["sqlite", "pg"], default=["sqlite"])
     ap.add_argument("--store-url", help="an existing PostgreSQL database for `pg` (emptied before each run)")
+    ap.add_argument("--sequential", action="store_true",
+                    help="above 10 000 tasks, drop each mission once the one before completed (not all at once)")
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
         fresh_pg = stack.enter_context(pg_databases(args.store_url)) if "pg" in args.store else None
@@ -84,7 +86,7 @@ def main() -> None:
             for _ in range(args.runs):
                 for store in args.store:
                     url = fresh_pg() if store == "pg" and fresh_pg is not None else None
-                    runs[store].append(measure_polpo(n, args.concurrency, url))
+                    runs[store].append(measure_polpo(n, args.concurrency, url, args.sequential))
                     print(line(runs[store][-1], store), flush=True)
             for store, rs in runs.items():
                 per_task[(store, n)] = median([r.ms_per_task for r in rs])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -18,15 +19,17 @@ from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
 from polpo.engine.isolation import isolation_warnings
+from polpo.engine.trim import trim
 from polpo.events.catalog import MissionAccepted, MissionRejected, TaskCreated
 from polpo.mission.schema import MissionSpec
 from polpo.mission.security import mission_workspace
+from polpo.model.doc import MissionDoc
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, SourceOutcome, TaskStatus
 from polpo.store.protocol import SourceRecord, Store
 from polpo.store.tx import Tx
 
-__all__ = ["TASK_CHUNK", "Admission", "created", "missing_tasks", "slugify"]
+__all__ = ["TASK_CHUNK", "Admission", "created", "missing_tasks", "new_task", "slugify"]
 
 TASK_CHUNK = 1000  # task rows and task:created events per transaction when a mission is accepted (default)
 
@@ -41,22 +44,27 @@ def created(tx: Tx, tasks: Iterable[Task]) -> Tx:
     """The rows of new tasks and their ``task:created`` events."""
     for t in tasks:
         tx.task(t)
-        tx.event(TaskCreated(title=t.title, agent=t.agent, depends_on=list(t.deps), priority=t.spec.priority),
+        tx.event(TaskCreated(title=t.title, agent=t.agent, depends_on=list(t.deps), priority=t.priority),
                  mission_id=t.mission_id, task_id=t.id)
     return tx
+
+
+def new_task(m: Mission, i: int, default_agent: str | None, now: datetime) -> Task:
+    """Pending task ``i`` of ``m``; its spec stays JSON in the mission's document until the task starts."""
+    return Task(id=f"{m.id}:{i + 1}", mission_id=m.id, idx=i, title=m.doc.titles[i],
+                agent=m.doc.assignees[i] or default_agent or "", doc=m.doc, status=TaskStatus.PENDING,
+                updated_at=now)
 
 
 def missing_tasks(m: Mission, default_agent: str | None) -> list[Task]:
     """Tasks of the mission's spec without a row (a crash while the mission was being written): added, pending."""
     have = {t.idx for t in m.tasks.values()}
-    if len(have) == len(m.spec.tasks):
+    if len(have) == len(m.doc):
         return []
     out = []
-    for i, ts in enumerate(m.spec.tasks):
+    for i in range(len(m.doc)):
         if i not in have:
-            t = Task(id=f"{m.id}:{i + 1}", mission_id=m.id, idx=i, title=ts.title,
-                     agent=ts.assign_to or default_agent or "", spec=ts, status=TaskStatus.PENDING,
-                     updated_at=m.created_at)
+            t = new_task(m, i, default_agent, m.created_at)
             m.tasks[t.id] = t
             out.append(t)
     if out:
@@ -106,16 +114,17 @@ class Admission:
 
     def build_mission(self, *, mid: str, run: int, spec: MissionSpec, source: str, digest: str,
                       warnings: list[str]) -> Mission:
+        """The mission and its pending tasks. It keeps ``spec`` as its stored JSON (:class:`MissionDoc`), not as
+        models: a ``spec`` from :func:`polpo.intake.check.check_mission` is a document's head already."""
         now = self.clock.now()
         m = Mission(id=mid, seq=self.next_seq, name=spec.name or Path(source).stem, source=source, hash=digest,
-                    run=run, spec=spec, workspace=self.workspace_for(mid, spec, source),
+                    run=run, doc=MissionDoc.of(spec), workspace=self.workspace_for(mid, spec, source),
                     status=MissionStatus.RUNNING, created_at=now, warnings=warnings,
                     home=None if spec.settings.affinity == "any" else self.cfg.daemon.node)
         self.next_seq += 1
         default_agent = self.agents.default_agent(spec)
-        for i, ts in enumerate(spec.tasks):
-            t = Task(id=f"{mid}:{i + 1}", mission_id=mid, idx=i, title=ts.title,
-                     agent=ts.assign_to or default_agent or "", spec=ts, status=TaskStatus.PENDING, updated_at=now)
+        for i in range(len(m.doc)):
+            t = new_task(m, i, default_agent, now)
             m.tasks[t.id] = t
         wire(m)
         return m
@@ -135,9 +144,9 @@ class Admission:
         mid, run = self.new_mission_id(source)
         m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
         await anyio.to_thread.run_sync(lambda: m.workspace.mkdir(parents=True, exist_ok=True))
-        m.warnings = [*m.warnings, *isolation_warnings(spec, m.workspace)]
-        # the validated spec as canonical JSON: what a restart reads back is exactly what runs now
-        tx = self.store.tx().mission(m, spec.model_dump_json(exclude_none=True))
+        m.warnings = [*m.warnings, *isolation_warnings(m.doc, m.workspace)]
+        # the validated spec as canonical JSON (m.doc): what a restart reads back is exactly what runs now
+        tx = self.store.tx().mission(m)
         self.sources[source] = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid)
         tx.source(source, digest, SourceOutcome.ACCEPTED, mid, m.created_at)
         tx.event(MissionAccepted(name=m.name, file=source, hash=digest, run=run, task_count=len(m.tasks),
@@ -152,6 +161,7 @@ class Admission:
             for t in chunk:
                 self.board.make_ready(t)
             tx = self.store.tx()
+        await anyio.to_thread.run_sync(trim)  # the check's and the chunks' garbage goes back before the next file
         return m
 
     def record(self, source: str, digest: str, outcome: SourceOutcome, mission_id: str | None) -> None:

@@ -21,6 +21,7 @@ from polpo.engine.gates import evaluate_gate
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.report import mission_report
 from polpo.engine.threshold import ScoredTask, mission_threshold
+from polpo.engine.trim import trim_soon
 from polpo.events.catalog import (
     GateFailed,
     GatePassed,
@@ -37,6 +38,9 @@ from polpo.store.tx import Tx
 log = logging.getLogger("polpo.engine")
 
 __all__ = ["CompletionHooks", "MissionBoard"]
+
+# a task's turn: dispatched, its agent running, its checks running. Outside it the task keeps no parsed spec.
+_TURN = frozenset({TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW})
 
 
 class CompletionHooks(Protocol):
@@ -77,11 +81,13 @@ class MissionBoard:
         return m
 
     def forget(self, m: Mission) -> None:
+        """A finished mission leaves memory: its records go, and the heap's freed pages with them (trim)."""
         self.missions.pop(m.id, None)
         for tid in m.tasks:
             self.tasks.pop(tid, None)
             self.attempts.pop(tid, None)
         self.on_forget(m)
+        trim_soon()
 
     def mission_of(self, task: Task) -> Mission:
         return self.missions[task.mission_id]
@@ -102,6 +108,8 @@ class MissionBoard:
             task.finished_at = now
         elif old.terminal:
             task.finished_at = None
+        if task.status not in _TURN:
+            task.drop_spec()  # the turn is over: the spec goes back to being JSON in the mission's document
         tx.task(task)
         tx.event(TaskTransition(from_=old, to=task.status, trigger=trigger, reason=reason, attempt=attempt,
                                 kind=kind, agent=agent, exit_code=exit_code, error=error),
@@ -124,6 +132,7 @@ class MissionBoard:
 
     def make_ready(self, task: Task) -> None:
         if task.status is TaskStatus.PENDING and task.waiting_on == 0:
+            task.drop_spec()  # a queued task waits as JSON, whoever read its spec meanwhile
             self.on_ready(task)
 
     def _on_terminal(self, first: Task) -> None:
@@ -211,7 +220,7 @@ class MissionBoard:
         all_done = all(t.status is TaskStatus.DONE for t in tasks)
         limit = m.spec.quality_threshold if m.spec.quality_threshold is not None else \
             self.cfg.defaults.quality_threshold
-        quality = mission_threshold([ScoredTask(t.title, t.status, t.score, t.spec.priority) for t in tasks], limit)
+        quality = mission_threshold([ScoredTask(t.title, t.status, t.score, t.priority) for t in tasks], limit)
         below = quality.passed is False
         if m.status is MissionStatus.CANCELLING:
             outcome = MissionStatus.CANCELLED
@@ -257,9 +266,11 @@ class MissionBoard:
 def wire(m: Mission) -> None:
     """Derive dependency links, gate counters and waiting counts from the tasks' current states."""
     by_title = {t.title: t for t in m.tasks.values()}
+    by_idx = {t.idx: t for t in m.tasks.values()}
     dependents: dict[str, list[str]] = {}
     for t in m.tasks.values():
-        t.deps = tuple(by_title[d].id for d in t.spec.depends_on if d in by_title) if t.spec.depends_on else ()
+        deps = m.doc.deps(t.idx)
+        t.deps = tuple(by_idx[i].id for i in deps if i in by_idx) if deps else ()
         for d in t.deps:
             dependents.setdefault(d, []).append(t.id)
     for t in m.tasks.values():

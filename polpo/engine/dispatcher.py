@@ -76,7 +76,7 @@ class Dispatcher:
             return
         m = self.board.missions.get(task.mission_id)
         if m is not None:
-            self.queue.push(task.spec.priority, m.seq, task.idx, task.id)
+            self.queue.push(task.priority, m.seq, task.idx, task.id)
             self.wake()
 
     def resume(self, task: Task) -> None:
@@ -134,6 +134,7 @@ class Dispatcher:
                 self.running[task_id] = handle
                 self.queue.started(handle.keys)
                 tg.start_soon(self._guarded, task, handle, name=f"task {task_id}")
+                del task, handle  # its run holds them; this frame must not keep a finished mission alive
             await self._wake.wait()
 
     async def _run_claimed(self, tg: TaskGroup, claims: ClaimSource) -> None:

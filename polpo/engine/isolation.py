@@ -39,6 +39,7 @@ import orjson
 
 from polpo.config import Config
 from polpo.events.catalog import TaskMergeConflict, TaskMerged, TaskWorktree
+from polpo.model.doc import MissionDoc
 from polpo.model.records import Mission, Task
 from polpo.model.status import TaskStatus
 from polpo.store.protocol import Store
@@ -63,11 +64,14 @@ def isolation_of(spec_task: Any, settings: Any, agent_isolation: str | None) -> 
     return str(spec_task.isolation or settings.isolation or agent_isolation or "none")
 
 
-def isolation_warnings(spec: Any, workspace: Path) -> list[str]:
-    """A warning when tasks ask for worktrees but the workspace is not a repository's top folder."""
+def isolation_warnings(doc: MissionDoc, workspace: Path) -> list[str]:
+    """A warning when tasks ask for worktrees but the workspace is not a repository's top folder (read from the
+    mission's document: no task spec is parsed)."""
+    spec = doc.head
     git_agents = {a.name for a in spec.team if a.enable_git}
-    wanting = [t.title for t in spec.tasks
-               if isolation_of(t, spec.settings, "worktree" if t.assign_to in git_agents else None) == "worktree"]
+    wanting = [title for i, title in enumerate(doc.titles)
+               if str(doc.isolation(i) or spec.settings.isolation
+                      or ("worktree" if doc.assignees[i] in git_agents else None) or "none") == "worktree"]
     if not wanting or top_level(workspace):
         return []
     names = ", ".join(wanting[:3]) + (f" and {len(wanting) - 3} more" if len(wanting) > 3 else "")

@@ -71,7 +71,7 @@ class SlaKeeper:
             for t in m.tasks.values():
                 if t.terminal:
                     continue
-                deadline = self._deadline(m, t.spec.deadline)
+                deadline = self._deadline(m, t.deadline)
                 if deadline is None:
                     continue
                 for mark in sla_status(now, m.created_at, deadline, self.sla.warning_threshold,
@@ -96,7 +96,7 @@ class SlaKeeper:
     def on_task_terminal(self, tx: Tx, t: Task, m: Mission) -> None:
         if t.status is not TaskStatus.DONE or t.finished_at is None:
             return
-        deadline = self._deadline(m, t.spec.deadline)
+        deadline = self._deadline(m, t.deadline)
         if deadline is None:
             return
         mark = completion_mark(t.finished_at, deadline, entity_id=t.id, entity_type="task",

@@ -17,6 +17,7 @@ from polpo.intake.scoped import scoped_problems
 from polpo.mission.jsonbytes import carryable
 from polpo.mission.loader import Problem, load_mission
 from polpo.mission.schema import MissionSpec
+from polpo.model.doc import MissionDoc
 
 __all__ = ["INTERNAL_ERROR", "INVALID", "MAX_REPORTED", "Policy", "Verdict", "cap", "check_mission", "internal_error",
            "stored_round_trip", "unknown_channels", "unreadable"]
@@ -31,7 +32,10 @@ _MAX_ERROR_TEXT = 500
 
 @dataclass(frozen=True)
 class Verdict:
-    """``spec`` (ready to accept) iff there are no problems; ``reason`` says why not."""
+    """``spec`` (ready to accept) iff there are no problems; ``reason`` says why not.
+
+    ``spec`` is the head of the stored form (:class:`polpo.model.doc.MissionDoc`, read back the way recovery reads
+    it): its ``tasks`` parse from that JSON on access, so a big mission is not held as models."""
 
     spec: MissionSpec | None
     problems: list[Problem]
@@ -56,15 +60,17 @@ def check_mission(raw: bytes, *, known_agents: Collection[str] | None, channels:
                     + (policy(result.spec) if policy is not None else []))
         if problems:
             return Verdict(None, problems, result.warnings, INVALID)
-        return Verdict(stored_round_trip(result.spec), [], result.warnings, None)
+        stored, warnings = MissionDoc.of(result.spec), result.warnings
+        del result  # the loader's models go before the stored form is read back: one full copy at a time
+        return Verdict(MissionDoc.parse(stored.blob).head, [], warnings, None)
     except Exception as exc:
         log.exception("internal error while checking a mission file")
         return internal_error(exc)
 
 
 def stored_round_trip(spec: MissionSpec) -> MissionSpec:
-    """The spec as a restart reads it back: admission stores this JSON, recovery parses it."""
-    return MissionSpec.model_validate_json(spec.model_dump_json(exclude_none=True))
+    """The spec as a restart reads it back, as models: admission stores this JSON, recovery parses it."""
+    return MissionSpec.model_validate_json(MissionDoc.of(spec).text())
 
 
 def internal_error(exc: BaseException) -> Verdict:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from polpo.checks.base import CheckOutcome
-from polpo.mission.schema import MissionSpec, TaskSpec
+from polpo.mission.schema import MissionSpec, Notifications, TaskSpec
+from polpo.model.doc import MissionDoc
 from polpo.model.status import (
     AssessmentStatus,
     AttemptKind,
@@ -81,12 +82,15 @@ class Assessment:
 
 @dataclass(eq=False, slots=True)
 class Task:
+    """A task's state. Its spec stays in the mission's :class:`MissionDoc` as JSON while it waits: :attr:`spec`
+    parses it on first use and keeps it until the board drops it (:meth:`drop_spec`) when the turn ends."""
+
     id: str
     mission_id: str
     idx: int
     title: str
     agent: str
-    spec: TaskSpec
+    doc: MissionDoc  # the mission's document; this task is its ``idx``-th
     status: TaskStatus
     updated_at: datetime
     reason: str | None = None
@@ -109,10 +113,40 @@ class Task:
     dependents: tuple[str, ...] = ()
     waiting_on: int = 0  # dependencies not done + gates not passed
     gates: tuple[str, ...] = ()  # names of gates that block this task
+    _spec: TaskSpec | None = field(default=None, init=False, repr=False)
 
     @property
     def terminal(self) -> bool:
         return self.status.terminal
+
+    @property
+    def spec(self) -> TaskSpec:
+        """The task's spec, parsed from the mission's stored JSON on first use (kept until :meth:`drop_spec`)."""
+        s = self._spec
+        if s is None:
+            s = self._spec = self.doc.task(self.idx)
+        return s
+
+    @property
+    def spec_loaded(self) -> bool:
+        return self._spec is not None
+
+    def drop_spec(self) -> None:
+        """Forget the parsed spec (the turn ended); the next use parses it again."""
+        self._spec = None
+
+    # read while the task waits: from the document, never by parsing the spec
+    @property
+    def priority(self) -> float:
+        return self.doc.priority(self.idx)
+
+    @property
+    def deadline(self) -> Any:
+        return self.doc.deadline(self.idx)
+
+    @property
+    def notifications(self) -> Notifications | None:
+        return self.doc.notifications(self.idx)
 
 
 @dataclass(eq=False)
@@ -123,7 +157,7 @@ class Mission:
     source: str
     hash: str
     run: int
-    spec: MissionSpec
+    doc: MissionDoc  # the stored document; ``spec`` is its head
     workspace: Path
     status: MissionStatus
     created_at: datetime
@@ -140,6 +174,16 @@ class Mission:
     gate_pending: dict[str, int] = field(default_factory=dict)
     gates_after: dict[str, list[str]] = field(default_factory=dict)
     _by_title: dict[str, Task] = field(default_factory=dict, repr=False)
+
+    @property
+    def spec(self) -> MissionSpec:
+        """The mission's spec; its ``tasks`` parse from the stored JSON on each access (use the tasks' ``spec``)."""
+        return self.doc.head
+
+    @spec.setter
+    def spec(self, value: MissionSpec) -> None:
+        """A new document from ``value`` (tests and tools that change a spec in memory; the store keeps its own)."""
+        self.doc = MissionDoc.of(value)
 
     def task_by_title(self, title: str) -> Task | None:
         """O(1) after the first call: titles are unique and a mission's tasks never change."""

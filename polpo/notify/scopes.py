@@ -62,7 +62,7 @@ def _scope(n: Notifications | None) -> Scope | None:
 
 def scopes_of(m: Mission) -> MissionScopes | None:
     """The mission's scoped rules, or None when neither it nor any of its tasks has any."""
-    tasks = {t.id: s for t in m.tasks.values() if (s := _scope(t.spec.notifications)) is not None}
+    tasks = {t.id: s for t in m.tasks.values() if (s := _scope(t.notifications)) is not None}
     mission = _scope(m.spec.notifications)
     return MissionScopes(mission, tasks) if mission is not None or tasks else None
 

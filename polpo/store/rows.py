@@ -18,7 +18,7 @@ import orjson
 
 from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
-from polpo.mission.schema import MissionSpec
+from polpo.model.doc import MissionDoc
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.status import (
     AssessmentStatus,
@@ -97,9 +97,9 @@ def _loads(v: str | None) -> Any:
 # --------------------------------------------------------------------------------------------- to rows
 
 
-def mission_row(m: Mission, spec_json: str | None = None) -> Row:
-    spec = spec_json if spec_json is not None else m.spec.model_dump_json(exclude_none=True)
-    return (m.id, m.seq, m.name, m.source, m.hash, m.run, spec, str(m.workspace), m.status.value, m.reason,
+def mission_row(m: Mission) -> Row:
+    """``spec`` is insert-only: the stored JSON the mission keeps, never serialised again."""
+    return (m.id, m.seq, m.name, m.source, m.hash, m.run, m.doc.text(), str(m.workspace), m.status.value, m.reason,
             _json(m.report), orjson.dumps(m.warnings).decode(), iso(m.created_at), _ts(m.finished_at), m.home)
 
 
@@ -132,9 +132,9 @@ def check_row(assessment_id: str, task_id: str, c: CheckOutcome, at: datetime) -
 
 
 def mission_from_row(r: Mapping[str, Any]) -> Mission:
-    """A mission record (without its tasks) from its row; the stored spec is validated again."""
+    """A mission record (without its tasks) from its row; the stored spec is validated again, task by task."""
     return Mission(id=r["id"], seq=r["seq"], name=r["name"], source=r["source"], hash=r["hash"], run=r["run"],
-                   spec=MissionSpec.model_validate_json(r["spec"]), workspace=Path(r["workspace"]),
+                   doc=MissionDoc.parse(r["spec"]), workspace=Path(r["workspace"]),
                    status=MissionStatus(r["status"]), created_at=parse_iso(r["created_at"]),
                    warnings=orjson.loads(r["warnings"]), reason=r["reason"], report=_loads(r["report"]),
                    finished_at=_dt(r["finished_at"]), home=r["home"])
@@ -142,7 +142,7 @@ def mission_from_row(r: Mapping[str, Any]) -> Mission:
 
 def task_from_row(r: Mapping[str, Any], m: Mission) -> Task:
     return Task(id=r["id"], mission_id=m.id, idx=r["idx"], title=r["title"], agent=r["agent"],
-                spec=m.spec.tasks[r["idx"]], status=TaskStatus(r["status"]), updated_at=parse_iso(r["updated_at"]),
+                doc=m.doc, status=TaskStatus(r["status"]), updated_at=parse_iso(r["updated_at"]),
                 reason=r["reason"], attempts=r["attempts"], retries=r["retries"], fix_attempts=r["fix_attempts"],
                 total_fixes=r["total_fixes"], interruptions=r["interruptions"],
                 next_kind=AttemptKind(r["next_kind"]), feedback=r["feedback"], started_at=_dt(r["started_at"]),

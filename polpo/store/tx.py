@@ -50,8 +50,8 @@ class Tx:
             self._done.set()
 
     # -- rows -----------------------------------------------------------------------------------------------
-    def mission(self, m: Mission, spec_json: str | None = None) -> Tx:
-        self.ops.append((R.MISSIONS, R.mission_row(m, spec_json)))
+    def mission(self, m: Mission) -> Tx:
+        self.ops.append((R.MISSIONS, R.mission_row(m)))
         return self
 
     def task(self, t: Task) -> Tx:

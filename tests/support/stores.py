@@ -17,6 +17,7 @@ import anyio
 from polpo.clock import FakeClock
 from polpo.config import StoreSettings
 from polpo.mission.schema import MissionSpec
+from polpo.model.doc import MissionDoc
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.status import AssessmentStatus, AttemptKind, AttemptStatus, MissionStatus, TaskStatus
 from polpo.store import read
@@ -101,12 +102,12 @@ def spec(name: str = "m", n_tasks: int = 2) -> MissionSpec:
 
 def mission(mid: str = "m", seq: int = 1, status: MissionStatus = MissionStatus.RUNNING, name: str = "m") -> Mission:
     return Mission(id=mid, seq=seq, name=name, source=f"/missions/{mid}.json", hash="h" + mid, run=1,
-                   spec=spec(name), workspace=Path("/ws") / mid, status=status, created_at=T0)
+                   doc=MissionDoc.of(spec(name)), workspace=Path("/ws") / mid, status=status, created_at=T0)
 
 
 def task(m: Mission, idx: int, status: TaskStatus = TaskStatus.PENDING, **kw: object) -> Task:
     return Task(id=f"{m.id}:{idx + 1}", mission_id=m.id, idx=idx, title=m.spec.tasks[idx].title, agent="shell",
-                spec=m.spec.tasks[idx], status=status, updated_at=T0, **kw)  # type: ignore[arg-type]
+                doc=m.doc, status=status, updated_at=T0, **kw)  # type: ignore[arg-type]
 
 
 def attempt(t: Task, number: int, prompt: str = "do it", status: AttemptStatus = AttemptStatus.RUNNING,

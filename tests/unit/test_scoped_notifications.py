@@ -13,6 +13,7 @@ from polpo.events.catalog import Event
 from polpo.intake.scoped import scoped_problems
 from polpo.mission.loader import LoadResult, load_mission
 from polpo.mission.schema import MissionSpec
+from polpo.model.doc import MissionDoc
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.notify.channels import Notification, event_json, summarize
@@ -103,10 +104,10 @@ def test_unknown_channels_and_events_are_problems_with_paths() -> None:
 def mission(d: dict[str, Any], mid: str = "m") -> Mission:
     spec = spec_of(d)
     now = datetime(2026, 3, 1, tzinfo=UTC)
-    m = Mission(id=mid, seq=1, name=mid, source=f"/x/{mid}.json", hash="h", run=1, spec=spec,
+    m = Mission(id=mid, seq=1, name=mid, source=f"/x/{mid}.json", hash="h", run=1, doc=MissionDoc.of(spec),
                 workspace=Path("/tmp"), status=MissionStatus.RUNNING, created_at=now)
     for i, ts in enumerate(spec.tasks):
-        t = Task(id=f"{mid}:{i + 1}", mission_id=mid, idx=i, title=ts.title, agent="a", spec=ts,
+        t = Task(id=f"{mid}:{i + 1}", mission_id=mid, idx=i, title=ts.title, agent="a", doc=m.doc,
                  status=TaskStatus.PENDING, updated_at=now)
         m.tasks[t.id] = t
     return m

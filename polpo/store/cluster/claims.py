@@ -65,7 +65,7 @@ def _lock_key(key: str) -> int:
 
 
 def offer_row(task: Task, m: Mission, agent_key: str, agent_limit: int | None) -> R.Row:
-    return (task.id, m.id, m.home, float(task.spec.priority), m.seq, task.idx, agent_key, agent_limit,
+    return (task.id, m.id, m.home, float(task.priority), m.seq, task.idx, agent_key, agent_limit,
             m.spec.settings.max_concurrency)
 
 
