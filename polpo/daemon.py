@@ -32,7 +32,6 @@ from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.http.auth import http_plan
-from polpo.http.service import HttpService
 from polpo.intake.handler import IntakeHandler
 from polpo.intake.watcher import Intake
 from polpo.llm.client import load_litellm
@@ -51,6 +50,7 @@ from polpo.tools.childwatch import pidfd_child_watcher
 from polpo.tools.orphans import become_subreaper
 
 if TYPE_CHECKING:
+    from polpo.http.service import HttpService
     from polpo.store.cluster.node import ClusterNode
 
 log = logging.getLogger("polpo.daemon")
@@ -135,6 +135,9 @@ class Daemon:
         self.intake = intake
         try:
             if self.http_plan is not None:
+                # lazy for start-up time and memory: the web stack (uvicorn, starlette, prometheus) only when asked
+                from polpo.http.service import HttpService
+
                 self.http = HttpService(cfg, self.http_plan, store, engine, channels=set(self.notify.channels),
                                         readers=self.readers, reviews=self._reviews)
                 try:

@@ -15,10 +15,9 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import httpx
 import orjson
 
 from polpo.clock import Clock, SystemClock
@@ -30,7 +29,11 @@ from polpo.notify.config import ChannelConfig, CommandChannel, FileChannel, Slac
 from polpo.notify.scopes import render_template
 from polpo.tools.procs import minimal_env, run_process
 
-__all__ = ["Deliverer", "DeliveryError", "Notification", "event_json", "make_deliverer", "slack_text", "summarize"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Deliverer", "DeliveryError", "Notification", "event_json", "make_deliverer", "needs_http", "slack_text",
+           "summarize"]
 
 USER_AGENT = "polpo-notify/1"
 
@@ -117,6 +120,8 @@ class _HttpDeliverer:
 
     async def _attempt(self, body: bytes, headers: dict[str, str]) -> tuple[bool, str]:
         """``(retry?, error)``: ``(False, "")`` is success."""
+        import httpx  # lazy for the daemon's start-up and memory: only HTTP channels need it (~50 ms)
+
         limit = self.ch.timeout.total_seconds()
         try:
             with anyio.fail_after(limit):  # a hard bound: httpx's timeouts are per phase (connect, each read)
@@ -197,13 +202,19 @@ class CommandDeliverer:
         raise DeliveryError(f"{prog}: {why}" + (f": {err}" if err else ""))
 
 
-def make_deliverer(name: str, ch: ChannelConfig, *, client: httpx.AsyncClient, clock: Clock | None = None,
+def needs_http(ch: ChannelConfig) -> bool:
+    """Whether the channel sends over HTTP (the notifier opens an HTTP client only for such channels)."""
+    return isinstance(ch, WebhookChannel | SlackChannel)
+
+
+def make_deliverer(name: str, ch: ChannelConfig, *, client: httpx.AsyncClient | None, clock: Clock | None = None,
                    sleep: Sleep = anyio.sleep) -> Deliverer:
-    """The deliverer for a typed channel; HTTP ones share ``client`` (its lifetime is the caller's)."""
-    if isinstance(ch, WebhookChannel):
-        return WebhookDeliverer(name, ch, client, sleep)
-    if isinstance(ch, SlackChannel):
-        return SlackDeliverer(name, ch, client, sleep)
+    """The deliverer for a typed channel; HTTP ones share ``client`` (its lifetime is the caller's; needed by
+    HTTP channels only, see :func:`needs_http`)."""
+    if isinstance(ch, WebhookChannel | SlackChannel):
+        if client is None:
+            raise ValueError(f"channel {name!r} sends over HTTP: it needs a client")
+        return (WebhookDeliverer if isinstance(ch, WebhookChannel) else SlackDeliverer)(name, ch, client, sleep)
     if isinstance(ch, FileChannel):
         return FileDeliverer(name, ch)
     return CommandDeliverer(name, ch, clock or SystemClock())

@@ -14,17 +14,17 @@ cannot feed back into the router. A full queue drops the new notification and re
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import anyio
-import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from polpo.clock import Clock, SystemClock
 from polpo.events.catalog import Event
 from polpo.llm.secrets import redact, redact_url
-from polpo.notify.channels import Deliverer, DeliveryError, Notification, Sleep, make_deliverer
+from polpo.notify.channels import Deliverer, DeliveryError, Notification, Sleep, make_deliverer, needs_http
 from polpo.notify.config import CommandChannel, NotifyConfig, SlackChannel, WebhookChannel
 from polpo.notify.scopes import ScopeRegistry, Target, resolve
 
@@ -103,7 +103,12 @@ class Notifier:
             raise RuntimeError("Notifier.run() is already running")
         self._running = True
         try:
-            async with httpx.AsyncClient(follow_redirects=False) as client, anyio.create_task_group() as tg:
+            async with contextlib.AsyncExitStack() as stack, anyio.create_task_group() as tg:
+                client = None
+                if any(needs_http(ch) for name, ch in self.config.channels.items() if name not in self._given):
+                    import httpx  # lazy for the daemon's start-up and memory: only HTTP channels need it
+
+                    client = await stack.enter_async_context(httpx.AsyncClient(follow_redirects=False))
                 for name, ch in self.config.channels.items():
                     d = self._given.get(name) or make_deliverer(name, ch, client=client, clock=self._clock,
                                                                 sleep=self._sleep)

@@ -140,3 +140,12 @@ def test_tail_does_not_build_the_event_catalog() -> None:
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_the_daemon_loads_no_web_stack_it_was_not_asked_for() -> None:
+    code = ("import sys, polpo.daemon; "
+            "print(sorted(m for m in ('uvicorn', 'starlette.applications', 'prometheus_client', 'httpx', 'litellm') "
+            "if m in sys.modules))")  # [http] and HTTP notification channels import them when configured
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
