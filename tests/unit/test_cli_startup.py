@@ -23,8 +23,9 @@ path = "audit.jsonl"
 """
 
 # never on validate's path: the daemon's machinery, and what only a mission with notification rules needs
+# (orjson is on it: the stored form of a mission, polpo.model.doc, is what validate round-trips)
 NOT_IMPORTED = ("polpo.events.catalog", "polpo.engine", "polpo.store", "polpo.agents", "polpo.tools", "asyncio",
-                "anyio", "sqlite3", "aiosqlite", "litellm", "orjson", "importlib.metadata")
+                "anyio", "sqlite3", "aiosqlite", "litellm", "importlib.metadata")
 
 
 def _env() -> dict[str, str]:
