@@ -50,9 +50,12 @@ class _Budget:
         self.left = left
 
 
-def event_data(payload: Payload) -> dict[str, Any]:
-    """The payload as the event's ``data``: camelCase keys, secrets masked, JSON-safe, bounded."""
-    secrets = secret_values()
+def event_data(payload: Payload, secrets: list[str] | None = None) -> dict[str, Any]:
+    """The payload as the event's ``data``: camelCase keys, secrets masked, JSON-safe, bounded.
+
+    ``secrets``: the values to mask, default the environment's (a writer stamping a batch reads them once)."""
+    if secrets is None:
+        secrets = secret_values()
     budget = _Budget(MAX_EVENT)
     out: dict[str, Any] = {}
     for attr, key, optional in _spec(type(payload)):

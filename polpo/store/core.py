@@ -25,6 +25,7 @@ from polpo.clock import Clock, iso
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.events.pipeline import event_data
+from polpo.llm.secrets import secret_values
 from polpo.store.errors import StoreUnavailable
 from polpo.store.protocol import StoreError, Subscriber
 from polpo.store.rows import ASSESSMENTS, ATTEMPTS, TASKS, Row, Table
@@ -171,6 +172,7 @@ class StoreCore:
         latest: dict[tuple[Table, object], Row] = {}
         events: list[Event] = []
         first_seq = self._seq
+        secrets = secret_values()  # once per batch, not per event
         for tx in batch:
             tx.events.clear()  # a batch tried again is stamped again
             for table, row in tx.ops:
@@ -185,7 +187,7 @@ class StoreCore:
                     group.append(row)
             for payload, mission_id, task_id in tx.pending:
                 self._seq += 1
-                data = event_data(payload)
+                data = event_data(payload, secrets)
                 ev = Event(self._seq, tx.ts or "", payload.NAME, mission_id, task_id, data, orjson.dumps(data),
                            self.node)
                 tx.events.append(ev)
