@@ -53,6 +53,8 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
     """``text`` with every secret value (and ``extra`` strings) replaced by ``***``."""
+    if not extra and len(text) < _MIN_LEN:  # shorter than any secret value (or bearer token): nothing to mask
+        return text
     return mask(text, [*secret_values(), *extra])
 
 

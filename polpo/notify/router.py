@@ -71,6 +71,8 @@ class Notifier:
 
     def route(self, event: Event, extra_channels: Sequence[str] = ()) -> list[str]:
         """Queue ``event`` for its channels and return their names; never blocks, never raises."""
+        if not self._send and not extra_channels:  # no channel configured, and rules may name configured ones only
+            return []
         queued = []
         try:
             targets = self.targets(event, extra_channels)
