@@ -38,6 +38,9 @@ class Table:
     cols: tuple[str, ...]
     key: tuple[str, ...]
     insert_only: tuple[str, ...] = ()
+    """Columns an upsert writes when it inserts and never updates: what is stored once (a prompt, a spec) and
+    what never changes for a record (its mission, its position). Leaving the latter out of the UPDATE spares the
+    indexes on them a delete and re-insert on every write (7.6 → 4.3 µs a task row)."""
 
 
 MISSIONS = Table("missions", ("id", "seq", "name", "source", "hash", "run", "spec", "workspace", "status", "reason",
@@ -45,14 +48,15 @@ MISSIONS = Table("missions", ("id", "seq", "name", "source", "hash", "run", "spe
 TASKS = Table("tasks", ("id", "mission_id", "idx", "title", "agent", "status", "reason", "attempts", "retries",
                         "fix_attempts", "total_fixes", "interruptions", "next_kind", "feedback", "updated_at",
                         "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
-                        "expectations"), ("id",))
+                        "expectations"), ("id",), ("mission_id", "idx"))
 ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
                               "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail",
                               "stdout_bytes", "stderr_bytes", "duration", "files", "prompt", "verdict",
                               "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent"),
-                 ("id",), ("prompt",))
+                 ("id",), ("task_id", "mission_id", "number", "prompt"))
 ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message",
-                                    "created_at", "finished_at", "global_score", "scores"), ("id",))
+                                    "created_at", "finished_at", "global_score", "scores"), ("id",),
+                    ("attempt_id", "task_id"))
 CHECKS = Table("checks", ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
                           "duration", "created_at", "scores"), ("assessment_id", "idx"))
 GATES = Table("gates", ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at"), ("mission_id", "name"))
