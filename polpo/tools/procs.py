@@ -192,6 +192,8 @@ class _Collector(asyncio.SubprocessProtocol):
 
 async def _wait(fut: asyncio.Future[None], seconds: float) -> bool:
     """Whether ``fut`` completes within ``seconds`` (it is not cancelled when the time is up)."""
+    if fut.done():
+        return True
     with anyio.move_on_after(seconds):
         await asyncio.shield(fut)
         return True
@@ -258,9 +260,10 @@ async def run_process(
             else:
                 kill_group(pid, signal.SIGKILL)  # the leader is gone; nothing it started may outlive it
             # Everything that held the pipes is dead: read what is left (a setsid() escapee may keep them open).
-            with anyio.move_on_after(_DRAIN_SECONDS):
-                for done in proto.pipes_closed.values():
-                    await asyncio.shield(done)
+            if not all(done.done() for done in proto.pipes_closed.values()):
+                with anyio.move_on_after(_DRAIN_SECONDS):
+                    for done in proto.pipes_closed.values():
+                        await asyncio.shield(done)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await terminate_group(pid, grace)

@@ -15,7 +15,7 @@ from polpo.agents.base import Agent, AgentRequest, AgentResult
 from polpo.agents.llm import LLMAgent
 from polpo.agents.transcript import files_touched, timeline_text
 from polpo.clock import SystemClock
-from polpo.llm.client import LLMClient, ModelSettings
+from polpo.llm.client import LLMClient, ModelSettings, load_litellm
 from polpo.tools.catalog import TOOLS
 from polpo.tools.commands import command_env
 from polpo.tools.registry import ToolContext
@@ -66,6 +66,7 @@ def make_request(ws: Path, **changes: Any) -> AgentRequest:
 
 
 async def run(agent: LLMAgent, request: AgentRequest) -> tuple[AgentResult, list[int | None]]:
+    await load_litellm()  # imported first, as the daemon does at start: a session limit must not time the import
     started: list[int | None] = []
     result = await agent.run(request, on_start=started.append)
     return result, started
@@ -281,17 +282,18 @@ async def test_missing_api_key_is_an_error_not_a_crash(srv: FakeLLM, ws: Path, m
 
 
 async def test_the_session_time_limit_stops_a_slow_model(srv: FakeLLM, ws: Path) -> None:
-    srv.script(tool_call("list_dir", {}), delay(5, text("too late")))
-    result, _ = await run(make_agent(srv), make_request(ws, timeout=1.0))
+    srv.script(tool_call("list_dir", {}), delay(30, text("too late")))
+    # 3 s: room for litellm's first call (its set-up takes about a second on a loaded machine)
+    result, _ = await run(make_agent(srv), make_request(ws, timeout=3.0))
     assert result.timed_out and not result.ok and result.exit_code is None
-    assert "timed out after 1 s" in result.stderr_tail
+    assert "timed out after 3 s" in result.stderr_tail
     assert result.transcript is not None and result.transcript[-1]["kind"] == "timeout"
     assert len(tool_entries(result)) == 1  # what happened before the limit is kept
 
 
 async def test_the_session_time_limit_kills_a_running_command(srv: FakeLLM, ws: Path) -> None:
     srv.script(tool_call("run_command", {"command": "sleep 30 & echo $! > bg.pid; sleep 30"}), text("never"))
-    result, _ = await run(make_agent(srv), make_request(ws, timeout=1.0))
+    result, _ = await run(make_agent(srv), make_request(ws, timeout=3.0))  # room for litellm's first call
     assert result.timed_out
     bg = int((ws / "bg.pid").read_text())
     assert await dies(bg)
