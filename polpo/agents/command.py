@@ -198,21 +198,30 @@ async def read_outcomes(path: str, workspace: os.PathLike[str] | str) -> tuple[l
 
 
 _outcome_files = itertools.count(1)
-_outcomes_home: list[str] = []  # this process's folder for $POLPO_OUTCOMES files, made on first use
+_outcomes_ready: set[str] = set()  # folders made (and cleared of a previous life's files) by this process
 
 
-def _outcomes_dir() -> str:
-    """This process's private folder (0700) for ``$POLPO_OUTCOMES`` files, removed at exit.
+def outcomes_dir(folder: str | None) -> str:
+    """The private folder (0700) for ``$POLPO_OUTCOMES`` files: ``folder`` (the daemon's, in its state folder), or
+    one of this process's own in the temp folder, removed at exit.
 
     A name in a private folder needs no file made in advance (``mkstemp`` cost a random name, an exclusive
     create and a close per attempt), and nobody else can plant a file or a link under that name. A folder that
-    vanished (a ``/tmp`` cleaner, after days without an attempt) is replaced.
+    vanished (a ``/tmp`` cleaner, after days without an attempt) is made again. The daemon's folder is cleared
+    the first time: a file left by a daemon killed mid-attempt must not be read as a new attempt's.
     """
-    if not _outcomes_home or not os.path.isdir(_outcomes_home[-1]):
-        path = tempfile.mkdtemp(prefix="polpo-outcomes-")
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
-        _outcomes_home.append(path)
-    return _outcomes_home[-1]
+    if folder is None:
+        home = next((f for f in _outcomes_ready if f.startswith(tempfile.gettempdir())), None)
+        if home is None or not os.path.isdir(home):
+            home = tempfile.mkdtemp(prefix="polpo-outcomes-")
+            atexit.register(shutil.rmtree, home, ignore_errors=True)
+            _outcomes_ready.add(home)
+        return home
+    if folder not in _outcomes_ready or not os.path.isdir(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder, mode=0o700)
+        _outcomes_ready.add(folder)
+    return folder
 
 
 class CommandAgent:
@@ -230,6 +239,7 @@ class CommandAgent:
         passthrough: Sequence[str] = (),
         grace: float = 5.0,
         output_limit: int = 64 * 1024,
+        outcomes_dir: str | None = None,
     ) -> None:
         if not command:
             raise ValueError(f"agent {name!r}: empty command")
@@ -242,6 +252,7 @@ class CommandAgent:
         self.passthrough: tuple[str, ...] = tuple(passthrough)
         self.grace = grace
         self.output_limit = output_limit
+        self.outcomes_dir = outcomes_dir  # where $POLPO_OUTCOMES files go (see outcomes_dir()); None: a temp folder
 
     def __repr__(self) -> str:
         return f"CommandAgent(name={self.name!r}, command={list(self.command)!r})"
@@ -263,7 +274,8 @@ class CommandAgent:
                 duration=max(0.0, self.clock.monotonic() - start),
                 error=f"cannot create workspace {request.workspace}: {exc.strerror or exc}",
             )
-        outcomes_file = os.path.join(_outcomes_dir(), f"{next(_outcome_files)}.jsonl")  # the agent creates it
+        # the agent creates it; the name is this process's own: a daemon's folder is cleared at its first use
+        outcomes_file = os.path.join(outcomes_dir(self.outcomes_dir), f"{os.getpid()}-{next(_outcome_files)}.jsonl")
         try:
             proc = await run_process(
                 render_argv(self.command, request),

@@ -8,6 +8,7 @@ then the mission, then ``[defaults]``), and a command team agent gets the minima
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -99,7 +100,8 @@ class AgentFactory:
         if a.type == "command":
             assert a.command is not None
             agent = CommandAgent(name, a.command, clock=self.clock, default_timeout=timeout, env=a.env,
-                                 inherit_env=a.inherit_env, passthrough=passthrough)
+                                 inherit_env=a.inherit_env, passthrough=passthrough,
+                                 outcomes_dir=os.fspath(self.cfg.state_dir / "outcomes"))
         else:
             from polpo.agents.llm import LLMAgent  # lazy: command-only daemons never load the tool loop
 

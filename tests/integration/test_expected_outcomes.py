@@ -92,6 +92,19 @@ async def test_polpo_outcomes_names_a_file_in_a_private_folder_that_comes_back_i
     assert Path(second[0]).parent.is_dir() and Path(second[0]).parent != folder
 
 
+async def test_a_daemons_outcomes_folder_is_in_its_state_folder_and_a_dead_daemons_files_are_cleared(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "state" / "outcomes"
+    folder.mkdir(parents=True)
+    (folder / "999-1.jsonl").write_text('{"type": "text", "label": "Summary", "value": "stale"}\n')  # kill -9 left it
+    script = "import os; print(os.environ['POLPO_OUTCOMES'])"
+    agent = CommandAgent("dev", [sys.executable, "-c", script], clock=SystemClock(), outcomes_dir=str(folder))
+    res = await agent.run(request(tmp_path / "ws"), on_start=lambda pid: None)
+    assert Path(res.stdout_tail.strip()).parent == folder
+    assert res.outcomes == [] and list(folder.iterdir()) == []  # the stale file was not read, and is gone
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
 async def test_a_task_whose_required_outcome_is_missing_gets_a_fix_that_names_it(tmp_path: Path) -> None:
     def act(r: AgentRequest) -> Any:
         if r.kind == "fix":
