@@ -180,7 +180,7 @@ class StoreCore:
                 keep = _LAST_WINS.get(table)
                 if keep is not None:
                     first = latest.get((table, row[0]))
-                    if first is not None and keep:
+                    if first is not None and any(first[i] != row[i] for i in keep):  # (they seldom differ)
                         row = tuple(first[i] if i in keep else v for i, v in enumerate(row))
                     latest[table, row[0]] = row
                 else:
