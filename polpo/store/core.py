@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import anyio
+import anyio.lowlevel
 import orjson
 
 from polpo.clock import Clock, iso
@@ -113,6 +114,7 @@ class StoreCore:
                 if not self._queue:
                     self._wake = anyio.Event()
                     await self._wake.wait()
+                    await anyio.lowlevel.checkpoint()  # one turn of the loop: what else is ready joins the batch
                 batch = list(self._queue)
                 self._queue.clear()
                 await self._commit(batch)
