@@ -143,6 +143,9 @@ class MissionBoard:
         tx = self.store.tx()
         while work:
             task = work.pop()
+            if task.id in m.closed:  # decided already (a recovery that reads a finish the leader had followed)
+                continue
+            m.closed.add(task.id)
             m.open_tasks -= 1
             self.attempts.pop(task.id, None)  # a finished task's attempt leaves memory (it is in the store)
             if self.hooks is not None:
@@ -290,4 +293,5 @@ def wire(m: Mission) -> None:
         t.gates = tuple(blocked.get(t.title, ()))
         t.waiting_on = sum(1 for d in t.deps if m.tasks[d].status is not TaskStatus.DONE) + sum(
             1 for g in t.gates if m.gate_state.get(g, GateStatus.WAITING) is not GateStatus.PASSED)
-    m.open_tasks = sum(1 for t in m.tasks.values() if not t.terminal)
+    m.closed = {t.id for t in m.tasks.values() if t.terminal}
+    m.open_tasks = len(m.tasks) - len(m.closed)

@@ -232,6 +232,7 @@ class ClusterRole:
                 await self.queue.end(d.task_id, requeue=False)
             return
         await self.follow(m, [task.id])
+        decided = task.terminal  # a finish follow() read is decided there: not a second time below
         tx = self.store.tx()
         attempt = self.board.attempts.get(task.id)
         if task.status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS):
@@ -244,7 +245,7 @@ class ClusterRole:
                             else (Trigger.CANCEL, "mission cancelled"))
             self.board.transition(tx, task, trigger, why)
         await self.store.commit(tx)
-        if task.terminal:
+        if task.terminal and not decided:
             self.board.after_change(task)
         await self.store.flush()
         requeue = task.status in (TaskStatus.PENDING, TaskStatus.REVIEW) and m.status is MissionStatus.RUNNING

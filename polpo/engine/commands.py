@@ -96,6 +96,7 @@ class Commands:
                 continue
             if not t.terminal:
                 self.board.transition(tx, t, Trigger.CANCEL, "mission cancelled")
+                m.closed.add(t.id)
                 m.open_tasks -= 1
         self.store.submit(tx)
         if m.open_tasks <= 0:

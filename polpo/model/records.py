@@ -169,6 +169,7 @@ class Mission:
     guest: bool = False  # a copy on a node that runs some of its tasks; the leader's copy decides (polpo.store.cluster)
     tasks: dict[str, Task] = field(default_factory=dict)  # id -> task, in file order
     open_tasks: int = 0  # not terminal
+    closed: set[str] = field(default_factory=set)  # tasks counted as finished (the board decides each one once)
     gate_state: dict[str, GateStatus] = field(default_factory=dict)
     # derived by wiring: gate name -> afterTasks not yet terminal; task title -> gates waiting on it
     gate_pending: dict[str, int] = field(default_factory=dict)

@@ -328,3 +328,23 @@ async def test_an_argv_too_long_fails_the_task_at_once_and_the_description_is_st
     [t] = rows(run.store, "tasks")
     assert t["status"] == "failed" and "cannot run this task" in t["reason"] and t["retries"] == 0
     assert not run.of("task:retry")
+
+
+async def test_a_finish_decided_twice_counts_once_and_the_mission_waits_for_its_running_task(tmp_path: Path) -> None:
+    release = anyio.Event()
+
+    async def act(r: AgentRequest) -> Any:
+        if r.title == "slow":
+            await release.wait()
+        return 0
+    async with engine_on_memory(config(tmp_path), agents={"fake": ScriptAgent(act)}) as run:
+        m = await run.accept({"tasks": [task("quick"), task("slow")]})
+        quick = next(t for t in m.tasks.values() if t.title == "quick")
+        await run.wait_event("task:transition", task_id=quick.id, to="done")
+        # a second decision of the same finish (as a recovery that reads a finish already followed made it)
+        run.engine.board.after_change(quick)
+        assert m.open_tasks == 1  # the slow task still runs: the mission is not complete
+        assert not run.of("mission:completed")
+        release.set()
+        done = await run.wait_event("mission:completed", mission_id=m.id)
+    assert done.data["outcome"] == "completed" and done.data["report"]["tasks"]["done"] == 2
