@@ -198,7 +198,8 @@ async def read_outcomes(path: str, workspace: os.PathLike[str] | str) -> tuple[l
 
 
 _outcome_files = itertools.count(1)
-_outcomes_ready: set[str] = set()  # folders made (and cleared of a previous life's files) by this process
+_outcomes_ready: set[str] = set()  # daemons' folders made (and cleared of a previous life's files) by this process
+_outcomes_temp: list[str] = []  # this process's own folder in the temp folder, for agents given none
 
 
 def outcomes_dir(folder: str | None) -> str:
@@ -211,12 +212,10 @@ def outcomes_dir(folder: str | None) -> str:
     the first time: a file left by a daemon killed mid-attempt must not be read as a new attempt's.
     """
     if folder is None:
-        home = next((f for f in _outcomes_ready if f.startswith(tempfile.gettempdir())), None)
-        if home is None or not os.path.isdir(home):
-            home = tempfile.mkdtemp(prefix="polpo-outcomes-")
-            atexit.register(shutil.rmtree, home, ignore_errors=True)
-            _outcomes_ready.add(home)
-        return home
+        if not _outcomes_temp or not os.path.isdir(_outcomes_temp[-1]):
+            _outcomes_temp.append(tempfile.mkdtemp(prefix="polpo-outcomes-"))
+            atexit.register(shutil.rmtree, _outcomes_temp[-1], ignore_errors=True)
+        return _outcomes_temp[-1]
     if folder not in _outcomes_ready or not os.path.isdir(folder):
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder, mode=0o700)

@@ -5,8 +5,8 @@ daemonising tool, ``nohup … &`` in a new session) is in another group. The dae
 subreaper* (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``): such a descendant, once its parent is gone, becomes the
 daemon's child instead of init's, so the daemon can see it (its main thread's ``/proc/self/task/PID/children``)
 and, from the attempt marker in its environment, tell which attempt it belongs to. :func:`sweep` kills the adopted
-processes of attempts that have ended and reaps adopted processes that exited. It costs a few small reads, so it runs at the
-end of every attempt. Without the subreaper (another OS, or an embedding program that does not ask for it)
+processes of attempts that have ended and reaps adopted processes that exited. It costs a few small reads; the
+engine runs it after attempts end (at most every 0.2 s) and the daemon every few seconds. Without the subreaper (another OS, or an embedding program that does not ask for it)
 escapees go to init, and only the marker scan after a crash finds them.
 """
 
