@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
@@ -31,6 +32,7 @@ from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
+from polpo.extras import MissingExtra, require
 from polpo.http.auth import http_plan
 from polpo.intake.handler import IntakeHandler
 from polpo.intake.watcher import Intake
@@ -46,6 +48,7 @@ from polpo.store.open import open_store
 from polpo.store.protocol import Store, StoreError
 from polpo.store.readers import ReaderPool
 from polpo.telemetry.otel import start_tracing
+from polpo.telemetry.otel import wanted as tracing_wanted
 from polpo.tools.childwatch import pidfd_child_watcher
 from polpo.tools.orphans import become_subreaper
 
@@ -65,8 +68,11 @@ class DaemonError(Exception):
 
 class Daemon:
     def __init__(self, cfg: Config, *, clock: Clock | None = None, console: TextIO | None = sys.stderr,
-                 handle_signals: bool = True, agents: AgentFactory | None = None, heartbeat: float = HEARTBEAT) -> None:
+                 handle_signals: bool = True, agents: AgentFactory | None = None, heartbeat: float = HEARTBEAT,
+                 on_ready: Callable[[Daemon], None] | None = None) -> None:
+        check_extras(cfg)  # a feature asked for without its library stops the start here, in one line
         self.cfg = cfg
+        self.on_ready = on_ready  # called once every start-up check has passed and the daemon watches its folder
         self.clock = clock or SystemClock()
         self.console = console
         self.handle_signals = handle_signals
@@ -245,6 +251,8 @@ class Daemon:
             else:
                 await cluster.follower.ready.wait()
             self.started.set()
+            if self.on_ready is not None:
+                self.on_ready(self)
             sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=watching {cfg.missions_dir}"
                       + (f"; API at {self.http.url}" if self.http is not None else ""))
             await self._stop.wait()
@@ -346,15 +354,23 @@ def _extra_channels(cfg: Config, ev: Event) -> list[str]:
     return gate + extra_channels(cfg.sla, ev.event)
 
 
-def run_daemon(cfg: Config) -> int:
+def check_extras(cfg: Config) -> None:
+    """Every optional extra the config and the environment ask for is installed (else :class:`MissingExtra`)."""
+    if cfg.store.url is not None:
+        require("postgres", "[store] url")
+    if tracing_wanted():
+        require("otel", "tracing (OTEL_* is set)", "; or set OTEL_SDK_DISABLED=true to run without traces")
+
+
+def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
     become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
     try:
-        daemon = Daemon(cfg)
+        daemon = Daemon(cfg, on_ready=on_ready)
         anyio.run(daemon.run, backend="asyncio")
-    except (DaemonError, ConfigError, StoreError) as e:  # e.g. the PostgreSQL store is unreachable
+    except (DaemonError, ConfigError, StoreError, MissingExtra) as e:  # e.g. the PostgreSQL store is unreachable
         print(f"polpo: {e}", file=sys.stderr)
         return 1
     except (OSError, sqlite3.Error) as e:  # the state folder cannot be created, locked or written

@@ -21,10 +21,14 @@ def daemon(config_path: str | None) -> None:
     It watches [daemon] missions_dir, keeps its state in [daemon] state_dir (SQLite + events.jsonl) and
     resumes unfinished missions after a restart or a crash.
     """
-    from polpo.daemon import run_daemon
+    from polpo.daemon import Daemon, run_daemon
 
     cfg = load_config_or_exit(config_path)
-    click.echo(f"polpo: watching {cfg.missions_dir}; state in {cfg.state_dir}; log {cfg.events_path}",
-               err=True)
-    click.echo(f"polpo: follow it with `polpo tail -f --config {cfg.source}`", err=True)
-    sys.exit(run_daemon(cfg))
+
+    def ready(d: Daemon) -> None:  # only once every start-up check has passed
+        api = f"; API and web view at {d.http.url}" if d.http is not None else ""
+        click.echo(f"polpo: watching {cfg.missions_dir}; state in {cfg.state_dir}; log {cfg.events_path}{api}",
+                   err=True)
+        click.echo(f"polpo: follow it with `polpo tail -f --config {cfg.source}`", err=True)
+
+    sys.exit(run_daemon(cfg, on_ready=ready))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from polpo.clock import Clock
 from polpo.config import Config
+from polpo.extras import require
 from polpo.store.protocol import Store
 
 __all__ = ["open_store"]
@@ -11,6 +12,7 @@ __all__ = ["open_store"]
 
 async def open_store(cfg: Config, clock: Clock) -> Store:
     if cfg.store.url is not None:
+        require("postgres", "[store] url")
         from polpo.store.postgres import PostgresStore  # asyncpg is an optional extra: imported only here
 
         return await PostgresStore.open(cfg.store, clock=clock)

@@ -55,6 +55,12 @@ def open_reader(cfg: Located, *, threads: bool = False) -> Conn:
     """
     if cfg.store.url is None:
         return connect(cfg.db_path, threads=threads)
+    from polpo.extras import MissingExtra, require
+
+    try:
+        require("postgres", "[store] url")
+    except MissingExtra as e:
+        raise Unreachable(str(e)) from None
     from polpo.store import postgres_read
     from polpo.store.errors import StoreError
 

@@ -4,7 +4,8 @@ Off unless the environment asks for it: ``OTEL_TRACES_EXPORTER`` (``otlp``, ``co
 off) or an OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), and not
 ``OTEL_SDK_DISABLED=true``. The OTLP exporter (HTTP/protobuf) and the batch processor read their own ``OTEL_*``
 variables (headers, timeouts, batch sizes); ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` name the
-service (``polpo`` by default). Asked for without the extra installed, the daemon says so and runs untraced.
+service (``polpo`` by default). Asked for without the extra installed, the daemon does not start: it says so in
+one line, with the pip command (:mod:`polpo.extras`).
 """
 
 from __future__ import annotations
@@ -54,12 +55,7 @@ class Tracing:
 def start_tracing(store: Store, reviews: ReviewsFn) -> Tracing | None:
     if not wanted():
         return None
-    try:
-        provider = make_provider()
-    except ImportError as e:
-        log.warning("OTEL_* is set but OpenTelemetry is not installed (%s): pip install 'polpo[otel]'; "
-                    "running without traces", e.name)
-        return None
+    provider = make_provider()  # the daemon checked at start that the extra is installed (polpo.extras)
     from polpo.telemetry.spans import EventSpans
 
     spans = EventSpans(provider.get_tracer("polpo", __version__), reviews)
