@@ -29,6 +29,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 MODELS = ("judge-a", "judge-b", "judge-c")
+JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,8 @@ def test_a_mission_turns_done_on_the_page_and_its_reviewer_votes_show(
     page.wait_for_selector('#connection[data-state="live"]')
     page.evaluate("window.__notReloaded = true")
 
-    r = httpx.post(url + "/api/missions?name=web.json", content=reviewed_mission("Greeting"), timeout=30)
+    r = httpx.post(url + "/api/missions?name=web.json", content=reviewed_mission("Greeting"), timeout=30,
+                   headers=JSON)
     assert r.status_code == 201, r.text
     page.wait_for_selector('tr[data-mission-id="web"]')  # the list updated itself
     page.click('tr[data-mission-id="web"] a')
@@ -146,7 +148,7 @@ def test_status_and_show_tell_elapsed_time_attempt_kind_score_quality_and_gates(
     (state / "workspaces" / "cli").mkdir(parents=True, exist_ok=True)
     (state / "workspaces" / "cli" / "go").write_text("")
     assert httpx.post(url + "/api/missions?name=cli.json", content=reviewed_mission("cli"),
-                      timeout=30).status_code == 201
+                      timeout=30, headers=JSON).status_code == 201
     wait_events(state, lambda evs: any(e["event"] == "mission:completed" and e.get("missionId") == "cli"
                                        for e in evs), 60)
     status = run_cli("status", "--all", "--config", str(config)).stdout
