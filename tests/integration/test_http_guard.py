@@ -16,7 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.daemon import daemon_process, mission_json, read_events, shell_task, wait_events, write_config
+from tests.support.daemon import (
+    daemon_process,
+    mission_json,
+    read_events,
+    shell_task,
+    wait_events,
+    write_config,
+)
 
 ALLOWED = "http://ui.example:3000"
 EXTRA = f"""
