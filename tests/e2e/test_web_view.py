@@ -284,3 +284,25 @@ def test_a_page_of_another_origin_cannot_post_a_mission(browser: Any, daemon: tu
     assert sorted(p.name for p in marker.iterdir()) == ["after-evil"]
     assert not [e for e in read_events(state) if e["event"] == "mission:accepted"
                 and str(e.get("missionId")).startswith("pwned")]
+
+
+def test_behind_a_token_the_buttons_work_with_the_password_the_browser_asked_for(browser: Any, tmp_path: Path) -> None:
+    config = write_config(tmp_path, extra='[http]\nlisten = "127.0.0.1:0"\ntoken_env = "WEB_TEST_TOKEN"\n')
+    state = tmp_path / "state"
+    with daemon_process(config, env={"WEB_TEST_TOKEN": "tok-web"}):
+        wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
+        url = json.loads((state / "http.json").read_text())["url"]
+        held = mission_json(shell_task("wait", "sleep 60"), name="locked")
+        assert httpx.post(url + "/api/missions", content=held, timeout=30, headers={
+            **JSON, "Authorization": "Bearer tok-web"}).status_code == 201
+        wait_events(state, lambda evs: any(e["event"] == "agent:spawned" for e in evs))
+        context = browser.new_context(http_credentials={"username": "me", "password": "tok-web"})
+        try:
+            page = context.new_page()
+            page.on("dialog", lambda d: d.accept())
+            page.goto(url + "/#/mission/locked")
+            page.click("#cancel")
+            page.wait_for_selector('#answer[data-state="done"]')
+            wait_events(state, lambda evs: any(e["event"] == "mission:cancelled" for e in evs))
+        finally:
+            context.close()
