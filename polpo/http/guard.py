@@ -91,8 +91,8 @@ def decide(policy: GuardPolicy, req: Seen) -> Verdict:
         names = ", ".join(sorted({policy.listen_host, *LOOPBACK_NAMES}))
         return Verdict(421, "misdirected request",
                        f"{shown} is not a name of this API ({names} on port {port}, or [http] hosts); to reach it "
-                       "by another name, add that name to [http] hosts (a reverse proxy must pass on the Host it "
-                       "was called with, or list it there)")
+                       "by another name, add that name to [http] hosts (behind a reverse proxy: have it pass on the "
+                       "Host it was called with, and list that)")
     cors = None
     if req.origin is not None:
         origin = parse_origin(req.origin)
