@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_dirs
 from polpo.durations import Duration
+from polpo.origins import format_origin, parse_authority, parse_origin
 
 
 def _hostname() -> str:
@@ -172,6 +173,10 @@ class HttpSettings(_Base):
 
     listen: str | None = None  # "127.0.0.1:8765", "[::1]:8765"; port 0 picks a free one
     token_env: str = "POLPO_HTTP_TOKEN"  # the variable holding the bearer token; when it is set, every call needs it
+    # other names the API is reached by (a DNS name, a reverse proxy's): "polpo.example.com" (any port), "box.lan:8765"
+    hosts: list[str] = []
+    # web pages of other origins that may call the API (README "Security"): "https://ops.example.com"
+    allowed_origins: list[str] = []
 
     @field_validator("listen")
     @classmethod
@@ -182,6 +187,30 @@ class HttpSettings(_Base):
         if not sep or not host or not port.isdigit() or int(port) > 65535:
             raise ValueError('expected "HOST:PORT", e.g. "127.0.0.1:8765" (IPv6: "[::1]:8765")')
         return v
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        out = []
+        for entry in v:
+            auth = parse_authority(entry)
+            if auth is None:
+                raise ValueError(f'{entry!r}: expected a host name, optionally with a port: "polpo.example.com", '
+                                 '"box.lan:8765", "[fd00::1]:8765" (no scheme, no path)')
+            out.append(auth[0] if auth[1] is None else f"{auth[0]}:{auth[1]}")
+        return out
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, v: list[str]) -> list[str]:
+        out = []
+        for entry in v:
+            origin = parse_origin(entry)
+            if origin is None:
+                raise ValueError(f'{entry!r}: expected an origin, scheme://host[:port] with no path: '
+                                 '"https://ops.example.com", "http://localhost:3000"')
+            out.append(format_origin(origin))
+        return out
 
     def host_port(self) -> tuple[str, int] | None:
         if self.listen is None:

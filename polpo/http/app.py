@@ -1,4 +1,4 @@
-"""The ASGI application: routes, the token check, the web view's files."""
+"""The ASGI application: routes, the browser guard and the token check, the web view's files."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from starlette.staticfiles import StaticFiles
 from polpo.http.api import Api
 from polpo.http.auth import TokenAuth
 from polpo.http.context import ApiContext
+from polpo.http.guard import BrowserGuard, GuardPolicy
 from polpo.http.openapi import openapi_document
 from polpo.http.sse import event_stream
 from polpo.http.submit import submit_mission
@@ -20,6 +21,9 @@ from polpo.web import STATIC
 __all__ = ["build_app"]
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+# the web view has buttons that act: no other site may show it in a frame and trick a click
+INDEX_HEADERS = {"cache-control": "no-cache", "x-frame-options": "DENY",
+                 "content-security-policy": "frame-ancestors 'none'"}
 
 
 def build_app(ctx: ApiContext, token: str | None) -> Starlette:
@@ -41,7 +45,7 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         return await submit_mission(ctx, request)
 
     async def index(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
+        return FileResponse(STATIC / "index.html", headers=INDEX_HEADERS)
 
     routes = [
         Route("/healthz", api.healthz, methods=["GET"]),
@@ -59,4 +63,5 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Route("/", index, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(TokenAuth, token=token)])
+    return Starlette(routes=routes, middleware=[Middleware(BrowserGuard, policy=GuardPolicy.of(ctx.cfg.http)),
+                                                Middleware(TokenAuth, token=token)])

@@ -34,7 +34,9 @@ def api_url(state_dir: Path, daemon_pid: int | None) -> str | None:
 
 def call(base: str, method: str, path: str, token_env: str, timeout: float = 30.0) -> ApiAnswer:
     """One request; an HTTP error status is an answer too (its JSON body says why). OSError when unreachable."""
-    req = urllib.request.Request(base + urllib.parse.quote(path, safe="/:"), method=method, data=b"" if method == "POST" else None)
+    post = method == "POST"  # a JSON body, as the API asks of every POST (README "Security")
+    req = urllib.request.Request(base + urllib.parse.quote(path, safe="/:"), method=method, data=b"{}" if post else None,
+                                 headers={"Content-Type": "application/json"} if post else {})
     token = os.environ.get(token_env)
     if token:
         req.add_header("Authorization", f"Bearer {token}")

@@ -32,6 +32,10 @@ _EVENT = {"type": "object", "description": "One event, as a line of events.jsonl
     "missionId": {"type": "string"}, "taskId": {"type": "string"}, "node": {"type": "string"},
     "data": {"type": "object"}}}
 _ANY = {"type": "object", "additionalProperties": True}
+# every route: the browser guard (polpo/http/guard.py); every POST: JSON only
+_GUARD = {403: ("a web page of another origin (not in [http] allowed_origins)", _ERROR),
+          421: ("Host is not a name of this API (see [http] hosts)", _ERROR)}
+_JSON_ONLY = {415: ("the request is not Content-Type: application/json", _ERROR)}
 
 # (method, path, summary, parameters, responses {status: (description, schema | None)})
 ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[str, Any]]]] = [
@@ -83,7 +87,8 @@ def openapi_document(version: str) -> bytes:
     components = {name: d for name, d in defs.items()}
     components["Mission"] = schema
     paths: dict[str, dict[str, Any]] = {}
-    for method, path, summary, params, responses in ROUTES:
+    for method, path, summary, params, listed in ROUTES:
+        responses = {**listed, **_GUARD, **(_JSON_ONLY if method == "post" else {})}
         op: dict[str, Any] = {"summary": summary, "responses": {
             str(code): {"description": desc, **({"content": {_JSON: {"schema": s}}} if s is not None else {})}
             for code, (desc, s) in responses.items()}}
@@ -92,11 +97,14 @@ def openapi_document(version: str) -> bytes:
                                  "schema": {"type": "string"}} for where, name, desc in params]
         if path == "/api/missions" and method == "post":
             op["requestBody"] = {"required": True, "content": {_JSON: {"schema": {"$ref": "#/components/schemas/Mission"}}}}
+        elif method == "post":  # a command: no body, or {}, but always sent as JSON
+            op["requestBody"] = {"required": False, "content": {_JSON: {"schema": {"type": "object"}}}}
         if path not in ("/healthz",):
             op["security"] = [{"bearer": []}, {"basic": []}]
         paths.setdefault(path, {})[method] = op
     doc = {"openapi": "3.1.0", "info": {"title": "polpo", "version": version,
-                                        "description": "The polpo daemon's API. JSON keys are camelCase, like the events."},
+                                        "description": "The polpo daemon's API. JSON keys are camelCase, like the events. "
+                                                       "Every POST is sent as Content-Type: application/json."},
            "paths": paths,
            "components": {"schemas": components, "securitySchemes": {
                "bearer": {"type": "http", "scheme": "bearer", "description": "the token in [http] token_env"},

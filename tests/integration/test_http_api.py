@@ -21,6 +21,7 @@ from tests.support.daemon import mission_json, read_events, running_daemon, shel
 pytestmark = pytest.mark.anyio
 
 HTTP = '[http]\nlisten = "127.0.0.1:0"\ntoken_env = "{env}"\n'
+JSON = {"Content-Type": "application/json"}  # what the API asks of every POST (a browser guard: README "Security")
 
 
 def config(tmp_path: Path, env: str = "POLPO_TEST_NO_TOKEN") -> Config:
@@ -55,7 +56,7 @@ async def sse_events(client: httpx.AsyncClient, url: str, until: str, headers: d
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[tuple[Daemon, httpx.AsyncClient]]:
     cfg = config(tmp_path)
-    async with running_daemon(cfg) as (daemon, _), httpx.AsyncClient(timeout=20) as client:
+    async with running_daemon(cfg) as (daemon, _), httpx.AsyncClient(timeout=20, headers=JSON) as client:
         assert daemon.http is not None
         client.base_url = httpx.URL(daemon.http.url)
         yield daemon, client
@@ -172,7 +173,7 @@ async def test_every_route_is_in_the_openapi_document(api: tuple[Daemon, httpx.A
 async def test_with_a_token_every_call_but_healthz_needs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLPO_TEST_TOKEN", "s3cret-token")
     cfg = config(tmp_path, env="POLPO_TEST_TOKEN")
-    async with running_daemon(cfg) as (daemon, _), httpx.AsyncClient(timeout=10) as client:
+    async with running_daemon(cfg) as (daemon, _), httpx.AsyncClient(timeout=10, headers=JSON) as client:
         assert daemon.http is not None
         base = daemon.http.url
         assert (await client.get(f"{base}/healthz")).status_code == 200

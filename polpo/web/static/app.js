@@ -53,8 +53,39 @@ function elapsed(start, end) {
 async function api(path) {
   const r = await fetch(path, { headers: { accept: "application/json" }, credentials: "same-origin" });
   if (r.status === 404) return null;
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status} ${(await r.json().catch(() => ({}))).message || ""}`);
   return r.json();
+}
+
+// Commands (cancel, retry, approve): a same-origin POST with a JSON body, as the API asks of every POST (a page
+// of another origin cannot send one). The daemon's answer stays shown across the re-renders events cause.
+let lastAnswer = null;  // { key, state: "done" | "refused", text }
+
+async function command(path, key) {
+  let state = "refused", text;
+  try {
+    const r = await fetch(path, { method: "POST", credentials: "same-origin", body: "{}",
+      headers: { "content-type": "application/json", accept: "application/json" } });
+    const body = await r.json().catch(() => ({}));
+    state = r.ok ? "done" : "refused";
+    text = body.message || `HTTP ${r.status}`;
+  } catch (e) {
+    text = e.message;
+  }
+  lastAnswer = { key, state, text };
+  await render();
+}
+
+function actions(key, buttons) {
+  const answer = lastAnswer && lastAnswer.key === key
+    ? el("span", { class: "answer", id: "answer", "data-state": lastAnswer.state }, `${lastAnswer.state}: ${lastAnswer.text}`)
+    : null;
+  if (!buttons.length && !answer) return null;
+  return el("div", { class: "actions" }, buttons.map((b) => el("button", { type: "button", id: b.id, onclick: (ev) => {
+    if (b.confirm && !window.confirm(b.confirm)) return;
+    ev.target.disabled = true;
+    command(b.path, key);
+  } }, b.label)), answer);
 }
 
 // --------------------------------------------------------------------------------------------- routing
@@ -111,7 +142,9 @@ async function renderMission(id) {
         q.scored ? ` (${q.scored} scored task${q.scored > 1 ? "s" : ""})` : "",
         q.threshold != null ? ` · threshold ${q.threshold}` : ""),
       m.report ? el("span", {}, el("b", {}, "report "), m.report.summary) : null),
-    m.reason ? el("p", { class: "muted" }, m.reason) : null);
+    m.reason ? el("p", { class: "muted" }, m.reason) : null,
+    actions(`mission/${m.id}`, m.status === "running" ? [{ id: "cancel", label: "Cancel mission",
+      path: `/api/missions/${enc(m.id)}/cancel`, confirm: `Cancel mission ${m.id}? Its running agents are stopped.` }] : []));
   const parts = [summary];
   if (m.tasks.length <= GRAPH_MAX_TASKS) parts.push(graph(m));
   else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
@@ -218,7 +251,12 @@ async function renderTask(id) {
       el("span", {}, el("b", {}, "attempts "), t.attemptCount), el("span", {}, el("b", {}, "retries "), t.retries),
       el("span", {}, el("b", {}, "fixes "), t.totalFixes), el("span", {}, el("b", {}, "score "), fmtScore(t.score)),
       el("span", {}, el("b", {}, "elapsed "), elapsed(t.startedAt, t.finishedAt))),
-    t.reason && t.status !== "done" ? el("p", { class: "muted" }, t.reason) : null);
+    t.reason && t.status !== "done" ? el("p", { class: "muted" }, t.reason) : null,
+    actions(`task/${t.id}`, [
+      ...(t.status === "failed" || t.status === "on_hold"
+        ? [{ id: "retry", label: "Retry", path: `/api/tasks/${enc(t.id)}/retry` }] : []),
+      ...(t.status === "awaiting_approval"
+        ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` }] : [])]));
   $view.replaceChildren(head, ...t.attempts.slice().reverse().map(attemptCard));
 }
 
