@@ -12,12 +12,21 @@ it never waits for another lock (no deadlock with the row locks the upserts take
 
 asyncpg rather than psycopg: about half the client CPU per group commit (notes/pg-driver.md).
 
+A lost database is a pause, not a loss (:mod:`polpo.store.postgres_faults` says which errors are one): a
+batch that failed before its COMMIT was sent is rolled back by the server and written again when it is back;
+a batch whose COMMIT got no answer is *in doubt*, and is settled before anything else is written by reading
+back the events it numbered (their numbers, node, time and names are its own): found, it was written and is
+not written again; absent, it was not, and is. So no batch is dropped or written twice for an outage.
+
 The pool's release reset is a no-op (it saves a round trip per acquire), which is safe only because this store
 never changes session state: no SET, no session-level advisory locks, no LISTEN on pooled connections.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -32,11 +41,14 @@ from polpo.store import rows as R
 from polpo.store.core import StoreCore
 from polpo.store.errors import StoreUnavailable
 from polpo.store.postgres_conn import PgTarget, target
+from polpo.store.postgres_faults import is_outage
 from polpo.store.postgres_schema import migrate
 from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
 from polpo.store.sql import statement
 
-__all__ = ["CLAIMS_CHANNEL", "EVENTS_CHANNEL", "PostgresStore"]
+__all__ = ["CLAIMS_CHANNEL", "EVENTS_CHANNEL", "InDoubt", "PostgresStore"]
+
+log = logging.getLogger("polpo.store")
 
 _NUMBER = "UPDATE event_clock SET seq = seq + $1 RETURNING seq"
 _NOTIFY = "SELECT pg_notify($1, $2)"
@@ -57,11 +69,30 @@ def _no_nul(row: R.Row) -> R.Row:
     return row
 
 
+@dataclass(frozen=True, slots=True)
+class InDoubt:
+    """A batch whose COMMIT was sent and not answered: the numbers it took and what its first and last events
+    are (enough to tell them from any other node's or batch's)."""
+
+    first: int
+    last: int
+    marks: tuple[tuple[str, str, str | None, str | None, str | None], ...]
+
+    @staticmethod
+    def of(first: int, last: int, events: list[Event]) -> InDoubt:
+        return InDoubt(first, last, tuple(_mark(ev) for ev in (events[0], events[-1])))
+
+
+def _mark(ev: Event) -> tuple[str, str, str | None, str | None, str | None]:
+    return (ev.ts, ev.event, ev.mission_id, ev.task_id, ev.node)
+
+
 class PostgresStore(StoreCore):
     def __init__(self, pool: asyncpg.Pool[Any], where: PgTarget, clock: Clock, max_seq: int) -> None:
         super().__init__(clock, max_seq)
         self.pool = pool
         self.target = where
+        self.in_doubt: InDoubt | None = None  # the batch whose COMMIT was not answered, until it is settled
 
     @classmethod
     async def open(cls, settings: StoreSettings, *, clock: Clock) -> PostgresStore:
@@ -85,36 +116,83 @@ class PostgresStore(StoreCore):
 
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         try:
+            if self.in_doubt is not None:
+                written = await self._settle(self.in_doubt)
+                self.in_doubt = None
+                if written is not None:
+                    return written
             return await self._write(rows, events)
-        except (asyncpg.InsufficientResourcesError, asyncpg.CannotConnectNowError) as e:
-            # refused before anything was committed (disk full, server starting): safe to try again. A connection
-            # lost during the commit is not retried: the batch may have been written.
-            raise StoreUnavailable(f"PostgreSQL: {type(e).__name__}: {e}") from e
+        except Exception as e:
+            if is_outage(e):  # the writer keeps the batch and tries again when the database is back
+                await self.pool.expire_connections()
+                raise StoreUnavailable(f"PostgreSQL: {type(e).__name__}: {e}") from e
+            raise
+
+    async def _settle(self, doubt: InDoubt) -> list[int] | None:
+        """The numbers of the batch in doubt when it was committed after all, None when it was not."""
+        found = await self.pool.fetch("SELECT ts, event, mission_id, task_id, node FROM events "
+                                      "WHERE seq = $1 OR seq = $2 ORDER BY seq", doubt.first, doubt.last)
+        marks = tuple(tuple(r) for r in found)
+        if doubt.first == doubt.last:
+            marks = marks * 2
+        if marks == doubt.marks:
+            log.warning("a batch whose commit was not answered (events %d–%d) was written; it is not written "
+                        "again", doubt.first, doubt.last)
+            return list(range(doubt.first, doubt.last + 1))
+        return None
 
     async def _write(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
-        async with self.pool.acquire() as conn, conn.transaction():
-            offers = False
-            for table, group in rows.items():
-                sql, params = statement(table, group, "$")
-                await conn.executemany(sql, [_no_nul(r) for r in params])
-                offers = offers or table is R.CLAIM_OFFERS or table is R.CLAIM_REQUEUES
-            if offers:  # delivered at the commit: idle nodes claim at once (polpo.store.cluster.claims)
-                await conn.execute(_NOTIFY, CLAIMS_CHANNEL, "")
-            if not events:
-                return []
-            last = int(await conn.fetchval(_NUMBER, len(events)))  # locks the clock until the commit
-            first = last - len(events) + 1
-            await conn.executemany(_INSERT_EVENT, [
-                (first + i, ev.ts, ev.event, ev.mission_id, ev.task_id, ev.data_bytes().decode(), ev.node)
-                for i, ev in enumerate(events)])
-            await conn.execute(_NOTIFY, EVENTS_CHANNEL, str(last))  # followers read the new events (cluster)
-        return list(range(first, last + 1))
+        async with self.pool.acquire() as conn:
+            tr = conn.transaction()
+            await tr.start()
+            try:
+                first, last = await self._statements(conn, rows, events)
+            except BaseException:
+                with contextlib.suppress(Exception):  # the server rolls back a transaction whose session ended
+                    await tr.rollback()
+                raise
+            self.in_doubt = InDoubt.of(first, last, events) if events else None
+            try:
+                await tr.commit()
+            except Exception as e:
+                if not is_outage(e):
+                    self.in_doubt = None  # an answer: the commit failed, nothing was written
+                raise
+            self.in_doubt = None
+        return list(range(first, last + 1)) if events else []
+
+    async def _statements(self, conn: Any, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> tuple[int, int]:
+        """Every statement of a batch but the COMMIT; the event numbers it took (0, 0 without events).
+
+        A batch without events is rows only, and rows are upserts of whole states: one written twice in doubt is
+        the same state."""
+        offers = False
+        for table, group in rows.items():
+            sql, params = statement(table, group, "$")
+            await conn.executemany(sql, [_no_nul(r) for r in params])
+            offers = offers or table is R.CLAIM_OFFERS or table is R.CLAIM_REQUEUES
+        if offers:  # delivered at the commit: idle nodes claim at once (polpo.store.cluster.claims)
+            await conn.execute(_NOTIFY, CLAIMS_CHANNEL, "")
+        if not events:
+            return 0, 0
+        last = int(await conn.fetchval(_NUMBER, len(events)))  # locks the clock until the commit
+        first = last - len(events) + 1
+        await conn.executemany(_INSERT_EVENT, [
+            (first + i, ev.ts, ev.event, ev.mission_id, ev.task_id, ev.data_bytes().decode(), ev.node)
+            for i, ev in enumerate(events)])
+        await conn.execute(_NOTIFY, EVENTS_CHANNEL, str(last))  # followers read the new events (cluster)
+        return first, last
 
     async def _close_backend(self) -> None:
         await self.pool.close()
 
     async def _all(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self.pool.fetch(sql, *args)]
+        try:
+            return [dict(r) for r in await self.pool.fetch(sql, *args)]
+        except Exception as e:
+            if is_outage(e):  # the pool's connections outlived the server: the next reads get new ones
+                await self.pool.expire_connections()
+            raise
 
     # -- named reads ---------------------------------------------------------------------------------------
     async def sources(self) -> list[SourceRecord]:

@@ -182,6 +182,20 @@ class PgCluster:
             raise RuntimeError(f"pg_hba.conf reload did not take effect for {role}")
         return f"postgresql://{role}@127.0.0.1:{self.port}/{dbname}"
 
+    def stop_server(self, mode: str = "fast") -> None:
+        """``pg_ctl stop -m MODE``, as an operator restarting the database does; the data stays."""
+        done = subprocess.run(
+            [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.datadir), "-m", mode, "-w", "-t", "60"],
+            capture_output=True, text=True, env=_server_env(), check=False, **self.run_as.kwargs())
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl stop failed ({done.returncode}): {done.stderr.strip()}")
+
+    def start_server(self) -> None:
+        """``pg_ctl start`` again on the same port and data (after :meth:`stop_server`)."""
+        started, text = _pg_ctl_start(self.bindir, self.base, self.port, self.run_as)
+        if not started:
+            raise RuntimeError(f"PostgreSQL did not start again:\n{text[-4000:]}")
+
     def stop(self) -> None:
         """Stop the server at once (no checkpoint: nothing here is worth keeping) and delete the folder."""
         _stop_and_remove(self.bindir, self.base, self.run_as)

@@ -23,6 +23,7 @@ from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.store.postgres import CLAIMS_CHANNEL, EVENTS_CHANNEL
 from polpo.store.postgres_conn import PgTarget
+from polpo.store.postgres_faults import is_outage
 
 log = logging.getLogger("polpo.cluster")
 
@@ -89,8 +90,14 @@ class EventFollower:
     async def _sweep_for(self, total: float | None, lost: anyio.Event | None) -> None:
         end = None if total is None else anyio.current_time() + total
         while end is None or anyio.current_time() < end:
-            await self._drain()
-            self.ready.set()
+            try:
+                await self._drain()
+            except Exception as e:  # the database is away: the log waits for it (it has every event stored)
+                if not is_outage(e):
+                    raise
+                log.warning("event follower cannot read the events (%s); trying again in %g s", e, SAFETY_SWEEP)
+            else:
+                self.ready.set()
             with anyio.move_on_after(SAFETY_SWEEP):
                 await self._wake.wait()
             self._wake = anyio.Event()
