@@ -131,7 +131,7 @@ class Daemon:
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
                                 channels=set(self.notify.channels))
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
-                        max_bytes=cfg.daemon.max_mission_bytes)
+                        max_bytes=cfg.daemon.max_mission_bytes, faults=handler)
         self.intake = intake
         try:
             if self.http_plan is not None:
