@@ -26,7 +26,7 @@ import orjson
 from watchfiles import Change, awatch
 
 from polpo.config import DaemonSettings
-from polpo.fsfaults import INPUT_PASSING, Pause, errno_name, passing
+from polpo.fsfaults import INPUT_PASSING, Pause, errno_in, errno_name, passing
 from polpo.intake.reader import Unreadable, read_mission_file
 from polpo.mission.jsonbytes import strip_bom
 
@@ -173,16 +173,26 @@ class Intake:
         async with anyio.create_task_group() as tg:
             self._scan(tg)  # files added while the daemon was down
             self.ready.set()
+            pause = self.faults.pause()  # the watch itself out of file descriptors (EMFILE, ENFILE)
             while not self.stop_event.is_set():
                 try:
-                    await self._watch(tg)
-                except Exception:  # e.g. watchfiles cannot decode a file name that is not UTF-8
-                    log.exception("watching %s failed; scanning it and watching again", self.folder)
-                    with anyio.move_on_after(WATCH_RESTART_DELAY):
+                    await self._watch(tg, pause)
+                except Exception as exc:  # e.g. watchfiles cannot decode a file name that is not UTF-8
+                    code = passing(exc, INPUT_PASSING) or errno_in(str(exc), INPUT_PASSING)  # (watchfiles: text)
+                    if code is None:
+                        log.exception("watching %s failed; scanning it and watching again", self.folder)
+                        delay = WATCH_RESTART_DELAY
+                    else:
+                        delay = pause.failed()
+                        if pause.tries == 1:
+                            self.faults.paused(self.folder, code, exc, delay)
+                        else:
+                            self.faults.still(self.folder, pause)
+                    with anyio.move_on_after(delay):
                         await self.stop_event.wait()
             tg.cancel_scope.cancel()
 
-    async def _watch(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _watch(self, tg: anyio.abc.TaskGroup, pause: Pause) -> None:
         """Watch until stopped. Events lost when this fails are found by the scan of the next round."""
         watcher = awatch(self.folder, watch_filter=lambda _c, p: is_mission_file(Path(p)), recursive=False,
                          stop_event=self.stop_event, force_polling=self.force_polling or None,
@@ -192,6 +202,8 @@ class Intake:
             if first:  # the watcher is live now: scan once more for files that arrived in between
                 first = False
                 self._scan(tg)
+                if pause.paused:
+                    self.faults.resumed(self.folder, pause)
             for change, p in changes:
                 path = Path(p)
                 if change in (Change.added, Change.modified) and path.parent == self.folder:
