@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from polpo.config import Config
 from tests.support.daemon import (
     daemon_process,
     load,
@@ -37,6 +38,11 @@ from tests.support.mounts import Mounts, mounts
 def mnt(tmp_path: Path) -> Iterator[Mounts]:
     with mounts(tmp_path) as m:
         yield m
+
+
+def _config(cfg: Config) -> Path:
+    assert cfg.source is not None
+    return cfg.source
 
 
 def _named(evs: list[dict[str, Any]], name: str, **data: Any) -> list[dict[str, Any]]:
@@ -96,7 +102,7 @@ def test_a_mission_dropped_while_the_state_folder_is_read_only_runs_once_it_is_w
         tmp_path: Path, mnt: Mounts) -> None:
     cfg = load(write_config(tmp_path))
     marker = tmp_path / "ran.log"
-    with daemon_process(cfg.source) as proc:
+    with daemon_process(_config(cfg)) as proc:
         _started(proc, cfg.state_dir)
         mnt.read_only(cfg.state_dir)
         submit(cfg, "job.json", mission_json(_marker_task(marker)))
@@ -116,7 +122,7 @@ def test_a_full_workspaces_disk_holds_the_mission_until_space_is_freed(tmp_path:
     marker = tmp_path / "ran.log"
     workspaces = cfg.state_dir / "workspaces"
     mnt.tmpfs(workspaces, size_kb=64, inodes=16)
-    with daemon_process(cfg.source) as proc:
+    with daemon_process(_config(cfg)) as proc:
         _started(proc, cfg.state_dir)
         filler = mnt.fill(workspaces)
         submit(cfg, "job.json", mission_json(_marker_task(marker)))
@@ -136,7 +142,7 @@ def test_an_event_log_on_a_full_disk_catches_up_with_the_store_without_a_lost_or
     mnt.tmpfs(logfs, size_kb=64, inodes=16)
     cfg.state_dir.mkdir(parents=True)
     (cfg.state_dir / "events.jsonl").symlink_to(logfs / "events.jsonl")  # the log alone on the small disk
-    with daemon_process(cfg.source) as proc:
+    with daemon_process(_config(cfg)) as proc:
         _started(proc, cfg.state_dir)
         filler = mnt.fill(logfs)
         tasks = [_marker_task(marker, f"t{i}") for i in range(8)]
@@ -181,7 +187,7 @@ def test_a_worktree_that_cannot_be_made_yet_keeps_its_task_waiting_then_it_runs(
     marker = tmp_path / "ran.log"
     worktrees = cfg.state_dir / "worktrees"
     worktrees.mkdir(parents=True)
-    with daemon_process(cfg.source) as proc:
+    with daemon_process(_config(cfg)) as proc:
         _started(proc, cfg.state_dir)
         mnt.read_only(worktrees)
         submit(cfg, "job.json", mission_json(_marker_task(marker), workspace=str(repo),
@@ -202,7 +208,7 @@ def test_a_worktree_that_cannot_be_made_yet_keeps_its_task_waiting_then_it_runs(
 def test_a_daemon_out_of_file_descriptors_reads_the_mission_once_it_has_some_again(tmp_path: Path) -> None:
     cfg = load(write_config(tmp_path))
     marker = tmp_path / "ran.log"
-    with daemon_process(cfg.source) as proc:
+    with daemon_process(_config(cfg)) as proc:
         _started(proc, cfg.state_dir)
         submit(cfg, "warm.json", mission_json(shell_task("w", "true")))  # the watch is live, its scan done
         wait_events(cfg.state_dir, lambda evs: any(e["event"] == "mission:completed" for e in evs))
