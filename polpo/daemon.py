@@ -294,7 +294,11 @@ class Daemon:
 
     def reopen_log(self) -> None:
         if self.store is not None and self.store.event_log is not None:
-            self.store.event_log.reopen()
+            try:
+                self.store.event_log.reopen()
+            except OSError as e:  # (a full or read-only disk…) the next write opens it again, or waits with the log
+                log.warning("could not reopen %s: %s; the next write tries again", self.cfg.events_path, e)
+                return
             log.warning("reopened %s", self.cfg.events_path)
 
     def _print(self, ev: Event) -> None:

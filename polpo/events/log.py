@@ -2,7 +2,9 @@
 
 Written through structlog after each commit, one ``write`` per committed batch (flushed, so ``tail -f`` sees it at
 once); each event's ``data`` is serialised once, by the store, and embedded as is. The store's ``events`` table is
-the outbox: on start-up the log is caught up from it, so a crash between commit and write loses no line.
+the outbox: on start-up the log is caught up from it, so a crash between commit and write loses no line, and so
+is it while running after a write failed (a full or read-only disk: the store's writer retries with its backoff).
+A batch whose write failed counts as unwritten, and a part of it that reached the file is cut off again.
 
 Rotation: ``SIGHUP`` (or a moved or deleted file, noticed before each write) reopens the path. The position file
 ``events.jsonl.pos`` remembers the last ``seq`` written, so a restart after a rotation appends only the events the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import sqlite3
 import subprocess
 import time
@@ -226,3 +227,37 @@ def test_a_daemon_out_of_file_descriptors_reads_the_mission_once_it_has_some_aga
             resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, before)
         evs = _ran_once_after_the_fault(cfg.state_dir, cfg.db_path, marker, "job")
         assert _named(evs, "fault:resumed", work="intake")
+
+
+def _stderr_until(proc: subprocess.Popen[str], text: str, timeout: float = 20) -> str:
+    """The daemon's stderr read (without blocking) until ``text`` appears (a bounded harness wait)."""
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    os.set_blocking(fd, False)
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise AssertionError(f"{text!r} not in the daemon's stderr: {seen.decode(errors='replace')[-2000:]}")
+        try:
+            seen += os.read(fd, 65536)
+        except BlockingIOError:
+            time.sleep(0.05)
+    return seen.decode(errors="replace")
+
+
+def test_a_log_reopen_that_fails_for_lack_of_descriptors_does_not_end_the_daemon(tmp_path: Path) -> None:
+    cfg = load(write_config(tmp_path))
+    marker = tmp_path / "ran.log"
+    with daemon_process(_config(cfg)) as proc:
+        _started(proc, cfg.state_dir)
+        before = resource.prlimit(proc.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (3, before[1]))  # fds 0-2 are open: no new one
+        try:
+            proc.send_signal(signal.SIGHUP)  # logrotate's "reopen events.jsonl"
+            _stderr_until(proc, "could not reopen")
+        finally:
+            resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, before)
+        submit(cfg, "job.json", mission_json(_marker_task(marker)))
+        _ran_once_after_the_fault(cfg.state_dir, cfg.db_path, marker, "job")
+        assert proc.poll() is None
