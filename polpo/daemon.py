@@ -137,7 +137,7 @@ class Daemon:
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
                                 channels=set(self.notify.channels))
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
-                        max_bytes=cfg.daemon.max_mission_bytes)
+                        max_bytes=cfg.daemon.max_mission_bytes, faults=handler)
         self.intake = intake
         try:
             if self.http_plan is not None:
@@ -302,7 +302,11 @@ class Daemon:
 
     def reopen_log(self) -> None:
         if self.store is not None and self.store.event_log is not None:
-            self.store.event_log.reopen()
+            try:
+                self.store.event_log.reopen()
+            except OSError as e:  # (a full or read-only disk…) the next write opens it again, or waits with the log
+                log.warning("could not reopen %s: %s; the next write tries again", self.cfg.events_path, e)
+                return
             log.warning("reopened %s", self.cfg.events_path)
 
     def _print(self, ev: Event) -> None:

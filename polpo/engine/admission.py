@@ -142,8 +142,11 @@ class Admission:
         (:func:`missing_tasks`). Tasks of a committed chunk may start while later chunks are written.
         """
         mid, run = self.new_mission_id(source)
+        # first, before anything is numbered or stored: a passing fault here (a read-only or full disk…) is raised
+        # for the intake to try the file again later (polpo.fsfaults), and leaves nothing behind
+        workspace = self.workspace_for(mid, spec, source)
+        await anyio.to_thread.run_sync(lambda: workspace.mkdir(parents=True, exist_ok=True))
         m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
-        await anyio.to_thread.run_sync(lambda: m.workspace.mkdir(parents=True, exist_ok=True))
         m.warnings = [*m.warnings, *isolation_warnings(m.doc, m.workspace)]
         # the validated spec as canonical JSON (m.doc): what a restart reads back is exactly what runs now
         tx = self.store.tx().mission(m)

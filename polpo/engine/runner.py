@@ -29,6 +29,7 @@ from polpo.engine import policy
 from polpo.engine.board import MissionBoard
 from polpo.engine.budget import budget, escalation, timeout_seconds
 from polpo.engine.commands import SLA_REASON
+from polpo.engine.faults import FaultNotes, retrying
 from polpo.engine.handles import RunHandle
 from polpo.engine.isolation import Isolation
 from polpo.engine.lifecycle import Trigger
@@ -74,14 +75,16 @@ class TaskRunner:
         self.tracker = tracker
         self.isolation = isolation
         self.outage = OutageKeeper(cfg, store, board)  # judge and model-provider outages
+        self.faults = FaultNotes(store, clock)  # passing faults of the environment (polpo.fsfaults)
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         with anyio.CancelScope() as scope:
             handle.scope = scope
             if handle.stop_reason:
                 scope.cancel()
-            # the task's folder: its own worktree when isolated; its whole turn (agent + checks) is an activity there
-            ws = await self.isolation.prepare(self.board.mission_of(task), task, self.slot_of(task).isolation)
+            # the task's folder: its own worktree when isolated; its whole turn (agent + checks) is an activity there.
+            # A passing fault making it (a read-only or full disk…) is waited out: the task stays pending, not failed
+            ws = await self._workspace(task)
             with self.tracker.activity(ws, task.id):
                 if task.status is TaskStatus.REVIEW:
                     await self._resume_assessment(task, handle)
@@ -89,6 +92,14 @@ class TaskRunner:
                     await self._attempt(task, handle, ws)
         if handle.stop_reason:
             self._stopped(task, handle)
+
+    async def _workspace(self, task: Task) -> Path:
+        """The task's folder; a passing fault making it (a read-only or full disk…) is waited out, the task stays
+        pending meanwhile (and keeps its slot, as in an outage): never failed for it."""
+        m = self.board.mission_of(task)
+        isolation = self.slot_of(task).isolation
+        return await retrying(self.faults, "task workspace", str(m.workspace),
+                              lambda: self.isolation.prepare(m, task, isolation), mission_id=m.id, task_id=task.id)
 
     # -- one attempt ----------------------------------------------------------------------------------------
     async def _attempt(self, task: Task, handle: RunHandle, ws: Path) -> None:

@@ -413,6 +413,27 @@ class OrchestratorShutdown(Payload):
     unfinished_missions: int
 
 
+@_event("fault:paused")
+class FaultPaused(Payload):
+    """Work met a fault that passes by itself (:mod:`polpo.fsfaults`: read-only or full disk, quota, no file
+    descriptors, permissions): it waits and tries again, nothing is rejected or failed for it."""
+
+    work: str  # intake | workspace | worktree | event log
+    path: str  # the file or folder it was working on
+    error: str  # e.g. "EROFS: Read-only file system", then the message
+    retry_in: float  # seconds before the first new try (then doubling, up to 30 s)
+
+
+@_event("fault:resumed")
+class FaultResumed(Payload):
+    """The work that paused for a passing fault went through."""
+
+    work: str
+    path: str
+    waited: float  # seconds since the fault was first met
+    tries: int  # failed tries before it went through
+
+
 # -------------------------------------------------------------------- several daemons, one PostgreSQL store
 
 

@@ -2,7 +2,9 @@
 
 Written through structlog after each commit, one ``write`` per committed batch (flushed, so ``tail -f`` sees it at
 once); each event's ``data`` is serialised once, by the store, and embedded as is. The store's ``events`` table is
-the outbox: on start-up the log is caught up from it, so a crash between commit and write loses no line.
+the outbox: on start-up the log is caught up from it, so a crash between commit and write loses no line, and so
+is it while running after a write failed (a full or read-only disk: the store's writer retries with its backoff).
+A batch whose write failed counts as unwritten, and a part of it that reached the file is cut off again.
 
 Rotation: ``SIGHUP`` (or a moved or deleted file, noticed before each write) reopens the path. The position file
 ``events.jsonl.pos`` remembers the last ``seq`` written, so a restart after a rotation appends only the events the
@@ -11,6 +13,7 @@ log has not had yet instead of copying the whole history into the new file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, MutableMapping
 from pathlib import Path
@@ -91,6 +94,7 @@ class EventLog:
     def write_many(self, events: Iterable[Event]) -> None:
         """Append the events the log lacks (seq above the last written), with one write."""
         lines: list[dict[str, Any]] = []
+        before = self.last_seq
         for ev in events:
             if ev.seq <= self.last_seq:
                 continue  # already there (catch-up after a crash)
@@ -107,13 +111,22 @@ class EventLog:
         if not lines:
             return
         self._log.info("events", lines=lines)  # one structlog call per batch
-        if self._moved():
-            self.reopen()
         data = b"".join(self._lines.parts)
         self._lines.parts.clear()
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
+        try:
+            if self._moved():
+                self.reopen()
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError:
+            # a full or read-only disk…: none of the batch counts as written. A part that was written is cut off
+            # again, so the batch is written whole (and once) when the store catches the log up
+            self.last_seq = before
+            if len(view) < len(data):
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, os.fstat(self._fd).st_size - (len(data) - len(view)))
+            raise
         # the last seq written, for the next start (a torn or stale value only costs a few duplicate lines)
         os.pwrite(self._pos_fd, f"{self.last_seq}\n".encode().ljust(21), 0)
 

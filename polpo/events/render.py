@@ -222,6 +222,10 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
     "notification:sent": lambda d: f"{safe(d.get('event'))} sent to {safe(d.get('channel'))}",
     "notification:failed": lambda d: f"{safe(d.get('event'))} to {safe(d.get('channel'))} failed: "
                                      f"{safe(d.get('error'))}",
+    "fault:paused": lambda d: f"{safe(d.get('work'))} paused on {safe(d.get('path'))}: {safe(d.get('error'))}; "
+                              f"trying again in {_num(d.get('retryIn'), 'g')} s",
+    "fault:resumed": lambda d: f"{safe(d.get('work'))} resumed on {safe(d.get('path'))} after "
+                               f"{_num(d.get('waited'), 'g')} s ({d.get('tries')} failed tries)",
     "orchestrator:started": lambda d: f"polpo {safe(d.get('version'))} (pid {d.get('pid')}) watching "
                                       f"{safe(d.get('missionsDir'))}; {d.get('resumedMissions')} mission(s) "
                                       "resumed",
@@ -265,8 +269,9 @@ _SGR = {"ok": "32", "bad": "31", "warn": "33", "info": "36", "dim": "2", "bold":
 _BAD = frozenset({"mission:rejected", "task:error", "quality:gate:failed", "quality:threshold:failed",
                   "sla:violated", "notification:failed"})
 _WARN = frozenset({"task:fix", "task:retry", "task:retry:blocked", "sla:warning", "escalation:triggered",
-                   "mission:cancelled", "task:timeout", "task:recovered", "assessment:corrected", "mission:resumed"})
-_OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved"})
+                   "mission:cancelled", "task:timeout", "task:recovered", "assessment:corrected", "mission:resumed",
+                   "fault:paused"})
+_OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved", "fault:resumed"})
 _INFO = frozenset({"agent:spawned", "orchestrator:started", "orchestrator:shutdown", "task:running",
                    "assessment:started", "assessment:check:started", "task:created"})
 

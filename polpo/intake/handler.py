@@ -9,7 +9,10 @@ Rules (README "How the daemon treats files"):
   the rest counted); the file is never moved, changed or deleted;
 - a file that is not read (not a regular file, too large, unreadable) is rejected with why;
 - whatever goes wrong inside polpo while handling a file rejects that file (``internal error``, traceback in
-  the log), so it is stored like any rejection and not retried at every restart.
+  the log), so it is stored like any rejection and not retried at every restart;
+- except a fault of the environment that passes by itself (:mod:`polpo.fsfaults`: the state folder or the
+  workspace read-only or full, no file descriptors…): nothing is stored, the exception goes back to the watcher,
+  which says so (``fault:paused``, :meth:`IntakeHandler.paused`) and tries the file again with a backoff.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pathlib import Path
 
 import anyio
 
-from polpo.engine.admission import Admission
+from polpo.engine.admission import Admission, slugify
+from polpo.engine.faults import FaultNotes
+from polpo.fsfaults import Pause, passing
 from polpo.intake.check import Verdict, cap, check_mission, internal_error, unreadable
 from polpo.intake.reader import Unreadable
 from polpo.mission.jsonbytes import carryable
@@ -41,6 +46,7 @@ class IntakeHandler:
         self.admission = admission
         self.known_agents = known_agents
         self.channels = channels  # notification channels, for checking gates' notifyChannels
+        self.faults = FaultNotes(admission.store, admission.clock)
 
     async def __call__(self, path: Path, content: bytes | Unreadable) -> str:
         """Returns what happened: accepted | rejected | busy | duplicate."""
@@ -49,6 +55,8 @@ class IntakeHandler:
         try:
             return await self._handle(source, content, digest)
         except Exception as exc:
+            if passing(exc) is not None:  # not the file's fault, and it passes: the watcher tries the file again
+                raise
             log.exception("internal error while handling %s", carryable(source))
             self._reject(carryable(source), digest, internal_error(exc))
             return "rejected"
@@ -90,11 +98,28 @@ class IntakeHandler:
         await adm.accept(spec=verdict.spec, source=source, digest=digest, warnings=list(verdict.warnings))
         return "accepted"
 
+    # -- passing faults: the watcher waits them out, these say so -----------------------------------------
+    def pause(self) -> Pause:
+        return self.faults.pause()
+
+    def paused(self, path: Path, code: int, exc: BaseException, delay: float) -> None:
+        self.faults.paused("intake", carryable(str(path)), code, exc, delay, mission_id=_mission_of(path))
+
+    def still(self, path: Path, pause: Pause) -> None:
+        self.faults.still("intake", carryable(str(path)), pause)
+
+    def resumed(self, path: Path, pause: Pause) -> None:
+        self.faults.resumed("intake", carryable(str(path)), pause, mission_id=_mission_of(path))
+
     def _reject(self, source: str, digest: str, verdict: Verdict, *, busy_with: str | None = None) -> None:
         shown, more = cap(verdict.problems)
         self.admission.reject(source, digest, reason=verdict.reason or "invalid",
                               errors=[{"path": p.path, "message": p.message} for p in shown],
                               lines=format_problems(source, shown), more=more or None, busy_with=busy_with)
+
+
+def _mission_of(path: Path) -> str:
+    return slugify(carryable(path.stem))
 
 
 def _same(info: SourceRecord | None, digest: str) -> bool:

@@ -16,6 +16,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from polpo.fsfaults import INPUT_PASSING, passing
+
 __all__ = ["NOT_REGULAR", "TOO_LARGE", "UNREADABLE", "Unreadable", "file_kind", "read_mission_file"]
 
 NOT_REGULAR = "not a regular file"
@@ -59,10 +61,12 @@ def _too_large(size: int, mtime_ns: int, limit: int) -> Unreadable:
                                  "[daemon] max_mission_bytes)", _digest(TOO_LARGE, size, mtime_ns))
 
 
-def read_mission_file(path: Path, max_bytes: int) -> bytes | Unreadable | None:
+def read_mission_file(path: Path, max_bytes: int, *, raise_passing: bool = False) -> bytes | Unreadable | None:
     """The file's bytes, or why they are not read; None if the file does not exist (any more).
 
     Symbolic links are followed (a link to a regular file is read); blocking, call it from a worker thread.
+    ``raise_passing`` (the daemon): a fault that passes by itself (no file descriptors left,
+    :data:`polpo.fsfaults.INPUT_PASSING`) is raised for the caller to try again, never an :class:`Unreadable`.
     """
     try:
         st = os.stat(path)
@@ -71,6 +75,8 @@ def read_mission_file(path: Path, max_bytes: int) -> bytes | Unreadable | None:
             return _not_regular("a symbolic link to nothing")
         return None
     except OSError as e:
+        if raise_passing and passing(e, INPUT_PASSING):
+            raise
         if e.errno == errno.ELOOP:
             return _not_regular("a symbolic link loop")
         return Unreadable(UNREADABLE, f"cannot read the file: {e.strerror or e}", _digest(UNREADABLE, e.errno))
@@ -85,6 +91,8 @@ def read_mission_file(path: Path, max_bytes: int) -> bytes | Unreadable | None:
     except FileNotFoundError:
         return None
     except OSError as e:
+        if raise_passing and passing(e, INPUT_PASSING):
+            raise
         return Unreadable(UNREADABLE, f"cannot read the file: {e.strerror or e}",
                           _digest(UNREADABLE, e.errno, st.st_size, st.st_mtime_ns))
     try:
@@ -100,6 +108,8 @@ def read_mission_file(path: Path, max_bytes: int) -> bytes | Unreadable | None:
             chunks.append(chunk)
             left -= len(chunk)
     except OSError as e:
+        if raise_passing and passing(e, INPUT_PASSING):
+            raise
         return Unreadable(UNREADABLE, f"cannot read the file: {e.strerror or e}",
                           _digest(UNREADABLE, e.errno, st.st_size, st.st_mtime_ns))
     finally:

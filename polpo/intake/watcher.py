@@ -6,22 +6,27 @@ writers that do not, a file is read only when its size and mtime stop changing. 
 yet is given a moment more before it is rejected: a second if it is broken in the middle, longer if it
 looks cut short (a slow writer between two chunks). Reading goes through :mod:`polpo.intake.reader`: a
 directory, FIFO or socket named ``*.json`` and a file over ``[daemon] max_mission_bytes`` reach the handler
-as :class:`~polpo.intake.reader.Unreadable`, never as bytes.
+as :class:`~polpo.intake.reader.Unreadable`, never as bytes. A fault that passes by itself while a file is read
+or handled (:mod:`polpo.fsfaults`) is waited out with a backoff and the file tried again; nothing is stored for it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from enum import Enum
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 import orjson
 from watchfiles import Change, awatch
 
 from polpo.config import DaemonSettings
+from polpo.fsfaults import INPUT_PASSING, Pause, errno_in, errno_name, passing
 from polpo.intake.reader import Unreadable, read_mission_file
 from polpo.mission.jsonbytes import strip_bom
 
@@ -110,7 +115,7 @@ async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | No
                 continue
         stable_for += SETTLE_STEP
         if cur != read_at:  # read again only when the file changed
-            content = await anyio.to_thread.run_sync(read_mission_file, path, max_bytes)
+            content = await anyio.to_thread.run_sync(partial(read_mission_file, path, max_bytes, raise_passing=True))
             read_at = cur
             if content is None:
                 return None
@@ -119,11 +124,42 @@ async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | No
             return content
 
 
+class Faults(Protocol):
+    """What the intake tells about a file waiting for a passing fault (the daemon: events, via the handler)."""
+
+    def pause(self) -> Pause: ...
+
+    def paused(self, path: Path, code: int, exc: BaseException, delay: float) -> None: ...
+
+    def still(self, path: Path, pause: Pause) -> None: ...
+
+    def resumed(self, path: Path, pause: Pause) -> None: ...
+
+
+class LoggedFaults:
+    """:class:`Faults` as log lines only (an intake without a store)."""
+
+    def pause(self) -> Pause:
+        return Pause(time.monotonic)
+
+    def paused(self, path: Path, code: int, exc: BaseException, delay: float) -> None:
+        log.warning("intake paused on %s: %s (%s); trying again in %.1f s", path, errno_name(code), exc, delay)
+
+    def still(self, path: Path, pause: Pause) -> None:
+        if pause.remind():
+            log.warning("intake still paused on %s after %.0f s", path, pause.waited())
+
+    def resumed(self, path: Path, pause: Pause) -> None:
+        log.warning("intake resumed on %s after %.1f s", path, pause.done() or 0.0)
+
+
 class Intake:
     def __init__(self, folder: Path, handler: Handler, *, force_polling: bool = False,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, faults: Faults | None = None) -> None:
         self.folder = folder
         self.handler = handler
+        self.faults: Faults = faults if faults is not None else LoggedFaults()
+        self._paused: dict[Path, Pause] = {}  # files waiting for a passing fault to pass
         self.force_polling = force_polling
         self.max_bytes = max_bytes
         self.stop_event = anyio.Event()
@@ -137,16 +173,26 @@ class Intake:
         async with anyio.create_task_group() as tg:
             self._scan(tg)  # files added while the daemon was down
             self.ready.set()
+            pause = self.faults.pause()  # the watch itself out of file descriptors (EMFILE, ENFILE)
             while not self.stop_event.is_set():
                 try:
-                    await self._watch(tg)
-                except Exception:  # e.g. watchfiles cannot decode a file name that is not UTF-8
-                    log.exception("watching %s failed; scanning it and watching again", self.folder)
-                    with anyio.move_on_after(WATCH_RESTART_DELAY):
+                    await self._watch(tg, pause)
+                except Exception as exc:  # e.g. watchfiles cannot decode a file name that is not UTF-8
+                    code = passing(exc, INPUT_PASSING) or errno_in(str(exc), INPUT_PASSING)  # (watchfiles: text)
+                    if code is None:
+                        log.exception("watching %s failed; scanning it and watching again", self.folder)
+                        delay = WATCH_RESTART_DELAY
+                    else:
+                        delay = pause.failed()
+                        if pause.tries == 1:
+                            self.faults.paused(self.folder, code, exc, delay)
+                        else:
+                            self.faults.still(self.folder, pause)
+                    with anyio.move_on_after(delay):
                         await self.stop_event.wait()
             tg.cancel_scope.cancel()
 
-    async def _watch(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _watch(self, tg: anyio.abc.TaskGroup, pause: Pause) -> None:
         """Watch until stopped. Events lost when this fails are found by the scan of the next round."""
         watcher = awatch(self.folder, watch_filter=lambda _c, p: is_mission_file(Path(p)), recursive=False,
                          stop_event=self.stop_event, force_polling=self.force_polling or None,
@@ -156,6 +202,8 @@ class Intake:
             if first:  # the watcher is live now: scan once more for files that arrived in between
                 first = False
                 self._scan(tg)
+                if pause.paused:
+                    self.faults.resumed(self.folder, pause)
             for change, p in changes:
                 path = Path(p)
                 if change in (Change.added, Change.modified) and path.parent == self.folder:
@@ -176,25 +224,60 @@ class Intake:
         tg.start_soon(self._settle_and_handle, path, scope)
 
     async def _settle_and_handle(self, path: Path, scope: anyio.CancelScope) -> None:
-        """Settle, then hand over; nothing a file does may end the intake (the handler stores its own errors)."""
+        """Settle, then hand over; nothing a file does may end the intake (the handler stores its own errors).
+
+        A passing fault (:mod:`polpo.fsfaults`) while reading or handling the file stores nothing: the file is
+        tried again after a backoff, until it goes through; a change of the file meanwhile cuts the wait short."""
+        while True:
+            fault = await self._once(path, scope)
+            if isinstance(fault, str):
+                done = self._paused.pop(path, None) if fault == "done" else None  # superseded: a newer change of
+                if done is not None:                                             # the file took the pause over
+                    self.faults.resumed(path, done)
+                return
+            pause = self._paused.setdefault(path, self.faults.pause())
+            delay = pause.failed()
+            if pause.tries == 1:
+                self.faults.paused(path, fault[0], fault[1], delay)
+            else:
+                self.faults.still(path, pause)
+            if path in self._pending:  # a newer change of the file is on its way: it tries
+                return
+            scope = anyio.CancelScope()
+            self._pending[path] = scope  # the intake is not idle while the file waits
+            with scope:
+                await anyio.sleep(delay)
+            if scope.cancelled_caught:
+                return
+
+    async def _once(self, path: Path, scope: anyio.CancelScope) -> tuple[int, BaseException] | str:
+        """Settle and hand over once: "done", "superseded" (a newer change took over) or the passing fault that
+        stopped it."""
         try:
             with scope:
                 raw = await settle(path, self.max_bytes)
-            if scope.cancelled_caught or raw is None:
-                return
-        except Exception:
+            if scope.cancelled_caught:
+                return "superseded"
+            if raw is None:
+                return "done"
+        except Exception as exc:
+            if (code := passing(exc, INPUT_PASSING)) is not None:
+                return code, exc
             log.exception("could not read %s", path)
-            return
+            return "done"
         finally:
             if self._pending.get(path) is scope:
                 del self._pending[path]
         async with self._lock:
             try:
                 await self.handler(path, raw)
-            except Exception:
+            except Exception as exc:
+                if (code := passing(exc)) is not None:
+                    return code, exc
                 log.exception("could not handle %s", path)
             finally:
                 self.handled += 1
+        return "done"
 
     @property
     def idle(self) -> bool:

@@ -23,9 +23,10 @@ import anyio.lowlevel
 import orjson
 
 from polpo.clock import Clock, iso
-from polpo.events.catalog import Event
+from polpo.events.catalog import Event, FaultPaused, FaultResumed
 from polpo.events.log import EventLog
 from polpo.events.pipeline import event_data
+from polpo.fsfaults import Pause, errno_name
 from polpo.llm.secrets import secret_values
 from polpo.store.errors import StoreUnavailable
 from polpo.store.protocol import StoreError, Subscriber
@@ -36,8 +37,8 @@ log = logging.getLogger("polpo.store")
 
 __all__ = ["UNAVAILABLE_BACKOFF", "UNAVAILABLE_BACKOFF_MAX", "StoreCore"]
 
-UNAVAILABLE_BACKOFF = 1.0  # seconds before the first new try of a batch the backend refused (doubling)
-UNAVAILABLE_BACKOFF_MAX = 30.0
+UNAVAILABLE_BACKOFF = 1.0  # seconds before the first new try of a batch the backend refused (doubling, jittered)
+UNAVAILABLE_BACKOFF_MAX = 30.0  # (the same backoff every path waits a passing fault out with: polpo.fsfaults.Pause)
 
 
 # Tables whose rows are whole records upserted by id (the first column): when one batch writes a record several
@@ -60,8 +61,9 @@ class StoreCore:
         self._closed = False
         self.commits = 0  # batches written, for benchmarks
         self.unavailable: str | None = None  # why the last write failed, while the backend cannot be written
-        self._unavailable_since = 0.0
-        self._last_warning = 0.0
+        self._pause = Pause(clock.monotonic, UNAVAILABLE_BACKOFF, UNAVAILABLE_BACKOFF_MAX)
+        self.log_pause = Pause(clock.monotonic, UNAVAILABLE_BACKOFF, UNAVAILABLE_BACKOFF_MAX)  # events.jsonl behind
+        self._log_retry_at = 0.0  # (anyio's clock) when the log next tries to catch up with the store
 
     @property
     def last_seq(self) -> int:
@@ -113,11 +115,18 @@ class StoreCore:
             while True:
                 if not self._queue:
                     self._wake = anyio.Event()
-                    await self._wake.wait()
+                    if self.log_pause.paused:  # the log is behind: woken by new work or when it tries again
+                        with anyio.move_on_after(max(0.0, self._log_retry_at - anyio.current_time())):
+                            await self._wake.wait()
+                    else:
+                        await self._wake.wait()
                     await anyio.lowlevel.checkpoint()  # one turn of the loop: what else is ready joins the batch
-                batch = list(self._queue)
-                self._queue.clear()
-                await self._commit(batch)
+                if self._queue:
+                    batch = list(self._queue)
+                    self._queue.clear()
+                    await self._commit(batch)
+                if self.log_pause.paused and anyio.current_time() >= self._log_retry_at:
+                    await self._catch_up_while_running()
         finally:
             with anyio.CancelScope(shield=True):
                 while self._queue and self.unavailable is None:
@@ -128,16 +137,14 @@ class StoreCore:
     async def _commit(self, batch: list[Tx], *, wait: bool = True) -> None:
         """Write ``batch``; while the backend is unavailable keep it and try again (with backoff). A batch that
         fails for another reason is written one transaction at a time, so only the faulty one is dropped."""
-        delay = UNAVAILABLE_BACKOFF
         while True:
             try:
                 await self._write_batch(batch)
             except StoreUnavailable as e:
-                self._unavailable(str(e))
+                delay = self._unavailable(str(e))
                 if not wait:
                     return
                 await anyio.sleep(delay)
-                delay = min(delay * 2, UNAVAILABLE_BACKOFF_MAX)
                 continue
             except Exception as e:
                 if len(batch) > 1:
@@ -152,21 +159,19 @@ class StoreCore:
                 self._available_again()
             return
 
-    def _unavailable(self, reason: str) -> None:
-        now = self.clock.monotonic()
-        if self.unavailable is None:
-            self._unavailable_since = now
-            self._last_warning = now
+    def _unavailable(self, reason: str) -> float:
+        """The store cannot be written: say so (once, then a reminder every 5 minutes); the seconds to wait."""
+        delay = self._pause.failed()
+        if self._pause.tries == 1:
             log.error("cannot write the state store: %s; no new work starts and nothing is lost: polpo waits "
                       "and tries again (free space or fix permissions)", reason)
-        elif now - self._last_warning >= 300:
-            self._last_warning = now
-            log.error("still cannot write the state store after %.0f s: %s", now - self._unavailable_since, reason)
+        elif self._pause.remind():
+            log.error("still cannot write the state store after %.0f s: %s", self._pause.waited(), reason)
         self.unavailable = reason
+        return delay
 
     def _available_again(self) -> None:
-        log.warning("the state store is writable again after %.0f s; work resumes",
-                    self.clock.monotonic() - self._unavailable_since)
+        log.warning("the state store is writable again after %.0f s; work resumes", self._pause.done() or 0.0)
         self.unavailable = None
 
     async def _write_batch(self, batch: list[Tx]) -> None:
@@ -225,17 +230,52 @@ class StoreCore:
         if self.log_follower is not None:
             if events:
                 self.log_follower()  # other nodes' earlier events go first: the follower writes them all in order
-        elif self.event_log is not None and events:
+        elif self.event_log is not None and events and not self.log_pause.paused:  # (paused: it catches up)
             try:
                 self.event_log.write_many(events)
-            except OSError:  # the store has them; the next batch (or a restart) catches the log up
-                log.exception("could not append %d event(s) to the event log", len(events))
+            except OSError as e:  # the store has them: the writer catches the log up when it can be written
+                self._log_failed(e)
         for ev in events:
             for fn in self._subscribers:
                 try:
                     fn(ev)
                 except Exception:  # a subscriber never stops the writer
                     log.exception("event subscriber failed on %s", ev.event)
+
+    # -- the event log behind the store -------------------------------------------------------------------
+    def _log_failed(self, e: OSError) -> None:
+        """events.jsonl could not be written (a full or read-only disk…): nothing is lost, the store has every
+        event; the writer writes what the log lacks from the store once it can (with the backoff)."""
+        assert self.event_log is not None
+        delay = self.log_pause.failed()
+        self._log_retry_at = anyio.current_time() + delay
+        if self.log_pause.tries == 1:
+            error = f"{errno_name(e.errno)} ({e})" if e.errno else f"{type(e).__name__}: {e}"
+            log.error("cannot write the event log %s: %s; the events are in the store and are written there as "
+                      "soon as it can be written (free space or fix permissions)", self.event_log.path, error)
+            if not self._closed:
+                self.submit(self.tx().event(FaultPaused(work="event log", path=str(self.event_log.path),
+                                                        error=error[:500], retry_in=round(delay, 1))))
+        elif self.log_pause.remind():
+            log.error("still cannot write the event log after %.0f s: %s", self.log_pause.waited(), e)
+
+    async def _catch_up_while_running(self) -> None:
+        tries = self.log_pause.tries
+        try:
+            await self.catch_up_log()
+        except OSError as e:
+            self._log_failed(e)
+            return
+        except Exception:  # a read of the store failed: try again later, like a write of the log
+            log.exception("could not read the events the event log lacks")
+            self._log_retry_at = anyio.current_time() + self.log_pause.failed()
+            return
+        waited = self.log_pause.done() or 0.0
+        assert self.event_log is not None
+        log.warning("the event log is written again after %.1f s; it has caught up with the store", waited)
+        if not self._closed:
+            self.submit(self.tx().event(FaultResumed(work="event log", path=str(self.event_log.path),
+                                                     waited=round(waited, 1), tries=tries)))
 
     async def catch_up_log(self) -> int:
         """Write to the log every stored event it lacks (after a crash between commit and write)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polpo.clock import SystemClock
+from polpo.fsfaults import errno_in
 from polpo.tools.procs import minimal_env, run_process
 
 __all__ = ["GIT_TIMEOUT", "GitError", "GitResult", "git", "git_env", "top_level"]
@@ -36,6 +37,8 @@ class GitError(Exception):
         super().__init__(message)
         self.args_ = tuple(args)
         self.result = result
+        # a passing fault git met (read-only or full disk, no descriptors…; LC_ALL=C messages): callers wait it out
+        self.errno = errno_in(message if result is None else f"{message}\n{result.err}")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,11 @@ from polpo.events.render import render, summary
      "average score 2.5 below the mission threshold 3.0"),
     ("agent:spawned", {"agentName": "coder", "attempt": 1, "kind": "initial", "pid": None, "model": "m"},
      "agent coder started (attempt 1, initial, model m)"),
+    ("fault:paused", {"work": "intake", "path": "/m/job.json", "error": "EROFS: Read-only file system (…)",
+                      "retryIn": 0.9}, "intake paused on /m/job.json: EROFS: Read-only file system (…); trying "
+                                       "again in 0.9 s"),
+    ("fault:resumed", {"work": "event log", "path": "/s/events.jsonl", "waited": 12.5, "tries": 4},
+     "event log resumed on /s/events.jsonl after 12.5 s (4 failed tries)"),
 ])
 def test_summary(event: str, data: dict[str, Any], expected: str) -> None:
     assert summary({"event": event, "data": data}) == expected
