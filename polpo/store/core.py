@@ -141,7 +141,7 @@ class StoreCore:
         if not tx.finished:
             await tx.done.wait()
         if tx.error is not None:
-            raise StoreError(tx.error)
+            raise StoreLost(tx.error) if self.lost is not None else StoreError(tx.error)
 
     async def flush(self) -> None:
         await self.commit(Tx())

@@ -32,7 +32,7 @@ import aiosqlite
 import anyio.to_thread
 import orjson
 
-from polpo.clock import Clock, iso
+from polpo.clock import Clock
 from polpo.events.catalog import Event
 from polpo.model.records import Assessment
 from polpo.model.status import GateStatus, SourceOutcome
