@@ -86,7 +86,7 @@ class SqliteStore(StoreCore):
     def _gone(self) -> str | None:
         try:
             now = _file_id(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return "was deleted"
         except OSError:  # cannot tell (a folder made unreadable): not a reason to stop
             return None
@@ -94,7 +94,11 @@ class SqliteStore(StoreCore):
 
     def _rescue(self) -> None:
         """Copy what the lost database held (the writer still reads it, WAL included) beside its path."""
-        target = self.path.with_name(f"{self.path.name}.rescued-{self.clock.now().strftime('%Y%m%dT%H%M%SZ')}")
+        stem = f"{self.path.name}.rescued-{self.clock.now().strftime('%Y%m%dT%H%M%SZ')}"
+        target, n = self.path.with_name(stem), 1
+        while target.exists():  # never over an earlier copy
+            n += 1
+            target = self.path.with_name(f"{stem}-{n}")
         try:
             with contextlib.closing(sqlite3.connect(target)) as copy:
                 self.writer.backup(copy)
