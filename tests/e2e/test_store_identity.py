@@ -25,6 +25,7 @@ from tests.support.daemon import (
     write_config,
 )
 from tests.support.postgres import PgCluster
+from tests.support.procs import pid_in, wait_dead
 
 pytestmark = pytest.mark.slow
 
@@ -67,13 +68,23 @@ def store_id(db: Path) -> str:
 def test_a_store_deleted_under_a_running_daemon_stops_it_and_no_restart_runs_the_mission_again(
         tmp_path: Path) -> None:
     config, state, side = setup(tmp_path)
+    slow = tmp_path / "slow.txt"  # a task still running when the database goes: it must be stopped
+    (tmp_path / "missions" / "slow.json").write_text(mission_json(shell_task(
+        "S", f"echo $$ > {tmp_path}/slow.pid; echo start >> {slow}; sleep 60; echo end >> {slow}")))
     with daemon_process(config) as proc:
         wait_events(state, count("mission:completed"))
-        for name in DB_FILES:
-            (state / name).unlink(missing_ok=True)
+        wait_events(state, lambda evs: slow.exists())
+        agent = pid_in(tmp_path / "slow.pid")
+        assert agent is not None
+        gone = tmp_path / "deleted"  # a task deletes the database (once), then its result cannot be stored
+        (tmp_path / "missions" / "rm.json").write_text(mission_json(
+            shell_task("R", f"[ -f {gone} ] || {{ touch {gone}; rm -f " + " ".join(str(state / n) for n in DB_FILES)
+                       + "; }"),
+            *[shell_task(f"R{i}", "true", dependsOn=["R"]) for i in range(3)]))  # their start cannot be stored
         code = proc.wait(timeout=30)  # bounds the wait: a daemon that does not notice never exits
         err = proc.stderr.read() if proc.stderr else ""
     assert code == 1
+    assert wait_dead(agent) and slow.read_text().split() == ["start"]  # its agent was stopped with it
     assert f"the store {state / 'polpo.db'} was deleted while the daemon ran" in err
     [rescued] = state.glob("polpo.db.rescued-*")
     assert f"saved what the database held as {rescued}" in err and "Traceback" not in err
@@ -92,7 +103,8 @@ def test_a_store_deleted_under_a_running_daemon_stops_it_and_no_restart_runs_the
         evs = wait_events(state, count("orchestrator:started", 2))
     assert runs(side) == ["A", "B"]  # it went on where it was: the finished mission did not run again
     assert [e["seq"] for e in evs] == list(range(1, len(evs) + 1))
-    assert sum(e["event"] == "mission:accepted" for e in read_events(state)) == 1
+    accepted = [e["missionId"] for e in read_events(state) if e["event"] == "mission:accepted"]
+    assert sorted(accepted) == ["rm", "slow", "twice"]  # each once; interrupted tasks resume, as after a crash
 
 
 def test_archive_log_begins_a_new_log_with_the_new_store_and_runs_the_missions_again(tmp_path: Path) -> None:
