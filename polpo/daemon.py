@@ -44,6 +44,7 @@ from polpo.notify.scopes import ScopeRegistry
 from polpo.sdnotify import notify as sd_notify
 from polpo.sla.monitor import SlaMonitor
 from polpo.store import read
+from polpo.store.identity import StoreLost, verify
 from polpo.store.open import open_store
 from polpo.store.protocol import Store, StoreError
 from polpo.store.readers import ReaderPool
@@ -69,10 +70,11 @@ class DaemonError(Exception):
 class Daemon:
     def __init__(self, cfg: Config, *, clock: Clock | None = None, console: TextIO | None = sys.stderr,
                  handle_signals: bool = True, agents: AgentFactory | None = None, heartbeat: float = HEARTBEAT,
-                 on_ready: Callable[[Daemon], None] | None = None) -> None:
+                 on_ready: Callable[[Daemon], None] | None = None, archive_log: bool = False) -> None:
         check_extras(cfg)  # a feature asked for without its library stops the start here, in one line
         self.cfg = cfg
         self.on_ready = on_ready  # called once every start-up check has passed and the daemon watches its folder
+        self.archive_log = archive_log  # --archive-log: a store the log was not written from begins a new log
         self.clock = clock or SystemClock()
         self.console = console
         self.handle_signals = handle_signals
@@ -104,8 +106,10 @@ class Daemon:
         self.store = store
         store.node = cfg.daemon.node
         store.event_log = EventLog(cfg.events_path)
+        store.on_lost = self._store_lost
         cluster: ClusterNode | None = None
         try:
+            verify(store.identity, store.last_seq, store.where, store.event_log, archive_log=self.archive_log)
             if cfg.store.url is not None:
                 cluster = await self._join_cluster(store)
             else:
@@ -163,6 +167,8 @@ class Daemon:
             if self._printer is not None:
                 self._printer.close()
             self._release_lock()
+        if store.lost is not None:
+            raise StoreLost(store.lost)
         if self._fatal is not None:
             raise DaemonError(f"stopped: {self._fatal}")
 
@@ -192,6 +198,11 @@ class Daemon:
         self._fatal = reason
         self.request_stop()
 
+    def _store_lost(self, reason: str) -> None:
+        """The database was deleted or replaced: the writer has stopped; agents are stopped at once, and it exits (1)."""
+        self._fatal = reason
+        self.request_stop()
+
     async def _sweeps(self, engine: Engine, every: float) -> None:
         """The leader: dead nodes' claims, every third of the lease."""
         assert engine.cluster is not None
@@ -208,6 +219,7 @@ class Daemon:
         cfg = self.cfg
         async with anyio.create_task_group() as tg:
             tg.start_soon(store.run_writer)
+            tg.start_soon(store.watch_identity)
             await store.commit(store.tx().event(E.OrchestratorStarted(
                 version=__version__, pid=os.getpid(), missions_dir=str(cfg.missions_dir),
                 state_dir=str(cfg.state_dir), agents=engine.agents.known_names(),
@@ -366,13 +378,14 @@ def check_extras(cfg: Config) -> None:
         require("otel", "tracing (OTEL_* is set)", "; or set OTEL_SDK_DISABLED=true to run without traces")
 
 
-def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None) -> int:
+def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
+               archive_log: bool = False) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
     become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
     try:
-        daemon = Daemon(cfg, on_ready=on_ready)
+        daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)
         anyio.run(daemon.run, backend="asyncio")
     except (DaemonError, ConfigError, StoreError, MissingExtra) as e:  # e.g. the PostgreSQL store is unreachable
         print(f"polpo: {e}", file=sys.stderr)

@@ -15,7 +15,11 @@ from polpo.cli.common import config_option, load_config_or_exit
 
 @click.command()
 @config_option
-def daemon(config_path: str | None) -> None:
+@click.option("--archive-log", is_flag=True,
+              help="Go on with a store the event log was not written from (its database was deleted or replaced): "
+                   "move events.jsonl aside and begin a new log. Missions-folder files that store has not seen "
+                   "are admitted, and run, again.")
+def daemon(config_path: str | None, archive_log: bool) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT.
 
     It watches [daemon] missions_dir, keeps its state in [daemon] state_dir (SQLite + events.jsonl) and
@@ -31,4 +35,4 @@ def daemon(config_path: str | None) -> None:
                    err=True)
         click.echo(f"polpo: follow it with `polpo tail -f --config {cfg.source}`", err=True)
 
-    sys.exit(run_daemon(cfg, on_ready=ready))
+    sys.exit(run_daemon(cfg, on_ready=ready, archive_log=archive_log))

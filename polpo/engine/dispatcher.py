@@ -22,6 +22,7 @@ from polpo.engine.handles import RunHandle
 from polpo.engine.ready import ReadyQueue
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, StopReason, TaskStatus
+from polpo.store.identity import StoreLost
 from polpo.tools.proctable import kill_group
 
 log = logging.getLogger("polpo.dispatcher")
@@ -177,6 +178,8 @@ class Dispatcher:
     async def _guarded(self, task: Task, handle: RunHandle) -> None:
         try:
             await self.run_task(task, handle)
+        except StoreLost:  # the database is gone: nothing about the task can be recorded, and the daemon stops
+            pass
         except Exception as exc:
             log.error("internal error while running task %s:\n%s", task.id, traceback.format_exc())
             self._contain(task, handle, exc)

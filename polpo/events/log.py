@@ -8,7 +8,9 @@ A batch whose write failed counts as unwritten, and a part of it that reached th
 
 Rotation: ``SIGHUP`` (or a moved or deleted file, noticed before each write) reopens the path. The position file
 ``events.jsonl.pos`` remembers the last ``seq`` written, so a restart after a rotation appends only the events the
-log has not had yet instead of copying the whole history into the new file.
+log has not had yet instead of copying the whole history into the new file. It also carries the identity of the
+store the log is written from (``<store id> <seq>``; a file from before identities holds the seq alone), which
+the daemon compares with its store's at start (:mod:`polpo.store.identity`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import structlog
 from polpo.events.catalog import Event
 
 __all__ = ["EventLog", "ensure_newline", "last_seq_in", "read_lines"]
+
+_POS_WIDTH = 64  # "<uuid> <seq>\n" is at most 58 bytes; the old "<seq>\n" was padded to 21
 
 def _render(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> bytes:
     """structlog's renderer: one line per event of the batch (``data`` is already JSON, embedded as is)."""
@@ -60,7 +64,8 @@ class EventLog:
         self._ino: tuple[int, int] | None = None
         self.reopens = 0
         self._open()
-        self.last_seq = max(last_seq_in(path), self._recorded_seq())
+        recorded, self.store_id = self._recorded()
+        self.last_seq = max(last_seq_in(path), recorded)
 
     def _open(self) -> None:
         ensure_newline(self.path)
@@ -82,11 +87,40 @@ class EventLog:
             return True
         return (st.st_dev, st.st_ino) != self._ino
 
-    def _recorded_seq(self) -> int:
+    def _recorded(self) -> tuple[int, str | None]:
+        """The position file's seq and store identity (None: not recorded, as in files written before it was)."""
         try:
-            return int(self.pos_path.read_text().strip() or 0)
-        except (FileNotFoundError, ValueError):
-            return 0
+            fields = self.pos_path.read_text().split()
+        except FileNotFoundError:
+            return 0, None
+        store_id = fields.pop(0) if len(fields) > 1 else None
+        return (int(fields[0]) if fields and fields[0].isdigit() else 0), store_id
+
+    def _write_pos(self) -> None:
+        """The store's identity and the last seq written, in place (fixed width: no truncate needed; the identity
+        first, so a seq that grows a digit never shifts it)."""
+        text = f"{self.store_id} {self.last_seq}\n" if self.store_id else f"{self.last_seq}\n"
+        os.pwrite(self._pos_fd, text.encode().ljust(_POS_WIDTH), 0)
+
+    def adopt(self, store_id: str) -> None:
+        """Record the identity of the store this log is written from (a first start, or an upgrade)."""
+        self.store_id = store_id
+        self._write_pos()
+
+    def archive(self, stamp: str) -> Path:
+        """Move the log (and its position file) to ``events.jsonl.<stamp>`` and begin a new, empty one."""
+        self.close()
+        target = self.path.with_name(f"{self.path.name}.{stamp}")
+        n = 1
+        while target.exists() or target.with_name(target.name + ".pos").exists():
+            n += 1
+            target = self.path.with_name(f"{self.path.name}.{stamp}-{n}")
+        for src, dst in ((self.path, target), (self.pos_path, target.with_name(target.name + ".pos"))):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(src, dst)
+        self.store_id, self.last_seq = None, 0
+        self._open()
+        return target
 
     def write(self, ev: Event) -> None:
         self.write_many((ev,))
@@ -127,8 +161,7 @@ class EventLog:
                 with contextlib.suppress(OSError):
                     os.ftruncate(self._fd, os.fstat(self._fd).st_size - (len(data) - len(view)))
             raise
-        # the last seq written, for the next start (a torn or stale value only costs a few duplicate lines)
-        os.pwrite(self._pos_fd, f"{self.last_seq}\n".encode().ljust(21), 0)
+        self._write_pos()  # for the next start (a torn or stale value only costs a few duplicate lines)
 
     def close(self) -> None:
         for fd in (self._fd, self._pos_fd):

@@ -6,6 +6,10 @@ writes each event to ``events.jsonl`` and hands it to subscribers, in ``seq`` or
 its event is seen, the cost per change does not grow with the number of tasks, and under load many changes
 share a commit. A backend implements :meth:`StoreCore._apply` and the named reads of the protocol.
 
+The store's identity (:mod:`polpo.store.identity`) is checked before each batch and every ``identity_every``
+seconds: once the database is deleted or replaced, nothing more is written (``lost``), waiting commits fail,
+and ``on_lost`` tells the daemon, which stops.
+
 Events are numbered by the writer from an in-process counter, unless the backend numbers them inside its
 transaction (PostgreSQL: one sequence shared by every node) and returns the numbers from ``_apply``; either
 way one node publishes in commit order.
@@ -17,6 +21,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
@@ -29,6 +34,7 @@ from polpo.events.pipeline import event_data
 from polpo.fsfaults import Pause, errno_name
 from polpo.llm.secrets import secret_values
 from polpo.store.errors import StoreUnavailable
+from polpo.store.identity import StoreLost, lost_advice, lost_message
 from polpo.store.protocol import StoreError, Subscriber
 from polpo.store.rows import ASSESSMENTS, ATTEMPTS, TASKS, Row, Table
 from polpo.store.tx import Tx
@@ -49,8 +55,14 @@ _LAST_WINS: dict[Table, tuple[int, ...]] = {
 
 
 class StoreCore:
-    def __init__(self, clock: Clock, max_seq: int) -> None:
+    identity_every = 1.0  # seconds between two checks of the store's identity while the daemon runs
+
+    def __init__(self, clock: Clock, max_seq: int, identity: str = "") -> None:
         self.clock = clock
+        self.identity = identity  # meta.store_id, read at open
+        self.lost: str | None = None  # set once the database was deleted or replaced: nothing is written after
+        self.on_lost: Callable[[str], None] | None = None
+        self.rescued: Path | None = None  # a copy of what a lost database held, if the backend could make one
         self._seq = max_seq
         self._queue: deque[Tx] = deque()
         self._wake = anyio.Event()
@@ -85,6 +97,35 @@ class StoreCore:
     async def events_after(self, seq: int) -> list[Event]:
         raise NotImplementedError
 
+    @property
+    def where(self) -> str:
+        """The store, for messages (the SQLite file, the PostgreSQL server and database)."""
+        return "in memory"
+
+    def _gone(self) -> str | None:
+        """Cheap, before each batch: how the database went away ("was deleted"…), None while it is in place."""
+        return None
+
+    async def _gone_now(self) -> str | None:
+        """The periodic check (PostgreSQL asks the server; by default the same as :meth:`_gone`)."""
+        return self._gone()
+
+    # -- identity ------------------------------------------------------------------------------------------
+    async def watch_identity(self) -> None:
+        """Every ``identity_every`` seconds: stop writing once the database is deleted or replaced."""
+        while self.lost is None:
+            await anyio.sleep(self.identity_every)
+            if (what := await self._gone_now()) is not None:
+                self._lose(what)
+
+    def _lose(self, what: str) -> None:
+        if self.lost is not None:
+            return
+        self.lost = lost_message(self.where, what)
+        log.error("%s", self.lost)
+        if self.on_lost is not None:
+            self.on_lost(self.lost)
+
     # -- writing -------------------------------------------------------------------------------------------
     def tx(self) -> Tx:
         return Tx()
@@ -102,7 +143,7 @@ class StoreCore:
         if not tx.finished:
             await tx.done.wait()
         if tx.error is not None:
-            raise StoreError(tx.error)
+            raise StoreLost(tx.error) if self.lost is not None else StoreError(tx.error)
 
     async def flush(self) -> None:
         await self.commit(Tx())
@@ -129,7 +170,7 @@ class StoreCore:
                     await self._catch_up_while_running()
         finally:
             with anyio.CancelScope(shield=True):
-                while self._queue and self.unavailable is None:
+                while self._queue and self.unavailable is None and self.lost is None:
                     batch = list(self._queue)
                     self._queue.clear()
                     await self._commit(batch, wait=False)
@@ -140,6 +181,11 @@ class StoreCore:
         while True:
             try:
                 await self._write_batch(batch)
+            except StoreLost as e:  # never written anywhere: the database it would go to is gone
+                for tx in batch:
+                    tx.error = str(e)
+                    tx.finish()
+                return
             except StoreUnavailable as e:
                 delay = self._unavailable(str(e))
                 if not wait:
@@ -175,6 +221,10 @@ class StoreCore:
         self.unavailable = None
 
     async def _write_batch(self, batch: list[Tx]) -> None:
+        if self.lost is None and (what := self._gone()) is not None:
+            self._lose(what)
+        if self.lost is not None:
+            raise StoreLost(self.lost)
         rows: dict[Table, list[Row]] = {}
         latest: dict[tuple[Table, object], Row] = {}
         events: list[Event] = []
@@ -291,6 +341,8 @@ class StoreCore:
         self._closed = True
         try:
             await self._close_backend()
+            if self.lost is not None:  # what to do now, with the copy the backend saved (if it could)
+                self.lost = f"{self.lost}; {lost_advice(self.rescued, self.where)}"
         finally:
             if self.event_log is not None:
                 self.event_log.close()

@@ -29,6 +29,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import asyncpg
 import orjson
 
@@ -52,6 +53,7 @@ log = logging.getLogger("polpo.store")
 
 _NUMBER = "UPDATE event_clock SET seq = seq + $1 RETURNING seq"
 _NOTIFY = "SELECT pg_notify($1, $2)"
+_IDENTITY = "SELECT value FROM meta WHERE key = 'store_id'"
 EVENTS_CHANNEL = "polpo_events"  # payload: the last seq of a committed batch
 CLAIMS_CHANNEL = "polpo_claims"  # a task was offered to the cluster
 _INSERT_EVENT = ("INSERT INTO events (seq, ts, event, mission_id, task_id, data, node) "
@@ -88,8 +90,11 @@ def _mark(ev: Event) -> tuple[str, str, str | None, str | None, str | None]:
 
 
 class PostgresStore(StoreCore):
-    def __init__(self, pool: asyncpg.Pool[Any], where: PgTarget, clock: Clock, max_seq: int) -> None:
-        super().__init__(clock, max_seq)
+    identity_every = 5.0  # a query, not a stat: a dropped and recreated database is seen within seconds
+
+    def __init__(self, pool: asyncpg.Pool[Any], where: PgTarget, clock: Clock, max_seq: int, identity: str = "",
+                 ) -> None:
+        super().__init__(clock, max_seq, identity)
         self.pool = pool
         self.target = where
         self.in_doubt: InDoubt | None = None  # the batch whose COMMIT was not answered, until it is settled
@@ -107,12 +112,30 @@ class PostgresStore(StoreCore):
             async with pool.acquire() as conn:
                 await migrate(conn)
                 max_seq = int(await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events"))
+                identity = await conn.fetchval(_IDENTITY)
         except BaseException as e:
             await pool.close()
             if isinstance(e, StoreError) or not isinstance(e, Exception):
                 raise
             raise t.error("migrate", e) from None
-        return cls(pool, t, clock, max_seq)
+        return cls(pool, t, clock, max_seq, str(identity))
+
+    @property
+    def where(self) -> str:
+        return f"PostgreSQL {self.target.where}"
+
+    async def _gone_now(self) -> str | None:
+        """The identity row read again: another value, or none, is another database under the same name."""
+        try:
+            with anyio.fail_after(10):
+                now = await self.pool.fetchval(_IDENTITY)
+        except asyncpg.InvalidCatalogNameError:
+            return "was dropped"
+        except asyncpg.UndefinedTableError:
+            return "was dropped and created again (the database there now has no polpo tables)"
+        except Exception:  # unreachable for now: not a sign of another database (the writer waits for it)
+            return None
+        return None if now == self.identity else f"was replaced by another database (store {now})"
 
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         try:

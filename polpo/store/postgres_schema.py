@@ -239,6 +239,15 @@ MIGRATIONS: list[str] = [
     CREATE INDEX claims_free ON claims (prio DESC, mseq, idx) WHERE node IS NULL;
     CREATE INDEX claims_held ON claims (node, incarnation) WHERE node IS NOT NULL;
     """,
+    # v4: the SQLite schema v6: the store's identity, a UUID written once (what each node's events.jsonl.pos
+    # carries: a dropped and recreated database is another store, see polpo.store.identity).
+    f"""
+    CREATE TABLE meta (
+        key         {T} PRIMARY KEY,
+        value       {T} NOT NULL
+    );
+    INSERT INTO meta (key, value) VALUES ('store_id', gen_random_uuid()::text);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

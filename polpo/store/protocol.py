@@ -63,6 +63,19 @@ class Store(Protocol):
     event_log: EventLog | None
     node: str | None  # stamped on every event (``[daemon] node``)
     commits: int
+    identity: str  # the store's UUID, written once at creation (polpo.store.identity)
+    lost: str | None  # why nothing more is written: the database was deleted or replaced while running
+    on_lost: Callable[[str], None] | None
+
+    @property
+    def last_seq(self) -> int: ...
+
+    @property
+    def where(self) -> str: ...
+
+    async def watch_identity(self) -> None:
+        """Runs until the database is deleted or replaced, then stops the writer and calls ``on_lost``."""
+        ...
 
     # -- writing -------------------------------------------------------------------------------------------
     def tx(self) -> Tx: ...

@@ -195,6 +195,14 @@ MIGRATIONS: list[str] = [
     ALTER TABLE events ADD COLUMN node TEXT;
     ALTER TABLE missions ADD COLUMN home TEXT;
     """,
+    # v6: facts about the store itself. ``store_id``: its identity, a UUID written once when the table is made
+    # (``migrate``), which events.jsonl.pos carries, so a deleted or replaced database is noticed (identity.py).
+    """
+    CREATE TABLE meta (
+        key         TEXT PRIMARY KEY,
+        value       TEXT NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,12 +9,21 @@ checkpoints every :data:`CHECKPOINT_EVERY` commits, in its thread), and it does 
 is written in a worker thread that waits the usual ``busy_timeout``. The daemon's few reads (start-up, resumed
 checks, the command inbox) use the aiosqlite connection; the CLI reads the same file with connections of its own
 (:mod:`polpo.store.read`), which WAL allows beside the writer.
+
+The database file is watched (:mod:`polpo.store.identity`): its device and inode are taken at open, and a path
+that no longer leads to them (deleted, or another file moved over it) stops the writer before its next commit.
+A ``stat`` of the path, not an ``fstat`` of a descriptor of our own: closing a second descriptor of the file would
+drop the POSIX locks SQLite holds on it. The data only the daemon still holds then (the unlinked file and its
+WAL) is copied beside the path as ``polpo.db.rescued-<time>`` when the store closes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sqlite3
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -36,17 +45,20 @@ from polpo.store.sql import statement
 
 __all__ = ["CHECKPOINT_EVERY", "SqliteStore", "migrate"]
 
+log = logging.getLogger("polpo.store")
+
 CHECKPOINT_EVERY = 200
 """Commits between two checkpoints of the WAL into the database file (off the loop, see the module docstring)."""
 WAIT_FOR_LOCK_MS = 5000  # the wait of a batch written in a thread when another process held the write lock
 
 
 class SqliteStore(StoreCore):
-    def __init__(self, db: aiosqlite.Connection, path: Path, clock: Clock, max_seq: int) -> None:
-        super().__init__(clock, max_seq)
+    def __init__(self, db: aiosqlite.Connection, path: Path, clock: Clock, max_seq: int, identity: str = "") -> None:
+        super().__init__(clock, max_seq, identity)
         self.db = db
         self.path = path
         self.writer = _writer(path)
+        self._file = _file_id(path)  # what the path led to at open (device, inode)
         self._since_checkpoint = 0
 
     @classmethod
@@ -59,7 +71,41 @@ class SqliteStore(StoreCore):
         await migrate(db)
         async with db.execute("SELECT COALESCE(MAX(seq), 0) FROM events") as cur:
             row = await cur.fetchone()
-        return cls(db, path, clock, int(row[0]) if row else 0)
+        async with db.execute("SELECT value FROM meta WHERE key = 'store_id'") as cur:
+            ident = await cur.fetchone()
+        if ident is None:
+            await db.close()
+            raise StoreError(f"the state database {path} has no identity (table meta, key store_id); restore it "
+                             "from a copy or point state_dir elsewhere")
+        return cls(db, path, clock, int(row[0]) if row else 0, str(ident[0]))
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def _gone(self) -> str | None:
+        try:
+            now = _file_id(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return "was deleted"
+        except OSError:  # cannot tell (a folder made unreadable): not a reason to stop
+            return None
+        return None if now == self._file else "was replaced by another file"
+
+    def _rescue(self) -> None:
+        """Copy what the lost database held (the writer still reads it, WAL included) beside its path."""
+        stem = f"{self.path.name}.rescued-{self.clock.now().strftime('%Y%m%dT%H%M%SZ')}"
+        target, n = self.path.with_name(stem), 1
+        while target.exists():  # never over an earlier copy
+            n += 1
+            target = self.path.with_name(f"{stem}-{n}")
+        try:
+            with contextlib.closing(sqlite3.connect(target)) as copy:
+                self.writer.backup(copy)
+        except (sqlite3.Error, OSError) as e:
+            log.error("could not save a copy of the lost database as %s: %s", target, e)
+            return
+        self.rescued = target
 
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> None:
         if events:
@@ -84,6 +130,8 @@ class SqliteStore(StoreCore):
                 await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     async def _close_backend(self) -> None:
+        if self.lost is not None:
+            self._rescue()
         try:
             self.writer.close()
             with contextlib.suppress(sqlite3.OperationalError):  # best effort: a reader may still hold the table
@@ -157,6 +205,11 @@ _PASSING = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN",
             "SQLITE_PERM")
 
 
+def _file_id(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def _writer(path: Path) -> sqlite3.Connection:
     """The writing connection (see the module docstring); used by one writer at a time, from either thread."""
     con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -213,6 +266,9 @@ async def migrate(db: aiosqlite.Connection) -> int:
             for stmt in MIGRATIONS[v].split(";"):
                 if stmt.strip():
                     await db.execute(stmt)
+        # the store's identity, once, with the table (v6): polpo.store.identity
+        await db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?) ON CONFLICT (key) DO NOTHING",
+                         (str(uuid.uuid4()),))
         await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         await db.commit()
     except BaseException:

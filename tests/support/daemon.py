@@ -138,8 +138,9 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 60, env: dict[
 
 
 @contextmanager
-def daemon_process(config: Path, *, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(polpo_cmd("daemon", "--config", str(config)), stdout=subprocess.PIPE,
+def daemon_process(config: Path, *, env: dict[str, str] | None = None, args: tuple[str, ...] = (),
+                   ) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(polpo_cmd("daemon", "--config", str(config), *args), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
                             start_new_session=False)
     try:
