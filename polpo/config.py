@@ -172,6 +172,12 @@ class HttpSettings(_Base):
 
     listen: str | None = None  # "127.0.0.1:8765", "[::1]:8765"; port 0 picks a free one
     token_env: str = "POLPO_HTTP_TOKEN"  # the variable holding the bearer token; when it is set, every call needs it
+    # bounds, so one client cannot exhaust the daemon (README "HTTP API")
+    max_body: int = Field(16 * 1024 * 1024, ge=1024)  # bytes of a request body; larger ones get 413, unread
+    header_timeout: Duration = Field(default_factory=lambda: _secs(10))  # a request's head must arrive within it
+    body_timeout: Duration = Field(default_factory=lambda: _secs(30))  # and its body within this, after the head
+    max_connections: int = Field(256, ge=1)  # connections served at once; a request on one more gets 503
+    max_stream_clients: int = Field(100, ge=1)  # open /api/events/stream clients; one more gets 503
 
     @field_validator("listen")
     @classmethod
@@ -181,6 +187,13 @@ class HttpSettings(_Base):
         host, sep, port = v.rpartition(":")
         if not sep or not host or not port.isdigit() or int(port) > 65535:
             raise ValueError('expected "HOST:PORT", e.g. "127.0.0.1:8765" (IPv6: "[::1]:8765")')
+        return v
+
+    @field_validator("header_timeout", "body_timeout")
+    @classmethod
+    def _positive(cls, v: timedelta) -> timedelta:
+        if v.total_seconds() <= 0:
+            raise ValueError("must be more than 0 seconds")
         return v
 
     def host_port(self) -> tuple[str, int] | None:
