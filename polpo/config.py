@@ -189,13 +189,6 @@ class HttpSettings(_Base):
             raise ValueError('expected "HOST:PORT", e.g. "127.0.0.1:8765" (IPv6: "[::1]:8765")')
         return v
 
-    @field_validator("header_timeout", "body_timeout")
-    @classmethod
-    def _positive(cls, v: timedelta) -> timedelta:
-        if v.total_seconds() <= 0:
-            raise ValueError("must be more than 0 seconds")
-        return v
-
     def host_port(self) -> tuple[str, int] | None:
         if self.listen is None:
             return None
