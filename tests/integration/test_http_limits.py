@@ -187,6 +187,12 @@ def test_slow_headers_are_cut_off_at_the_header_timeout(tmp_path: Path) -> None:
         assert sent < len(request) - 2, "the server waited for the whole head"
         assert status_of(answer) == 408 and b"headers did not arrive within 1 s" in answer, answer
 
+        with connect(d) as sock:  # the same for the next request on a kept-alive connection
+            sock.sendall(head(d, "GET", "/healthz"))
+            assert status_of(read_response(sock)) == 200
+            sent, answer = drip(sock, request, every=0.25)
+        assert sent < len(request) - 2 and status_of(answer) == 408, answer
+
         with connect(d) as idle:  # a connection that says nothing is closed too (without an answer)
             assert read_all(idle) == b""
 
