@@ -7,8 +7,8 @@ stored events are read, and anything at or below the last number sent is skipped
 starts with the next event. ``?mission=ID`` keeps one mission's events.
 
 At most ``[http] max_stream_clients`` streams are open at once; one more is answered 503 with ``Retry-After``
-(browsers' EventSource and the CLI try again). A stream holds no store connection while it waits: it borrows
-one from the reader pool for each catch-up page only.
+(a browser's EventSource gives up on it; the web view tries again after that long). A stream holds no store
+connection while it waits: it borrows one from the reader pool for each catch-up page only.
 """
 
 from __future__ import annotations
