@@ -177,6 +177,12 @@ class HttpSettings(_Base):
     hosts: list[str] = []
     # web pages of other origins that may call the API (README "Security"): "https://ops.example.com"
     allowed_origins: list[str] = []
+    # bounds, so one client cannot exhaust the daemon (README "HTTP API")
+    max_body: int = Field(16 * 1024 * 1024, ge=1024)  # bytes of a request body; larger ones get 413, unread
+    header_timeout: Duration = Field(default_factory=lambda: _secs(10))  # a request's head must arrive within it
+    body_timeout: Duration = Field(default_factory=lambda: _secs(30))  # and its body within this, after the head
+    max_connections: int = Field(256, ge=1)  # connections served at once; a request on one more gets 503
+    max_stream_clients: int = Field(100, ge=1)  # open /api/events/stream clients; one more gets 503
 
     @field_validator("listen")
     @classmethod

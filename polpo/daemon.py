@@ -249,6 +249,7 @@ class Daemon:
                 tg.start_soon(cluster.leadership.run, elected, self._lost)
             tg.start_soon(engine.run, tg)
             tg.start_soon(self._janitor, engine)
+            tg.start_soon(self.readers.maintain)  # idle reader connections close after a burst
             if self.http is not None:
                 self.http.start(tg)
             tracing = start_tracing(store, self._reviews)

@@ -14,7 +14,7 @@ from polpo.http.auth import TokenAuth
 from polpo.http.context import ApiContext
 from polpo.http.guard import BrowserGuard, GuardPolicy
 from polpo.http.openapi import openapi_document
-from polpo.http.sse import event_stream
+from polpo.http.sse import StreamSlots, event_stream
 from polpo.http.submit import submit_mission
 from polpo.web import STATIC
 
@@ -29,6 +29,7 @@ INDEX_HEADERS = {"cache-control": "no-cache", "x-frame-options": "DENY",
 def build_app(ctx: ApiContext, token: str | None) -> Starlette:
     api = Api(ctx)
     spec = openapi_document(ctx.version)
+    streams = StreamSlots(ctx.cfg.http.max_stream_clients)
 
     async def openapi(request: Request) -> Response:
         return Response(spec, media_type="application/json")
@@ -39,7 +40,7 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         return Response(ctx.metrics(), media_type=PROMETHEUS_TEXT)
 
     async def stream(request: Request) -> Response:
-        return await event_stream(ctx, request)
+        return await event_stream(ctx, request, streams)
 
     async def submit(request: Request) -> Response:
         return await submit_mission(ctx, request)

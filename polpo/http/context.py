@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,6 @@ class ApiContext:
     started: float = field(default_factory=time.monotonic)
 
 
-def json_response(obj: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS), status_code=status,
+def json_response(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS), status_code=status, headers=headers,
                     media_type="application/json")

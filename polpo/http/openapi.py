@@ -53,7 +53,8 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
      [("query", "name", "file name in the missions folder (default: from the mission's name)")],
      {201: ("accepted", _obj(missionId={"type": "string"}, file={"type": "string"},
                              warnings={"type": "array", "items": {"type": "string"}})),
-      202: ("written, not yet taken in", _ANY), 422: ("invalid: every problem with its path", _PROBLEMS)}),
+      202: ("written, not yet taken in", _ANY), 422: ("invalid: every problem with its path", _PROBLEMS),
+      413: ("larger than [http] max_body", _PROBLEMS)}),
     ("get", "/api/missions/{mission_id}", "One mission (id or name): tasks, gates, quality, spec",
      [("path", "mission_id", "mission id or name")], {200: ("the mission", _ANY), 404: ("unknown", _ERROR)}),
     ("post", "/api/missions/{mission_id}/cancel", "Cancel a running mission",
@@ -74,7 +75,8 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
                            more={"type": "boolean"}))}),
     ("get", "/api/events/stream", "Live events as Server-Sent Events (id = seq; resumable with Last-Event-ID)",
      [("header", "Last-Event-ID", "resume after this seq"), ("query", "after", "start after this seq"),
-      ("query", "mission", "one mission's events")], {200: ("text/event-stream", None)}),
+      ("query", "mission", "one mission's events")],
+     {200: ("text/event-stream", None), 503: ("[http] max_stream_clients streams are open (see Retry-After)", _ERROR)}),
     ("get", "/", "The web view", [], {200: ("HTML", None)}),
 ]
 

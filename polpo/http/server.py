@@ -2,6 +2,8 @@
 then the server runs as one task of the daemon's task group, in its event loop.
 
 uvicorn's own signal handling is off: the daemon owns SIGTERM/SIGINT/SIGHUP and stops the server itself.
+Its bounds come from ``[http]``: the header and body read timeouts (:mod:`polpo.http.timeouts`) and the cap
+on connections served at once (uvicorn's ``limit_concurrency``, which answers 503 past it).
 ``<state_dir>/http.json`` says where the API listens (``{"url", "pid", "token"}``), so the CLI of the same
 machine finds it (``polpo cancel`` and friends use it); it is removed when the daemon stops.
 """
@@ -19,7 +21,9 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from polpo.config import HttpSettings
 from polpo.http.auth import HttpPlan
+from polpo.http.timeouts import timed_protocol
 
 __all__ = ["HttpServer", "endpoint_file"]
 
@@ -30,6 +34,12 @@ def endpoint_file(state_dir: Path) -> Path:
     return state_dir / "http.json"
 
 
+def concurrency_limit(max_connections: int) -> int:
+    """uvicorn's ``limit_concurrency`` for ``max_connections`` served: it answers 503 to a request once the open
+    connections (this one included) or running requests reach the limit, so the limit is one more."""
+    return max_connections + 1
+
+
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -37,8 +47,9 @@ class _Server(uvicorn.Server):
 
 
 class HttpServer:
-    def __init__(self, plan: HttpPlan, state_dir: Path) -> None:
+    def __init__(self, plan: HttpPlan, state_dir: Path, settings: HttpSettings) -> None:
         self.plan = plan
+        self.settings = settings
         self.state_dir = state_dir
         self.sock: socket.socket | None = None
         self.url = ""
@@ -68,8 +79,11 @@ class HttpServer:
 
     async def serve(self, app: ASGIApp) -> None:
         assert self.sock is not None, "bind() first"
-        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False, http="h11", ws="none",
-                                timeout_graceful_shutdown=int(GRACE), server_header=False, proxy_headers=False)
+        s = self.settings
+        protocol = timed_protocol(s.header_timeout.total_seconds(), s.body_timeout.total_seconds())
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False, http=protocol, ws="none",
+                                timeout_graceful_shutdown=int(GRACE), server_header=False, proxy_headers=False,
+                                limit_concurrency=concurrency_limit(s.max_connections))
         self._server = _Server(config)
         try:
             await self._server.serve(sockets=[self.sock])

@@ -43,7 +43,7 @@ class HttpService:
                          known_agents=engine.agents.known_names(),
                          channels=channels, metrics=self.metrics.render)
         self.app = build_app(ctx, plan.token)
-        self.server = HttpServer(plan, cfg.state_dir)
+        self.server = HttpServer(plan, cfg.state_dir, cfg.http)
 
     @property
     def url(self) -> str:

@@ -5,39 +5,87 @@ Each event is sent as ``id: SEQ`` + ``data: <the events.jsonl line>``. A client 
 number, then the live ones, with none lost or repeated in between: the listener is registered before the
 stored events are read, and anything at or below the last number sent is skipped. Without either, the stream
 starts with the next event. ``?mission=ID`` keeps one mission's events.
+
+At most ``[http] max_stream_clients`` streams are open at once; one more is answered 503 with ``Retry-After``
+(a browser's EventSource gives up on it; the web view tries again after that long). A stream holds no store
+connection while it waits: it borrows one from the reader pool for each catch-up page only.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from polpo.events.catalog import Event
-from polpo.http.context import ApiContext
+from polpo.http.context import ApiContext, json_response
 from polpo.http.hub import event_line
 from polpo.store import read
 
-__all__ = ["event_stream"]
+__all__ = ["StreamSlots", "event_stream"]
 
 KEEPALIVE = 15.0  # seconds: a comment line, so proxies keep the connection and a dead client is noticed
 COALESCE = 0.05  # seconds: events arriving together go out in one write (a busy daemon commits many small batches)
 PAGE = 1000
+RETRY_AFTER = 5  # seconds, when every stream slot is taken
 
 
-async def event_stream(ctx: ApiContext, request: Request) -> Response:
-    raw = request.headers.get("last-event-id") or request.query_params.get("after")
-    after = int(raw) if raw is not None and raw.strip().isdigit() else None
-    mission = request.query_params.get("mission") or None
-    if after is None:
-        after = await ctx.readers.run(read.last_event_seq)
-    return StreamingResponse(_frames(ctx, after, mission), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+class StreamSlots:
+    """How many streams are open, against the cap (a plain count: the event loop is the only writer)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.taken = 0
+
+    def take(self) -> bool:
+        if self.taken >= self.limit:
+            return False
+        self.taken += 1
+        return True
+
+    def release(self) -> None:
+        self.taken -= 1
 
 
-async def _frames(ctx: ApiContext, after: int, mission: str | None) -> AsyncIterator[bytes]:
+async def event_stream(ctx: ApiContext, request: Request, slots: StreamSlots) -> Response:
+    if not slots.take():
+        return json_response({"error": "too many streams", "message": f"{slots.limit} event streams are open "
+                              f"([http] max_stream_clients); try again in {RETRY_AFTER} s"}, 503,
+                             headers={"retry-after": str(RETRY_AFTER)})
+    try:
+        raw = request.headers.get("last-event-id") or request.query_params.get("after")
+        after = int(raw) if raw is not None and raw.strip().isdigit() else None
+        mission = request.query_params.get("mission") or None
+        if after is None:
+            after = await ctx.readers.run(read.last_event_seq)
+    except BaseException:
+        slots.release()
+        raise
+    return _Stream(_frames(ctx, after, mission), slots.release)
+
+
+class _Stream(StreamingResponse):
+    """An event stream that gives its slot back and closes its generator however the response ends."""
+
+    def __init__(self, frames: AsyncGenerator[bytes, None], release: Callable[[], None]) -> None:
+        super().__init__(frames, media_type="text/event-stream",
+                         headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+        self.frames = frames
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+            with anyio.CancelScope(shield=True):
+                await self.frames.aclose()  # its listener leaves the hub now, not when the generator is collected
+
+
+async def _frames(ctx: ApiContext, after: int, mission: str | None) -> AsyncGenerator[bytes, None]:
     match = (lambda ev: ev.mission_id == mission) if mission is not None else None
     listener = ctx.hub.listen(match)
     last = after

@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from polpo.engine.admission import slugify
 from polpo.events import catalog as E
+from polpo.http.body import BodyRefused, read_body
 from polpo.http.context import ApiContext, json_response
 from polpo.intake.scoped import scoped_problems
 from polpo.intake.watcher import is_mission_file
@@ -28,14 +29,14 @@ from polpo.mission.security import policy_problems
 
 __all__ = ["submit_mission"]
 
-MAX_BODY = 16 * 1024 * 1024
 INTAKE_WAIT = 30.0  # seconds; the watcher settles a file in well under one
 
 
 async def submit_mission(ctx: ApiContext, request: Request) -> Response:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        return json_response({"errors": [{"path": "$", "message": f"larger than {MAX_BODY} bytes"}]}, 413)
+    try:
+        raw = await read_body(request, ctx.cfg.http.max_body)  # never buffered past [http] max_body
+    except BodyRefused as e:
+        return e.response()
     result = load_mission(raw, known_agents=ctx.known_agents)
     target = _target(ctx.cfg.missions_dir, request.query_params.get("name"), result.spec.name if result.spec else None)
     if target is None:

@@ -8,6 +8,7 @@ const $events = document.getElementById("events");
 const $crumbs = document.getElementById("crumbs");
 const $conn = document.getElementById("connection");
 const MAX_EVENTS = 300;
+const STREAM_RETRY_MS = 5000;  // the stream's Retry-After when the daemon refuses it
 const GRAPH_MAX_TASKS = 400;
 const TABLE_MAX_ROWS = 2000;
 
@@ -356,7 +357,12 @@ function affects(ev) {
 function follow() {
   const source = new EventSource("/api/events/stream");
   source.onopen = () => { $conn.dataset.state = "live"; $conn.textContent = "live"; };
-  source.onerror = () => { $conn.dataset.state = "lost"; $conn.textContent = "reconnecting…"; };
+  source.onerror = () => {
+    $conn.dataset.state = "lost"; $conn.textContent = "reconnecting…";
+    if (source.readyState === EventSource.CLOSED) {  // refused (503: the daemon's stream cap), not retried by itself
+      setTimeout(() => { follow(); render(); }, STREAM_RETRY_MS);
+    }
+  };
   source.onmessage = (msg) => {
     const ev = JSON.parse(msg.data);
     showEvent(ev);
