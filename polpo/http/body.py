@@ -26,8 +26,8 @@ class BodyRefused(Exception):
 class BodyTooLarge(BodyRefused):
     status = 413
 
-    def __init__(self, limit: int) -> None:
-        super().__init__("body too large", f"larger than {limit} bytes: send less, or raise [http] max_body")
+    def __init__(self, limit: int, setting: str) -> None:
+        super().__init__("body too large", f"larger than {limit} bytes: send less, or raise {setting}")
 
 
 class BodyIncomplete(BodyRefused):
@@ -37,16 +37,18 @@ class BodyIncomplete(BodyRefused):
         super().__init__("body incomplete", "the connection ended before the body did")
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, at most ``limit`` bytes: :class:`BodyTooLarge` past it, having held at most ``limit + 1``."""
+async def read_body(request: Request, limit: int, setting: str = "[http] max_body") -> bytes:
+    """The whole body, at most ``limit`` bytes: :class:`BodyTooLarge` past it, having held at most ``limit + 1``.
+
+    ``setting`` names the config key that set ``limit``, for the message."""
     if declared_over(request.headers.get("content-length"), limit):
-        raise BodyTooLarge(limit)
+        raise BodyTooLarge(limit, setting)
     body = bytearray()
     try:
         async for chunk in request.stream():
             body += chunk[: limit + 1 - len(body)]
             if len(body) > limit:
-                raise BodyTooLarge(limit)
+                raise BodyTooLarge(limit, setting)
     except ClientDisconnect:
         raise BodyIncomplete() from None
     return bytes(body)

@@ -18,6 +18,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from polpo.config import Config
 from polpo.engine.admission import slugify
 from polpo.events import catalog as E
 from polpo.http.body import BodyRefused, read_body
@@ -34,7 +35,7 @@ INTAKE_WAIT = 30.0  # seconds; the watcher settles a file in well under one
 
 async def submit_mission(ctx: ApiContext, request: Request) -> Response:
     try:
-        raw = await read_body(request, ctx.cfg.http.max_body)  # never buffered past [http] max_body
+        raw = await read_body(request, *body_limit(ctx.cfg))  # never buffered past the limit
     except BodyRefused as e:
         return e.response()
     result = load_mission(raw, known_agents=ctx.known_agents)
@@ -65,6 +66,12 @@ async def submit_mission(ctx: ApiContext, request: Request) -> Response:
         errors: list[dict[str, Any]] = ev.data.get("errors") or []
         return _problems(errors)
     return json_response({"missionId": ev.mission_id, "file": source, "warnings": ev.data.get("warnings") or []}, 201)
+
+
+def body_limit(cfg: Config) -> tuple[int, str]:
+    """The larger a mission body may be: ``[http] max_body``, or the intake's own limit when that is smaller (a
+    body the intake would refuse unread is refused here, before it is written into the missions folder)."""
+    return min((cfg.http.max_body, "[http] max_body"), (cfg.daemon.max_mission_bytes, "[daemon] max_mission_bytes"))
 
 
 def _problems(errors: list[dict[str, Any]]) -> Response:

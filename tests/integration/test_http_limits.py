@@ -24,6 +24,7 @@ from tests.support.daemon import daemon_process, wait_events, write_config
 pytestmark = pytest.mark.slow
 
 MiB = 1024 * 1024
+JSON = {"content-type": "application/json"}  # the API takes only JSON bodies (http/guard.py)
 HUGE = 100 * MiB
 
 
@@ -148,9 +149,19 @@ def drip(sock: socket.socket, data: bytes, every: float) -> tuple[int, bytes]:
 
 # -- body size ----------------------------------------------------------------------------------------------
 
+def test_a_mission_larger_than_the_intake_takes_is_refused_before_it_is_written(tmp_path: Path) -> None:
+    """Under [http] max_body (16 MiB) but over [daemon] max_mission_bytes (4 MiB): 413, naming the setting."""
+    doc = {"name": "big", "description": "x" * (5 * MiB), "tasks": [{"title": "t", "description": "true"}]}
+    with serving(tmp_path) as d:
+        r = httpx.post(d.url + "/api/missions", content=json.dumps(doc).encode(), headers=JSON, timeout=60)
+        assert r.status_code == 413, r.text
+        assert "[daemon] max_mission_bytes" in r.json()["errors"][0]["message"]
+        assert list((tmp_path / "missions").iterdir()) == []
+
+
 def test_a_100_mb_body_is_refused_without_being_buffered(tmp_path: Path) -> None:
     with serving(tmp_path, max_body=MiB) as d:
-        ok = httpx.post(d.url + "/api/missions", content=b"x" * (MiB - 10))  # under the cap: read and checked
+        ok = httpx.post(d.url + "/api/missions", content=b"x" * (MiB - 10), headers=JSON)  # under the cap: read and checked
         assert ok.status_code == 422 and ok.json()["errors"][0]["path"] == "$"
         rss = status_kib(d.pid, "VmRSS")
         Path(f"/proc/{d.pid}/clear_refs").write_text("5")  # VmHWM (the peak) starts again from here
@@ -173,7 +184,7 @@ def test_a_100_mb_body_is_refused_without_being_buffered(tmp_path: Path) -> None
         assert status_kib(d.pid, "VmRSS") - rss < 20 * 1024
         assert not list((tmp_path / "missions").iterdir())  # nothing written
 
-        big = httpx.post(d.url + "/api/missions", content=(chunk for _ in range(HUGE // len(chunk))))
+        big = httpx.post(d.url + "/api/missions", content=(chunk for _ in range(HUGE // len(chunk))), headers=JSON)
         assert big.status_code == 413  # an ordinary client (sends it all, then reads) gets the answer too
 
 
