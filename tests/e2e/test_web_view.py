@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.browser import launched_chromium
 from tests.support.daemon import (
     daemon_process,
     mission_json,
@@ -39,9 +40,6 @@ from tests.support.judges import ScriptedJudge
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 MODELS = ("judge-a", "judge-b", "judge-c")
 JSON = {"Content-Type": "application/json"}
 
@@ -57,18 +55,8 @@ def screenshots() -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Debian's chromium (.ci/run installs it)")
-        pytest.skip("no /usr/bin/chromium (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)  # a fresh profile
-        try:
-            yield b
-        finally:
-            b.close()
+    with launched_chromium() as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ stream by itself). A real browser (Debian's chromium, headless, via playwright) 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,29 +12,17 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.browser import launched_chromium
 from tests.support.daemon import daemon_process, wait_events, write_config
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Debian's chromium (.ci/run installs it)")
-        pytest.skip("no /usr/bin/chromium (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
+    with launched_chromium() as b:
+        yield b
 
 
 def test_the_page_follows_events_again_once_a_refused_stream_has_a_slot(tmp_path: Path, browser: Any) -> None:
