@@ -10,7 +10,6 @@ task group (see :mod:`polpo.http`); with ``OTEL_*`` set and ``polpo[otel]`` inst
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from polpo import __version__
+from polpo import __version__, state_lock
 from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock, SystemClock
 from polpo.config import Config, ConfigError
@@ -341,27 +340,14 @@ class Daemon:
         return await self.readers.run(lambda con: read.latest_reviews(con, task_id, check_idx))
 
     def _take_lock(self) -> None:
-        path = self.cfg.state_dir / "daemon.lock"
-        f = open(path, "a+")  # noqa: SIM115 - held for the daemon's life
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            other = f.read().strip() or "?"
-            f.close()
-            raise DaemonError(
-                f"another polpo daemon (pid {other}) is using {self.cfg.state_dir}; stop it first "
-                "or give this one another state_dir") from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
-        self._lock_file = f
+            self._lock_file = state_lock.take(self.cfg.state_dir)
+        except state_lock.StateInUse as e:
+            raise DaemonError(str(e)) from None
 
     def _release_lock(self) -> None:
         if self._lock_file is not None:
-            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-            self._lock_file.close()
+            state_lock.release(self._lock_file)
             self._lock_file = None
 
 

@@ -155,3 +155,14 @@ def test_the_daemon_and_tail_follow_a_rotated_log(tmp_path: Path) -> None:
     again = [json.loads(x)["seq"] for x in log.read_text().splitlines()]
     assert again[:len(new)] == [e["seq"] for e in new]  # the history is not copied into the new file
     assert again == list(range(again[0], again[0] + len(again)))  # the restart's events follow, once each
+
+
+def test_a_second_daemon_on_the_same_state_folder_is_refused_with_the_first_ones_pid(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    with daemon_process(config) as first:
+        wait_events(tmp_path / "state", lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
+        r = run_cli("daemon", "--config", str(config))
+        assert r.returncode == 1
+        assert f"another polpo daemon (pid {first.pid}) is using {tmp_path / 'state'}" in r.stderr
+        assert "watching" not in r.stderr
+        assert first.poll() is None
