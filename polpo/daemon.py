@@ -121,16 +121,16 @@ class Daemon:
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
             store.subscribe(self._print)
-        engine = Engine(cfg, store, self.clock, self.agents or AgentFactory(cfg, self.clock))
+        engine = Engine(cfg, store, self.clock, self.agents or AgentFactory(cfg, self.clock),
+                        cluster=None if cluster is None else cluster.queue)
         self.engine = engine
         if cluster is not None:
-            engine.join_cluster(cluster.queue, cfg.daemon.node)
             cluster.follower.on_remote = self._remote_events
             cluster.follower.on_claims = engine.dispatcher.wake
         notifier = Notifier(self.notify, clock=self.clock,
                             on_failed=lambda ch, ev, err: self._notification(ch, ev, err),
                             on_sent=lambda ch, ev: self._notification(ch, ev, None),
-                            scopes=ScopeRegistry(engine.board.missions.get))  # missions' own rules
+                            scopes=ScopeRegistry(engine.board.find))  # missions' own rules
 
         def route(ev: Event) -> None:
             notifier.route(ev, _extra_channels(cfg, ev))

@@ -47,9 +47,10 @@ class CommandRefused(Exception):
 
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
-                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
+                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None,
+                 remote: RemoteTasks | None = None) -> None:
         self.cfg = cfg
-        self.remote: RemoteTasks | None = None  # several daemons: the cluster's queue (polpo.store.cluster.claims)
+        self.remote = remote  # several daemons: the cluster's queue, where other nodes hold tasks
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
@@ -201,25 +202,19 @@ class Commands:
         last = f" (last: mission {info.mission_id})" if info.mission_id else ""
         return f"{source}: forgotten{last}; the same bytes start a new run when written again"
 
-    async def fail_for_sla_anywhere(self, t: Task) -> None:
-        """:meth:`fail_for_sla` with several daemons: a task another node runs is asked to stop there."""
+    async def fail_for_sla(self, t: Task) -> None:
+        """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry.
+        A task another node runs is asked to stop there; that node records the failure once it has stopped."""
         if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
-            return
+            return  # a running one: the runner kills the process group and records the failure
         held = await self._seize([t])
         if t.status.terminal:  # decided meanwhile
             return
+        tx = self.store.tx()
         if t.id in held:
-            tx = self.store.tx()
             self._stop_remote(tx, t, held[t.id], StopReason.SLA)
             self.store.submit(tx)
             return
-        self.fail_for_sla(t)
-
-    def fail_for_sla(self, t: Task) -> None:
-        """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry."""
-        if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
-            return  # a running one: the runner kills the process group and records the failure
-        tx = self.store.tx()
         self.board.transition(tx, t, Trigger.SLA_FAIL, SLA_REASON)
         self.store.submit(tx)
         self.board.after_change(t)

@@ -18,6 +18,7 @@ from typing import Any
 
 from polpo.model.records import Attempt, Mission, Task
 from polpo.store import rows as R
+from polpo.store.cluster.relay import relay_command
 
 __all__ = ["Claim", "ClaimQueue", "DeadClaim"]
 
@@ -166,6 +167,10 @@ class ClaimQueue:
             arows = await c.fetch(_LATEST_ATTEMPTS, list(task_ids))
         attempts = {a["task_id"]: R.attempt_from_row(a) for a in arows}
         return {r["id"]: (R.task_from_row(r, m), attempts.get(r["id"])) for r in trows}
+
+    async def relay(self, kind: str, target: str) -> tuple[str, str]:
+        """A command given to a node that does not lead, queued for the leader (:mod:`.relay`)."""
+        return await relay_command(self.pool, kind, target)
 
     async def mission_gates(self, mission_id: str) -> dict[str, str]:
         rows = await self.pool.fetch("SELECT name, status FROM gates WHERE mission_id = $1", mission_id)
