@@ -2,7 +2,7 @@
 
 The leader offers a task when it becomes ready (a row in the same transaction as the state that made it ready);
 every node claims offers within the cluster-wide limits (:class:`ClaimQueue`: PostgreSQL, or
-:class:`polpo.store.cluster.memory_claims.MemoryClaims` with the same rules) and holds the claim for the task's
+:class:`polpo.store.memory_claims.MemoryClaims` with the same rules) and holds the claim for the task's
 whole turn, which makes it the only writer of the task's row. A claim carries the task's row and latest attempt
 as stored when it was claimed: the turn before may have run on another node.
 """
@@ -19,7 +19,8 @@ from polpo.engine.sources import Turn
 from polpo.model.records import Attempt, Mission, Task
 from polpo.model.status import AttemptStatus, MissionStatus, TaskStatus
 from polpo.store import rows as R
-from polpo.store.cluster.claims import DeadClaim, offer_row
+from polpo.store.claim_records import DeadClaim
+from polpo.store.cluster.claims import offer_row
 from polpo.store.protocol import Store
 
 __all__ = ["CLAIM_SWEEP", "ClaimQueueLike", "ClusterSource"]

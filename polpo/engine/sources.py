@@ -8,7 +8,7 @@ A single daemon is a one-node cluster. The dispatcher has one loop: it asks its 
   counted here, nothing is written (the single-node hot path costs what it did before the protocol existed).
 * :class:`polpo.engine.cluster_source.ClusterSource` — the cluster's claim queue, on PostgreSQL
   (:class:`polpo.store.cluster.claims.ClaimQueue`) or in memory with the same rules
-  (:class:`polpo.store.cluster.memory_claims.MemoryClaims`, for unit tests of cluster semantics).
+  (:class:`polpo.store.memory_claims.MemoryClaims`, for unit tests of cluster semantics).
 
 This is procrastinate's split (a worker pulls jobs from a job manager over a connector; an in-memory connector
 fakes even the claim), applied to tasks.
