@@ -203,16 +203,6 @@ class Daemon:
         self._fatal = reason
         self.request_stop()
 
-    async def _sweeps(self, engine: Engine, every: float) -> None:
-        """The leader: dead nodes' claims, every third of the lease."""
-        assert engine.cluster is not None
-        while True:
-            await anyio.sleep(every)
-            try:
-                await engine.cluster.sweep()
-            except Exception:
-                log.exception("the sweep for dead nodes failed; trying again")
-
     async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: SlaMonitor,
                      intake: Intake, cluster: ClusterNode | None = None) -> None:
         """Everything runs in one task group until a stop is requested; then stop in order and drain."""
@@ -239,14 +229,16 @@ class Daemon:
                 async def elected() -> None:  # this node now leads: it accepts files and decides for missions
                     await role.lead(engine.load)
                     monitor.start()
-                    tg.start_soon(intake.run)
-                    tg.start_soon(engine.commands.run_inbox)
-                    tg.start_soon(self._sweeps, engine, cluster.lease / 3)
+                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps])
+
+                async def deposed(_reason: str) -> None:  # its lock is gone: no decision from now on, at once
+                    role.abdicate()  # (and the term's loops end)
+                    await monitor.shutdown(0.0)
 
                 tg.start_soon(cluster.membership.run, self._lost)
                 tg.start_soon(cluster.follower.run)
                 tg.start_soon(role.run)
-                tg.start_soon(cluster.leadership.run, elected, self._lost)
+                tg.start_soon(cluster.leadership.run, elected, deposed)
             tg.start_soon(engine.run, tg)
             tg.start_soon(self._janitor, engine)
             if self.http is not None:

@@ -11,7 +11,7 @@ open afterTasks, so a gate over A tasks costs O(A) in total, not O(A²).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Protocol
 
 from polpo.clock import Clock
@@ -104,6 +104,16 @@ class MissionBoard:
         m = self.visiting.pop(mission_id, None)
         if m is not None:
             self.on_forget(m)
+
+    def step_down(self, running: Container[str]) -> None:
+        """This node no longer decides for any mission (its leadership was lost): each becomes a visited copy at
+        once, so nothing more is decided here; the turns still running keep their objects and write only their
+        own task's row. A later election loads and settles them again."""
+        self.visiting.update(self.missions)
+        self.missions.clear()
+        self.tasks.clear()
+        for tid in [t for t in self.attempts if t not in running]:
+            del self.attempts[tid]
 
     def find(self, mission_id: str) -> Mission | None:
         """A mission this node decides for or visits (its own notification rules, for example)."""

@@ -18,10 +18,11 @@ processes on the dead machine are killed by that node when it starts again (:fun
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from polpo.engine.board import MissionBoard, refresh, wire
 from polpo.engine.lifecycle import Trigger
@@ -57,6 +58,7 @@ class ClusterRole:
         self.leader = False
         self._inbox: list[Event] = []
         self._wake = anyio.Event()
+        self._term = anyio.CancelScope()  # the leader-only loops of the current term
 
     # -- other nodes' events --------------------------------------------------------------------------------
     def on_remote(self, events: list[Event]) -> None:
@@ -133,6 +135,29 @@ class ClusterRole:
         for m in list(self.board.missions.values()):
             await self.recovery.settle(m)
 
+    def start_term(self, tg: TaskGroup, loops: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
+        """The leader-only loops of this term (intake, command inbox, dead nodes' claims): they run until
+        :meth:`abdicate`."""
+        self._term.cancel()
+        self._term = term = anyio.CancelScope()
+
+        async def leading() -> None:
+            with term:
+                async with anyio.create_task_group() as inner:
+                    for loop in loops:
+                        inner.start_soon(loop)
+        tg.start_soon(leading)
+
+    def abdicate(self) -> None:
+        """Leadership lost (the lock's connection dropped): no mission decision is made here from now on — the
+        missions leave the board at once; this node's running turns go on as any node's do. It competes for the
+        lock again; if it wins, :meth:`lead` loads and settles everything as at start-up."""
+        self._term.cancel()
+        if not self.leader:
+            return
+        self.leader = False
+        self.board.step_down(self.dispatcher.running)
+
     async def _promote(self, m: Mission) -> None:
         """A visited mission, caught up with the store and put on this node's board (its turns keep the same
         objects)."""
@@ -150,6 +175,15 @@ class ClusterRole:
         m.status = loaded.mission.status
         wire(m)
         self.board.add(m)
+
+    async def sweeps(self) -> None:
+        """The leader, every third of the lease: :meth:`sweep`."""
+        while True:
+            await anyio.sleep(self.queue.lease / 3)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("the sweep for dead nodes failed; trying again")
 
     async def sweep(self) -> None:
         """Claims of nodes whose lease ran out: taken over and recovered (the leader does this every lease/3)."""

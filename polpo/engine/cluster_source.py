@@ -44,6 +44,7 @@ class ClaimQueueLike(Protocol):
     """The cluster's queue of ready tasks, as the engine uses it (PostgreSQL's or the in-memory one)."""
 
     node: str
+    lease: float  # seconds: a node whose heartbeat is older is dead
 
     async def claim(self, n: int) -> Sequence[Any]: ...
 
@@ -134,6 +135,10 @@ class ClusterSource:
         if m is None and task.terminal:
             self.board.attempts.pop(task.id, None)  # the leader decides what the end means; nothing kept here
         self.store.submit(self.store.tx().claim_end(self.queue.end_row(task.id), requeue=requeue))
+
+    async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
+        await self.store.flush()  # offers still queued are in the database before they are withdrawn
+        return await self.queue.seize(task_ids)
 
     def __len__(self) -> int:
         return 0

@@ -9,8 +9,8 @@ An SLA violation with ``violation_action = "fail"`` comes through here too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -37,20 +37,14 @@ COMMAND_POLL = 0.25  # seconds
 SLA_REASON = "SLA violated: deadline passed"
 
 
-class RemoteTasks(Protocol):
-    async def seize(self, task_ids: Sequence[str]) -> dict[str, str]: ...
-
-
 class CommandRefused(Exception):
     """A command that does not apply; the message says why."""
 
 
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
-                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None,
-                 remote: RemoteTasks | None = None) -> None:
+                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
         self.cfg = cfg
-        self.remote = remote  # several daemons: the cluster's queue, where other nodes hold tasks
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
@@ -70,13 +64,8 @@ class Commands:
 
     async def _seize(self, tasks: list[Task]) -> Mapping[str, str]:
         """Tasks another node runs (task id -> node); the others are this daemon's to change from now on."""
-        if self.remote is None:
-            return {}
         ids = [t.id for t in tasks if t.id not in self.dispatcher.running]
-        if not ids:
-            return {}
-        await self.store.flush()  # offers still queued are in the database before they are withdrawn
-        return await self.remote.seize(ids)
+        return await self.dispatcher.source.seize(ids) if ids else {}
 
     def _stop_remote(self, tx: Tx, t: Task, node: str, reason: StopReason) -> None:
         tx.claim_stop(t.id, reason.value)

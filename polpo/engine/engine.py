@@ -81,8 +81,7 @@ class Engine:
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
-                                 load=lambda mid: self.recovery.load_mission(mid), admission=self.admission,
-                                 remote=cluster)
+                                 load=lambda mid: self.recovery.load_mission(mid), admission=self.admission)
         self.sla = SlaKeeper(cfg.sla, store, self.board, self.commands.fail_for_sla)
         self.tracker = ChangeTracker(exclude=(cfg.state_dir,))
         self.isolation = Isolation(cfg, store, forget_root=self.tracker.forget)

@@ -57,6 +57,10 @@ class TaskSource(Protocol):
     def finish(self, task: Task, turn: Turn) -> None:
         """The turn is over (its last state is queued for the writer): its slot, or its claim, goes."""
 
+    async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
+        """Before the leader changes tasks this node does not run: queued offers of them are withdrawn; returns
+        those another node holds (task id -> node), which the leader asks to stop instead."""
+
     def __len__(self) -> int:
         """Tasks waiting in this node's queue (the API's queue depth; 0 when the queue is the cluster's)."""
 
@@ -120,6 +124,9 @@ class LocalSource:
     def finish(self, task: Task, turn: Turn) -> None:
         self.held.discard(turn.task_id)
         self.queue.finished(turn.handle.keys)
+
+    async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
+        return {}  # no other node: a queued entry of a changed task is dropped as stale when it is popped
 
     def __len__(self) -> int:
         return len(self.queue)

@@ -96,9 +96,19 @@ class MemoryCluster:
         """``name`` is elected: it loads and settles every open mission, then runs the leader's inbox."""
         node = self.nodes[name]
         assert node.engine.cluster is not None
-        await node.engine.cluster.lead(node.engine.load)
+        role = node.engine.cluster
+        await role.lead(node.engine.load)
         assert node.tg is not None
-        node.tg.start_soon(node.engine.commands.run_inbox, 0.01)
+
+        async def inbox() -> None:
+            await node.engine.commands.run_inbox(0.01)
+        role.start_term(node.tg, [inbox])
+
+    def depose(self, name: str) -> None:
+        """``name`` lost its lock (its connection dropped): it stops deciding at once; its turns go on."""
+        node = self.nodes[name]
+        assert node.engine.cluster is not None
+        node.engine.cluster.abdicate()
 
     async def sweep(self, name: str) -> None:
         cluster = self.nodes[name].engine.cluster

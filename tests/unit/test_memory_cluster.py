@@ -305,3 +305,36 @@ async def test_a_finish_the_leader_had_not_followed_is_decided_once_when_it_take
     assert len(c.of("mission:completed")) == 1
     assert sorted(title for _, title in tally.ran) == ["b", "c"]  # "a" ran once, on W
     assert c.db.claims.rows == {}
+
+
+async def test_leadership_lost_and_regained_without_stopping_decides_each_thing_once(tmp_path: Path) -> None:
+    """A leader whose lock connection dropped stops deciding at once but keeps running its turn; the new leader
+    loads and settles (the start-up path); later the first node is elected again, and the mission completes
+    once, every task run once."""
+    tally = Tally()
+    hold_b = anyio.Event()
+    async with memory_cluster(config(tmp_path)) as c:
+        first = await c.add("L", {"fake": tally.agent("L", hold_b, hold="b")})
+        await c.add("W", {"fake": tally.agent("W")}, dispatch=False)
+        await c.lead("L")
+        m = await c.accept("L", any_node(t("a"), t("b", dependsOn=["a"]), t("c", dependsOn=["b"]),
+                                         t("d", dependsOn=["c"])))
+        await c.wait_event("agent:spawned", task_id=f"{m.id}:2", node="L")
+        c.depose("L")
+        assert first.engine.board.missions == {}  # no decision about the mission is made on L any more
+        mark = len(c.events)
+        hold_b.set()  # L's turn on b goes on and ends; W, elected, decides what that means
+        await c.wait_event("task:transition", task_id=f"{m.id}:2", to="done")
+        await c.lead("W")
+        await c.wait_event("agent:spawned", task_id=f"{m.id}:3", node="L")  # offered by W, claimed by L
+        c.depose("W")
+        await c.lead("L")
+        done = await c.wait_event("mission:completed", mission_id=m.id)
+    assert done.data["outcome"] == "completed" and done.node == "L"
+    assert [title for _, title in tally.ran] == ["a", "b", "c", "d"]
+    assert len(c.of("mission:completed")) == 1
+    assert [e.node for e in c.of("cluster:leader")] == ["L", "W", "L"]
+    # between its deposition and W's election, L wrote only its own turn on b
+    assert {e.task_id for e in c.events[mark:] if e.node == "L" and e.seq < c.of("cluster:leader")[1].seq} \
+        <= {f"{m.id}:2"}
+    assert c.of("task:recovered") == []  # nothing was lost: no node died
