@@ -338,3 +338,31 @@ async def test_leadership_lost_and_regained_without_stopping_decides_each_thing_
     assert {e.task_id for e in c.events[mark:] if e.node == "L" and e.seq < c.of("cluster:leader")[1].seq} \
         <= {f"{m.id}:2"}
     assert c.of("task:recovered") == []  # nothing was lost: no node died
+
+
+async def test_an_sla_failure_of_a_task_another_node_runs_is_recorded_there_and_decided_once(tmp_path: Path) -> None:
+    """One fail_for_sla for one node or many: the leader asks the holder to stop; the holder records the
+    failure once its agent has stopped; the leader decides what it means (the dependent fails, the mission
+    ends)."""
+    tally = Tally()
+    never = anyio.Event()
+    cfg = config(tmp_path, '[sla]\nviolation_action = "fail"\n', retries=0, fixes=0)
+    async with memory_cluster(cfg) as c:
+        leader = await c.add("L", {"fake": tally.agent("L")}, dispatch=False)
+        await c.add("W", {"fake": tally.agent("W", never, hold="slow")})
+        await c.lead("L")
+        m = await c.accept("L", any_node(t("slow", deadline="PT10S"), t("after", dependsOn=["slow"])))
+        await c.wait_event("agent:spawned", task_id=f"{m.id}:1", node="W")
+        c.clock.advance(11)
+        await leader.engine.sla.check(c.clock.now())
+        done = await c.wait_event("mission:completed", mission_id=m.id)
+    stop = c.of("task:stop-requested", task_id=f"{m.id}:1")
+    assert [(e.node, e.data["node"], e.data["reason"]) for e in stop] == [("L", "W", "sla")]
+    failed = [e for e in c.of("task:transition", task_id=f"{m.id}:1") if e.data["to"] == "failed"]
+    assert [(e.node, e.data["trigger"]) for e in failed] == [("W", "sla_fail")]  # recorded by its holder
+    after = [e for e in c.of("task:transition", task_id=f"{m.id}:2") if e.data["to"] == "failed"]
+    assert [(e.node, e.data["trigger"]) for e in after] == [("L", "dependency_failed")]  # decided by the leader
+    assert done.node == "L" and done.data["outcome"] == "failed" and len(c.of("mission:completed")) == 1
+    assert tally.ran == [("W", "slow")]
+    [attempt] = c.rows("attempts", task_id=f"{m.id}:1")
+    assert attempt["status"] == AttemptStatus.INTERRUPTED
