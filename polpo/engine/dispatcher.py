@@ -1,5 +1,7 @@
 """The dispatcher: starts every startable task each time something changes, within the concurrency limits.
 
+One loop for one node or many: turns come from a task source (:mod:`polpo.engine.sources`: this node's ready
+queue, or the cluster's claim queue), are run under a guard, and are given back to it when they end.
 Event-driven: a task that becomes ready, a freed slot or a command wakes the loop at once; there is no polling
 interval on a task's path. Each run is guarded: an unexpected exception in one task's runner fails that task
 with an ``internal error`` reason and an event, and every other task and mission goes on — one bug in one
