@@ -103,6 +103,8 @@ class MissionBoard:
         """A visited mission finished (its leader said so): the copy and its resolved agents go."""
         m = self.visiting.pop(mission_id, None)
         if m is not None:
+            for tid in m.tasks:
+                self.attempts.pop(tid, None)
             self.on_forget(m)
 
     def step_down(self, running: Container[str]) -> None:
