@@ -120,16 +120,16 @@ class Daemon:
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
             store.subscribe(self._print)
-        engine = Engine(cfg, store, self.clock, self.agents or AgentFactory(cfg, self.clock))
+        engine = Engine(cfg, store, self.clock, self.agents or AgentFactory(cfg, self.clock),
+                        cluster=None if cluster is None else cluster.queue)
         self.engine = engine
         if cluster is not None:
-            engine.join_cluster(cluster.queue, cfg.daemon.node)
             cluster.follower.on_remote = self._remote_events
             cluster.follower.on_claims = engine.dispatcher.wake
         notifier = Notifier(self.notify, clock=self.clock,
                             on_failed=lambda ch, ev, err: self._notification(ch, ev, err),
                             on_sent=lambda ch, ev: self._notification(ch, ev, None),
-                            scopes=ScopeRegistry(engine.board.missions.get))  # missions' own rules
+                            scopes=ScopeRegistry(engine.board.find))  # missions' own rules
 
         def route(ev: Event) -> None:
             notifier.route(ev, _extra_channels(cfg, ev))
@@ -202,16 +202,6 @@ class Daemon:
         self._fatal = reason
         self.request_stop()
 
-    async def _sweeps(self, engine: Engine, every: float) -> None:
-        """The leader: dead nodes' claims, every third of the lease."""
-        assert engine.cluster is not None
-        while True:
-            await anyio.sleep(every)
-            try:
-                await engine.cluster.sweep()
-            except Exception:
-                log.exception("the sweep for dead nodes failed; trying again")
-
     async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: SlaMonitor,
                      intake: Intake, cluster: ClusterNode | None = None) -> None:
         """Everything runs in one task group until a stop is requested; then stop in order and drain."""
@@ -238,14 +228,16 @@ class Daemon:
                 async def elected() -> None:  # this node now leads: it accepts files and decides for missions
                     await role.lead(engine.load)
                     monitor.start()
-                    tg.start_soon(intake.run)
-                    tg.start_soon(engine.commands.run_inbox)
-                    tg.start_soon(self._sweeps, engine, cluster.lease / 3)
+                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps])
+
+                async def deposed(_reason: str) -> None:  # its lock is gone: no decision from now on, at once
+                    role.abdicate()  # (and the term's loops end)
+                    await monitor.shutdown(0.0)
 
                 tg.start_soon(cluster.membership.run, self._lost)
                 tg.start_soon(cluster.follower.run)
                 tg.start_soon(role.run)
-                tg.start_soon(cluster.leadership.run, elected, self._lost)
+                tg.start_soon(cluster.leadership.run, elected, deposed)
             tg.start_soon(engine.run, tg)
             tg.start_soon(self._janitor, engine)
             tg.start_soon(self.readers.maintain)  # idle reader connections close after a burst

@@ -11,7 +11,7 @@ open afterTasks, so a gate over A tasks costs O(A) in total, not O(A²).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Protocol
 
 from polpo.clock import Clock
@@ -37,7 +37,7 @@ from polpo.store.tx import Tx
 
 log = logging.getLogger("polpo.engine")
 
-__all__ = ["CompletionHooks", "MissionBoard"]
+__all__ = ["CompletionHooks", "MissionBoard", "refresh", "wire"]
 
 # a task's turn: dispatched, its agent running, its checks running. Outside it the task keeps no parsed spec.
 _TURN = frozenset({TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW})
@@ -60,8 +60,11 @@ class MissionBoard:
         self.on_ready = on_ready
         self.on_forget = on_forget
         self.hooks: CompletionHooks | None = None
-        self.missions: dict[str, Mission] = {}  # running and cancelling missions only
+        self.missions: dict[str, Mission] = {}  # the running and cancelling missions this node decides for
         self.tasks: dict[str, Task] = {}  # tasks of those missions
+        # missions another node leads, of which this node runs a task's turn (with several daemons): read once,
+        # kept while open; nothing is decided on them here (the leader follows the turn from its events)
+        self.visiting: dict[str, Mission] = {}
         self.attempts: dict[str, Attempt] = {}  # latest attempt of each task that is not terminal
 
     # -- membership -----------------------------------------------------------------------------------------
@@ -80,6 +83,13 @@ class MissionBoard:
                 self.attempts[task_id] = attempt
         return m
 
+    def visit(self, loaded: LoadedMission) -> Mission:
+        """A mission another node leads, read for a turn on one of its tasks."""
+        m = loaded.mission
+        wire(m)
+        self.visiting[m.id] = m
+        return m
+
     def forget(self, m: Mission) -> None:
         """A finished mission leaves memory: its records go, and the heap's freed pages with them (trim)."""
         self.missions.pop(m.id, None)
@@ -89,8 +99,30 @@ class MissionBoard:
         self.on_forget(m)
         trim_soon()
 
+    def leave(self, mission_id: str) -> None:
+        """A visited mission finished (its leader said so): the copy and its resolved agents go."""
+        m = self.visiting.pop(mission_id, None)
+        if m is not None:
+            for tid in m.tasks:
+                self.attempts.pop(tid, None)
+            self.on_forget(m)
+
+    def step_down(self, running: Container[str]) -> None:
+        """This node no longer decides for any mission (its leadership was lost): each becomes a visited copy at
+        once, so nothing more is decided here; the turns still running keep their objects and write only their
+        own task's row. A later election loads and settles them again."""
+        self.visiting.update(self.missions)
+        self.missions.clear()
+        self.tasks.clear()
+        for tid in [t for t in self.attempts if t not in running]:
+            del self.attempts[tid]
+
+    def find(self, mission_id: str) -> Mission | None:
+        """A mission this node decides for or visits (its own notification rules, for example)."""
+        return self.missions.get(mission_id) or self.visiting.get(mission_id)
+
     def mission_of(self, task: Task) -> Mission:
-        return self.missions[task.mission_id]
+        return self.missions.get(task.mission_id) or self.visiting[task.mission_id]
 
     # -- transitions ----------------------------------------------------------------------------------------
     def transition(self, tx: Tx, task: Task, trigger: Trigger, reason: str | None = None, *,
@@ -118,10 +150,9 @@ class MissionBoard:
     def after_change(self, task: Task) -> None:
         """Follow-ups of a task's new state: readiness, cascades, gates, mission completion.
 
-        None on a guest copy (a node running a task of a mission the leader coordinates): the leader follows the
-        task's new state from the events and decides what it means for the mission, once."""
-        m = self.missions.get(task.mission_id)
-        if m is not None and m.guest:
+        Only for a mission this node decides for: a turn on a mission another node leads changes the task's row,
+        and the leader follows it from the events and decides what it means for the mission, once."""
+        if task.mission_id not in self.missions:
             if task.terminal:
                 self.attempts.pop(task.id, None)
             return
@@ -205,8 +236,6 @@ class MissionBoard:
         """Decide the waiting gates whose afterTasks are all finished already (after a retry re-wired them)."""
         tx = self.store.tx()
         failed: list[Task] = []
-        if m.guest:
-            return
         for g in m.spec.quality_gates:
             if m.gate_pending.get(g.name, 0) <= 0:
                 failed.extend(self._close_gate(tx, m, g.name))
@@ -216,7 +245,7 @@ class MissionBoard:
 
     # -- completion -----------------------------------------------------------------------------------------
     def complete_mission(self, m: Mission) -> None:
-        if not m.status.open or m.guest:
+        if not m.status.open:
             return
         now = self.clock.now()
         tasks = list(m.tasks.values())
@@ -251,7 +280,7 @@ class MissionBoard:
     # -- a bug while handling a task ------------------------------------------------------------------------
     def fail_internal(self, task: Task, error: str, where: str) -> None:
         """A polpo bug hit this task: it fails with the error and an event; every other task goes on."""
-        if task.terminal or task.mission_id not in self.missions:
+        if task.terminal or (task.mission_id not in self.missions and task.mission_id not in self.visiting):
             return
         tx = self.store.tx()
         attempt = self.attempts.get(task.id)
@@ -264,6 +293,18 @@ class MissionBoard:
         self.transition(tx, task, Trigger.INTERNAL_ERROR, f"internal error in polpo ({where}): {error}")
         self.store.submit(tx)
         self.after_change(task)
+
+
+_STORED = ("status", "reason", "attempts", "retries", "fix_attempts", "total_fixes", "interruptions", "next_kind",
+           "feedback", "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
+           "expectations", "agent", "updated_at")
+
+
+def refresh(dst: Task, src: Task) -> None:
+    """Copy a task's stored state into the board's object (runners and the board keep references to it): the
+    task's last turn may have run on another node."""
+    for name in _STORED:
+        setattr(dst, name, getattr(src, name))
 
 
 def wire(m: Mission) -> None:

@@ -1,62 +1,53 @@
-"""This daemon's part among several on one PostgreSQL store: what a claim, another node's event or a dead node
-means for missions.
+"""This daemon's part among several on one store: what another node's event or a dead node means for missions.
 
-Roles: every node claims ready tasks from the cluster's queue (:mod:`polpo.store.cluster.claims`) and runs each for a
-whole turn; the one leader also holds every open mission's authoritative copy, accepts mission files and makes
-every mission-level decision once (dependencies, gates, completion, SLA, commands). A node running a task of a
-mission it does not lead keeps a *guest* copy of that mission: the board does no cascades on it
-(:meth:`MissionBoard.after_change`), and the leader follows the task's new state from the events instead
-(:meth:`ClusterRole.on_remote`). The holder of a claim is the only writer of its task's row; the leader changes
-a task another node holds only by asking that node to stop it (``task:stop-requested``).
+Roles: every node claims ready tasks from the cluster's queue (:class:`polpo.engine.cluster_source.ClusterSource`,
+the dispatcher's task source) and runs each for a whole turn; the one leader also holds every open mission on its
+board, accepts mission files and makes every mission-level decision once (dependencies, gates, completion, SLA,
+commands) — a single daemon is the leader of a one-node cluster and decides the same way. A node running a task
+of a mission it does not lead reads that mission once (``board.visiting``) and decides nothing about it; the
+leader follows the task's new state from the events instead (:meth:`ClusterRole.on_remote`). The holder of a claim
+is the only writer of its task's row; the leader changes a task another node holds only by asking that node to
+stop it (``task:stop-requested``).
 
-A node whose lease ran out: the leader takes its claims over one by one (only one taker wins each), records the
-attempts that were running as interrupted (no retry consumed, as after ``kill -9`` on one machine), resumes the
-checks of those in review, and offers them again. Orphaned processes on the dead machine are killed by that
-node when it starts again (:func:`kill_orphans_of_state_dir`).
+A node whose lease ran out: the leader takes its claims over one by one (only one taker wins each) and recovers
+each task exactly as start-up recovers a crash on one machine (:meth:`polpo.engine.recovery.Recovery.recover_task`:
+the running attempt recorded as interrupted, no retry consumed; checks resumed), then offers it again. Orphaned
+processes on the dead machine are killed by that node when it starts again (:func:`kill_state_dir_orphans`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskGroup
 
-from polpo.engine.board import MissionBoard, wire
-from polpo.engine.handles import RunHandle
+from polpo.engine.board import MissionBoard, refresh, wire
 from polpo.engine.lifecycle import Trigger
-from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event, TaskRecovered
-from polpo.model.records import Mission, Task
-from polpo.model.status import AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
-from polpo.store.cluster.claims import Claim, ClaimQueue, DeadClaim, offer_row
-from polpo.store.cluster.relay import relay_command
+from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event
+from polpo.model.records import Mission
+from polpo.model.status import GateStatus, MissionStatus, StopReason, TaskStatus
+from polpo.store.cluster.claims import DeadClaim, offer_row
 from polpo.store.protocol import Store
 
 if TYPE_CHECKING:
+    from polpo.engine.cluster_source import ClaimQueueLike
     from polpo.engine.commands import Commands
     from polpo.engine.dispatcher import Dispatcher
     from polpo.engine.recovery import Recovery
 
 log = logging.getLogger("polpo.cluster")
 
-__all__ = ["ClusterRole", "refresh"]
+__all__ = ["ClusterRole"]
 
 RUNNING_STATES = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW)
-_STORED = ("status", "reason", "attempts", "retries", "fix_attempts", "total_fixes", "interruptions", "next_kind",
-           "feedback", "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
-           "expectations", "agent", "updated_at")
-
-
-def refresh(dst: Task, src: Task) -> None:
-    """Copy a task's stored state into the board's object (runners and the board keep references to it)."""
-    for name in _STORED:
-        setattr(dst, name, getattr(src, name))
 
 
 class ClusterRole:
     def __init__(self, *, store: Store, board: MissionBoard, dispatcher: Dispatcher, recovery: Recovery,
-                 commands: Commands, queue: ClaimQueue, node: str) -> None:
+                 commands: Commands, queue: ClaimQueueLike, node: str) -> None:
         self.store = store
         self.board = board
         self.dispatcher = dispatcher
@@ -67,56 +58,7 @@ class ClusterRole:
         self.leader = False
         self._inbox: list[Event] = []
         self._wake = anyio.Event()
-
-    # -- the dispatcher's claim source ----------------------------------------------------------------------
-    def offer(self, task: Task) -> None:
-        """A task the leader made ready (or found in review) goes to the queue, in the next transaction."""
-        m = self.board.missions.get(task.mission_id)
-        if m is None or m.guest or m.status is not MissionStatus.RUNNING:
-            return
-        slot = self.dispatcher.slot(task)
-        self.store.submit(self.store.tx().claim_offer(offer_row(task, m, slot.limit_key, slot.max_concurrency)))
-
-    async def claim(self, n: int) -> list[Claim]:
-        return await self.queue.claim(n)
-
-    async def prepare(self, claim: Claim, handle: RunHandle) -> Task | None:
-        """The claimed task with its state as stored at the claim (its last turn may have run on another node);
-        None, and the claim dropped, when it is no longer startable (cancelled or decided meanwhile)."""
-        task_id = claim.task_id
-        m = self.board.missions.get(claim.mission_id)
-        if m is None and not self.leader:
-            m = await self._guest(claim.mission_id)
-        task = m.tasks.get(task_id) if m is not None else None
-        stored = claim.task(m) if m is not None else None
-        if m is None or task is None or stored is None:
-            await self.queue.end(task_id, requeue=False)
-            return None
-        refresh(task, stored)
-        attempt = claim.attempt()
-        if attempt is not None:
-            self.board.attempts[task_id] = attempt
-        startable = task.status is TaskStatus.PENDING or (
-            task.status is TaskStatus.REVIEW and attempt is not None and attempt.status is AttemptStatus.FINISHED)
-        if not startable or (not m.guest and m.status is not MissionStatus.RUNNING):
-            await self.queue.end(task_id, requeue=False)
-            return None
-        return task
-
-    async def finish(self, task: Task) -> None:
-        """The turn is over: the claim goes back to the queue or away, in a transaction queued after the turn's
-        last state (the writer keeps the order), so it never ends before that state is durable."""
-        m = self.board.missions.get(task.mission_id)
-        requeue = task.status in (TaskStatus.PENDING, TaskStatus.REVIEW) and (
-            m is None or m.guest or m.status is MissionStatus.RUNNING)
-        self.store.submit(self.store.tx().claim_end(self.queue.end_row(task.id), requeue=requeue))
-
-    async def _guest(self, mission_id: str) -> Mission | None:
-        loaded = await self.store.load_mission(mission_id)
-        if loaded is None or not loaded.mission.status.open:
-            return None
-        loaded.mission.guest = True
-        return self.board.adopt(loaded)
+        self._term = anyio.CancelScope()  # the leader-only loops of the current term
 
     # -- other nodes' events --------------------------------------------------------------------------------
     def on_remote(self, events: list[Event]) -> None:
@@ -141,13 +83,7 @@ class ClusterRole:
             if ev.event == "task:stop-requested" and ev.data.get("node") == self.node and ev.task_id:
                 self.dispatcher.stop_task(ev.task_id, StopReason(ev.data["reason"]))
             elif ev.event == "mission:completed" and ev.mission_id:
-                m = self.board.missions.get(ev.mission_id)
-                if m is not None and m.guest:
-                    self.board.forget(m)
-            elif ev.event == "mission:cancelled" and ev.mission_id:
-                m = self.board.missions.get(ev.mission_id)
-                if m is not None and m.guest:
-                    m.status = MissionStatus.CANCELLING
+                self.board.leave(ev.mission_id)
             elif self.leader and ev.event == "task:transition" and ev.task_id in self.board.tasks \
                     and ev.task_id not in self.dispatcher.running and ev.mission_id:
                 ids = changed.setdefault(ev.mission_id, [])
@@ -155,7 +91,7 @@ class ClusterRole:
                     ids.append(ev.task_id)
         for mid, ids in changed.items():
             m = self.board.missions.get(mid)
-            if m is not None and not m.guest:
+            if m is not None:
                 await self.follow(m, ids)
 
     async def follow(self, m: Mission, task_ids: Sequence[str]) -> None:
@@ -182,13 +118,13 @@ class ClusterRole:
         """A command from this node's HTTP API: the leader applies it; another node relays it to the leader."""
         if self.leader:
             return await self.commands.apply(kind, target)
-        return await relay_command(self.queue.pool, kind, target)
+        return await self.queue.relay(kind, target)
 
     # -- the leader -----------------------------------------------------------------------------------------
     async def lead(self, load: Callable[[], Awaitable[None]]) -> None:
-        """This node was elected: guest copies become the leader's, every open mission is loaded, dead nodes'
-        claims are recovered, and what the old leader left undecided is decided."""
-        for m in [m for m in self.board.missions.values() if m.guest]:
+        """This node was elected: the missions it visited become its own, every open mission is loaded, dead
+        nodes' claims are recovered, and what the old leader left undecided is decided (the start-up path)."""
+        for m in list(self.board.visiting.values()):
             await self._promote(m)
         self.leader = True
         await load()
@@ -197,9 +133,34 @@ class ClusterRole:
         await self.sweep()
         await self._unclaimed_runs()
         for m in list(self.board.missions.values()):
-            await self._settle(m)
+            await self.recovery.settle(m)
+
+    def start_term(self, tg: TaskGroup, loops: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
+        """The leader-only loops of this term (intake, command inbox, dead nodes' claims): they run until
+        :meth:`abdicate`."""
+        self._term.cancel()
+        self._term = term = anyio.CancelScope()
+
+        async def leading() -> None:
+            with term:
+                async with anyio.create_task_group() as inner:
+                    for loop in loops:
+                        inner.start_soon(loop)
+        tg.start_soon(leading)
+
+    def abdicate(self) -> None:
+        """Leadership lost (the lock's connection dropped): no mission decision is made here from now on — the
+        missions leave the board at once; this node's running turns go on as any node's do. It competes for the
+        lock again; if it wins, :meth:`lead` loads and settles everything as at start-up."""
+        self._term.cancel()
+        if not self.leader:
+            return
+        self.leader = False
+        self.board.step_down(self.dispatcher.running)
 
     async def _promote(self, m: Mission) -> None:
+        """A visited mission, caught up with the store and put on this node's board (its turns keep the same
+        objects)."""
         ids = [t for t in m.tasks if t not in self.dispatcher.running]
         fresh = await self.queue.fresh_tasks(m, ids)
         for tid, (stored, attempt) in fresh.items():
@@ -207,8 +168,22 @@ class ClusterRole:
             if attempt is not None and not stored.terminal:
                 self.board.attempts[tid] = attempt
         m.gate_state = {k: GateStatus(v) for k, v in (await self.queue.mission_gates(m.id)).items()}
-        m.guest = False
+        self.board.visiting.pop(m.id, None)
+        loaded = await self.store.load_mission(m.id)
+        if loaded is None or not loaded.mission.status.open:
+            return  # it finished meanwhile
+        m.status = loaded.mission.status
         wire(m)
+        self.board.add(m)
+
+    async def sweeps(self) -> None:
+        """The leader, every third of the lease: :meth:`sweep`."""
+        while True:
+            await anyio.sleep(self.queue.lease / 3)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("the sweep for dead nodes failed; trying again")
 
     async def sweep(self) -> None:
         """Claims of nodes whose lease ran out: taken over and recovered (the leader does this every lease/3)."""
@@ -235,11 +210,7 @@ class ClusterRole:
         decided = task.terminal  # a finish follow() read is decided there: not a second time below
         tx = self.store.tx()
         attempt = self.board.attempts.get(task.id)
-        if task.status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS):
-            self.recovery.interrupted(tx, m, task, attempt, [], why=f"node {d.node} stopped while the agent ran")
-        elif task.status is TaskStatus.REVIEW and attempt is not None and attempt.status is AttemptStatus.FINISHED:
-            tx.event(TaskRecovered(previous_status=task.status, attempt=attempt.number, action="resume checks"),
-                     mission_id=m.id, task_id=task.id)
+        self.recovery.recover_task(tx, m, task, attempt, [], why=f"node {d.node} stopped while the agent ran")
         if d.stop and not task.terminal:
             trigger, why = ((Trigger.SLA_FAIL, "SLA violated: deadline passed") if d.stop == StopReason.SLA
                             else (Trigger.CANCEL, "mission cancelled"))
@@ -262,30 +233,3 @@ class ClusterRole:
             if await self.queue.hold(offer_row(t, self.board.missions[t.mission_id], slot.limit_key,
                                                slot.max_concurrency)):
                 await self._recover(DeadClaim(t.id, "an earlier daemon", "", None))
-
-    async def _settle(self, m: Mission) -> None:
-        """Decide what a leader that died left undecided: failed dependencies, gates, completion, readiness."""
-        if m.id not in self.board.missions:
-            return
-        for t in list(m.tasks.values()):
-            if t.status is TaskStatus.PENDING and any(
-                    m.tasks[d].terminal and m.tasks[d].status is not TaskStatus.DONE for d in t.deps):
-                tx = self.store.tx()
-                self.board.transition(tx, t, Trigger.DEPENDENCY_FAILED, "dependency failed")
-                self.store.submit(tx)
-                self.board.after_change(t)
-        if m.id not in self.board.missions:
-            return
-        self.board.settle_gates(m)
-        if m.status is MissionStatus.CANCELLING:
-            m.status = MissionStatus.RUNNING
-            await self.commands.cancel(m.id, by="recovery")
-            return
-        if m.open_tasks <= 0:
-            self.board.complete_mission(m)
-            return
-        for t in m.tasks.values():
-            if t.status is TaskStatus.REVIEW and t.id not in self.dispatcher.running:
-                self.offer(t)
-            else:
-                self.board.make_ready(t)

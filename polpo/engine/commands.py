@@ -9,8 +9,8 @@ An SLA violation with ``violation_action = "fail"`` comes through here too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -37,10 +37,6 @@ COMMAND_POLL = 0.25  # seconds
 SLA_REASON = "SLA violated: deadline passed"
 
 
-class RemoteTasks(Protocol):
-    async def seize(self, task_ids: Sequence[str]) -> dict[str, str]: ...
-
-
 class CommandRefused(Exception):
     """A command that does not apply; the message says why."""
 
@@ -49,7 +45,6 @@ class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
                  load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
         self.cfg = cfg
-        self.remote: RemoteTasks | None = None  # several daemons: the cluster's queue (polpo.store.cluster.claims)
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
@@ -69,13 +64,8 @@ class Commands:
 
     async def _seize(self, tasks: list[Task]) -> Mapping[str, str]:
         """Tasks another node runs (task id -> node); the others are this daemon's to change from now on."""
-        if self.remote is None:
-            return {}
         ids = [t.id for t in tasks if t.id not in self.dispatcher.running]
-        if not ids:
-            return {}
-        await self.store.flush()  # offers still queued are in the database before they are withdrawn
-        return await self.remote.seize(ids)
+        return await self.dispatcher.source.seize(ids) if ids else {}
 
     def _stop_remote(self, tx: Tx, t: Task, node: str, reason: StopReason) -> None:
         tx.claim_stop(t.id, reason.value)
@@ -201,25 +191,19 @@ class Commands:
         last = f" (last: mission {info.mission_id})" if info.mission_id else ""
         return f"{source}: forgotten{last}; the same bytes start a new run when written again"
 
-    async def fail_for_sla_anywhere(self, t: Task) -> None:
-        """:meth:`fail_for_sla` with several daemons: a task another node runs is asked to stop there."""
+    async def fail_for_sla(self, t: Task) -> None:
+        """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry.
+        A task another node runs is asked to stop there; that node records the failure once it has stopped."""
         if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
-            return
+            return  # a running one: the runner kills the process group and records the failure
         held = await self._seize([t])
         if t.status.terminal:  # decided meanwhile
             return
+        tx = self.store.tx()
         if t.id in held:
-            tx = self.store.tx()
             self._stop_remote(tx, t, held[t.id], StopReason.SLA)
             self.store.submit(tx)
             return
-        self.fail_for_sla(t)
-
-    def fail_for_sla(self, t: Task) -> None:
-        """``violation_action = "fail"``: the task fails through the state machine, its agent is killed, no retry."""
-        if t.terminal or self.dispatcher.stop_task(t.id, StopReason.SLA):
-            return  # a running one: the runner kills the process group and records the failure
-        tx = self.store.tx()
         self.board.transition(tx, t, Trigger.SLA_FAIL, SLA_REASON)
         self.store.submit(tx)
         self.board.after_change(t)

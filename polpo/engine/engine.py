@@ -1,7 +1,8 @@
 """The engine: its parts, wired. Each part has one job and receives only what it needs.
 
 * :class:`~polpo.engine.board.MissionBoard` — the running missions and every change to their tasks' states;
-* :class:`~polpo.engine.dispatcher.Dispatcher` — the ready queue, the concurrency limits, running tasks;
+* :class:`~polpo.engine.dispatcher.Dispatcher` — one loop: turns claimed from its task source, run, finished;
+* a task source (:mod:`polpo.engine.sources`) — this node's ready queue, or the cluster's claim queue;
 * :class:`~polpo.engine.runner.TaskRunner` — one attempt: run, store, assess, decide;
 * :class:`~polpo.engine.commands.Commands` — cancel / retry / approve and the command inbox;
 * :class:`~polpo.engine.admission.Admission` — what mission files became: ids, runs, workspaces;
@@ -9,7 +10,10 @@
 * :class:`~polpo.engine.sla.SlaKeeper` — deadlines;
 * :class:`~polpo.engine.isolation.Isolation` — per-task git worktrees and the mission's result branch;
 * :class:`~polpo.changes.tracker.ChangeTracker` — which files each attempt changed;
-* :class:`~polpo.engine.cluster_role.ClusterRole` — with several daemons on PostgreSQL: claims, the leader.
+* :class:`~polpo.engine.cluster_role.ClusterRole` — with several daemons: other nodes' events, dead nodes, the leader.
+
+A single daemon is a one-node cluster that always leads: the same board decides for missions, the same
+dispatcher loop runs tasks, the same recovery runs after a crash; only the task source differs.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from polpo.config import Config
 from polpo.engine.admission import Admission
 from polpo.engine.board import MissionBoard
 from polpo.engine.cluster_role import ClusterRole
+from polpo.engine.cluster_source import ClaimQueueLike, ClusterSource
 from polpo.engine.commands import Commands
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.handles import RunHandle
@@ -36,8 +41,8 @@ from polpo.engine.isolation import Isolation
 from polpo.engine.recovery import Recovery
 from polpo.engine.runner import TaskRunner
 from polpo.engine.sla import SlaKeeper
+from polpo.engine.sources import LocalSource, TaskSource
 from polpo.model.records import Mission, Task
-from polpo.store.cluster.claims import ClaimQueue
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 from polpo.tools.marks import attempt_mark
@@ -52,7 +57,10 @@ SWEEP_EVERY = 0.2  # seconds: the most often a task's end triggers an orphan swe
 
 
 class Engine:
-    def __init__(self, cfg: Config, store: Store, clock: Clock, agents: AgentFactory) -> None:
+    def __init__(self, cfg: Config, store: Store, clock: Clock, agents: AgentFactory, *,
+                 cluster: ClaimQueueLike | None = None) -> None:
+        """``cluster``: the cluster's claim queue when several daemons share the store (this node's name is its
+        ``node``); without it, this daemon is a one-node cluster on its own ready queue."""
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -61,7 +69,14 @@ class Engine:
         self._sweep_due = False
         self.board = MissionBoard(cfg, store, clock, on_ready=lambda t: self.dispatcher.make_ready(t),
                                   on_forget=lambda m: self.dispatcher.forget(m))
-        self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task,
+        source: TaskSource
+        if cluster is None:
+            source = LocalSource(self.board, cfg.daemon.max_concurrency, slot_of=lambda t: self.dispatcher.slot(t),
+                                 wake=lambda: self.dispatcher.wake())
+        else:
+            source = ClusterSource(store=store, board=self.board, queue=cluster,
+                                   slot_of=lambda t: self.dispatcher.slot(t))
+        self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task, source,
                                      on_release=self._after_release)
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
@@ -78,18 +93,15 @@ class Engine:
         self.recovery = Recovery(cfg=cfg, store=store, clock=clock, board=self.board, admission=self.admission,
                                  dispatcher=self.dispatcher, commands=self.commands,
                                  hooks=[self.isolation.reconcile])
+        self.cluster = None if cluster is None else ClusterRole(
+            store=store, board=self.board, dispatcher=self.dispatcher, recovery=self.recovery,
+            commands=self.commands, queue=cluster, node=cluster.node)
 
-        self.cluster: ClusterRole | None = None
-
-    def join_cluster(self, queue: ClaimQueue, node: str) -> ClusterRole:
-        """Several daemons share the store: tasks come from the cluster's queue; the leader decides for missions."""
-        role = ClusterRole(store=self.store, board=self.board, dispatcher=self.dispatcher, recovery=self.recovery,
-                           commands=self.commands, queue=queue, node=node)
-        self.cluster = role
-        self.dispatcher.claims = role
-        self.commands.remote = queue
-        self.sla.fail = self.commands.fail_for_sla_anywhere
-        return role
+    async def apply_command(self, kind: str, target: str) -> tuple[str, str]:
+        """A command from this node's HTTP API (the leader applies it; another node relays it to the leader)."""
+        if self.cluster is not None:
+            return await self.cluster.apply_command(kind, target)
+        return await self.commands.apply(kind, target)
 
     async def _run_task(self, task: Task, handle: RunHandle) -> None:
         await self.runner.run(task, handle)

@@ -73,40 +73,66 @@ class Recovery:
         return m
 
     async def recover(self) -> None:
-        """Reconcile loaded missions with reality: orphans killed, interrupted runs re-queued, checks resumed."""
+        """After a crash on this machine every task recorded as running lost its holder: each is recovered
+        (:meth:`recover_task`), their orphaned processes killed, then every mission settled (:meth:`settle`).
+        A cluster's leader takes the same two steps for a dead node's tasks and at election."""
         for hook in self.hooks:
             await hook(dict(self.board.missions))
         tx = self.store.tx()
         orphans: list[int] = []
-        resume: list[Task] = []
         for m in list(self.board.missions.values()):
             for task in m.tasks.values():
-                attempt = self.board.attempts.get(task.id)
-                if task.status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS):
-                    self.interrupted(tx, m, task, attempt, orphans)
-                elif task.status is TaskStatus.REVIEW and attempt is not None \
-                        and attempt.status is AttemptStatus.FINISHED:
-                    # its checks carry the attempt's marker: a check the crash left running is ended first
-                    orphans.extend(_orphan_groups(attempt, attempt_mark(self.cfg.state_dir, attempt.id)))
-                    tx.event(TaskRecovered(previous_status=task.status, attempt=attempt.number,
-                                           action="resume checks"), mission_id=m.id, task_id=task.id)
-                    resume.append(task)
+                self.recover_task(tx, m, task, self.board.attempts.get(task.id), orphans)
         await _kill(orphans)
         await self.store.commit(tx)
         for m in list(self.board.missions.values()):
-            if m.status is MissionStatus.CANCELLING:
-                m.status = MissionStatus.RUNNING
-                self.commands.cancel_mission(m.id, by="recovery")
-                continue
-            if m.open_tasks <= 0:
-                self.board.complete_mission(m)
-                continue
-            for task in m.tasks.values():
-                self.board.make_ready(task)
-        for task in resume:
-            if task.mission_id in self.board.missions:
-                self.dispatcher.resume(task)
+            await self.settle(m)
         self.dispatcher.wake()
+
+    def recover_task(self, tx: Tx, m: Mission, task: Task, attempt: Attempt | None, orphans: list[int], *,
+                     why: str = "the daemon stopped while the agent ran") -> None:
+        """A task whose holder is gone (this daemon crashed, or the node that claimed it died): a running
+        attempt is recorded as interrupted and the task runs again; an attempt whose result is stored keeps
+        it, and its checks resume (:meth:`settle` offers it). Anything else is left as stored."""
+        if task.status in (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS):
+            self.interrupted(tx, m, task, attempt, orphans, why=why)
+        elif task.status is TaskStatus.REVIEW and attempt is not None and attempt.status is AttemptStatus.FINISHED:
+            # its checks carry the attempt's marker: a check the crash left running is ended first
+            orphans.extend(_orphan_groups(attempt, attempt_mark(self.cfg.state_dir, attempt.id)))
+            tx.event(TaskRecovered(previous_status=task.status, attempt=attempt.number, action="resume checks"),
+                     mission_id=m.id, task_id=task.id)
+
+    async def settle(self, m: Mission) -> None:
+        """Decide what a daemon that stopped left undecided in ``m`` (its cascade, gate or completion was not
+        written yet), then offer what may run: pending tasks, and tasks in review whose checks resume."""
+        if m.id not in self.board.missions:
+            return
+        for t in list(m.tasks.values()):
+            if t.status is TaskStatus.PENDING and any(
+                    m.tasks[d].terminal and m.tasks[d].status is not TaskStatus.DONE for d in t.deps):
+                tx = self.store.tx()
+                self.board.transition(tx, t, Trigger.DEPENDENCY_FAILED, "dependency failed")
+                self.store.submit(tx)
+                self.board.after_change(t)
+        if m.id not in self.board.missions:
+            return
+        self.board.settle_gates(m)
+        if m.id not in self.board.missions:
+            return
+        if m.status is MissionStatus.CANCELLING:
+            m.status = MissionStatus.RUNNING
+            await self.commands.cancel(m.id, by="recovery")
+            return
+        if m.open_tasks <= 0:
+            self.board.complete_mission(m)
+            return
+        for task in m.tasks.values():
+            attempt = self.board.attempts.get(task.id)
+            if task.status is TaskStatus.REVIEW and task.id not in self.dispatcher.running \
+                    and attempt is not None and attempt.status is AttemptStatus.FINISHED:
+                self.dispatcher.resume(task)
+            else:
+                self.board.make_ready(task)
 
     def interrupted(self, tx: Tx, m: Mission, task: Task, attempt: Attempt | None, orphans: list[int], *,
                     why: str = "the daemon stopped while the agent ran") -> None:

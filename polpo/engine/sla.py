@@ -11,9 +11,8 @@ on time; finishing late records ``sla:violated`` then, if the monitor had not al
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +33,8 @@ __all__ = ["SlaKeeper", "extra_channels"]
 
 
 class SlaKeeper:
-    def __init__(self, sla: SlaSettings, store: Store, board: MissionBoard, fail: Callable[[Task], object]) -> None:
+    def __init__(self, sla: SlaSettings, store: Store, board: MissionBoard,
+                 fail: Callable[[Task], Awaitable[None]]) -> None:
         self.sla = sla
         self.store = store
         self.board = board
@@ -59,7 +59,7 @@ class SlaKeeper:
         tx = self.store.tx()
         violated: list[Task] = []
         for m in list(self.board.missions.values()):
-            if m.status is not MissionStatus.RUNNING or m.guest:  # the leader keeps a mission's deadlines
+            if m.status is not MissionStatus.RUNNING:
                 continue
             deadline = self._deadline(m, m.spec.deadline)
             if deadline is not None:
@@ -82,9 +82,7 @@ class SlaKeeper:
         self.store.submit(tx)
         if self.sla.violation_action == "fail":
             for t in dict.fromkeys(violated):
-                done = self.fail(t)
-                if inspect.isawaitable(done):  # several daemons: the task may run on another node
-                    await done
+                await self.fail(t)
 
     def _record(self, tx: Tx, m: Mission, t: Task | None, mark: Mark, now: datetime) -> None:
         entity = t.id if t is not None else m.id

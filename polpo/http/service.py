@@ -34,12 +34,12 @@ class HttpService:
         board, dispatcher = engine.board, engine.dispatcher
         self.metrics = Metrics(
             version=__version__, tasks_by_status=lambda: Counter(str(t.status) for t in board.tasks.values()),
-            queue_depth=lambda: len(dispatcher.queue), running=lambda: len(dispatcher.running),
+            queue_depth=lambda: len(dispatcher.source), running=lambda: len(dispatcher.running),
             missions_running=lambda: len(board.missions), stream_clients=lambda: len(self.hub.listeners),
             reviews=reviews)
         store.subscribe(self.metrics.observe)
         ctx = ApiContext(cfg=cfg, version=__version__, readers=readers, hub=self.hub,
-                         apply_command=engine.cluster.apply_command if engine.cluster else engine.commands.apply,
+                         apply_command=engine.apply_command,
                          known_agents=engine.agents.known_names(),
                          channels=channels, metrics=self.metrics.render)
         self.app = build_app(ctx, plan.token)

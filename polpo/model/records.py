@@ -166,7 +166,6 @@ class Mission:
     report: dict[str, Any] | None = None
     finished_at: datetime | None = None
     home: str | None = None  # the node its tasks run on ("affinity": "node"); None: any node
-    guest: bool = False  # a copy on a node that runs some of its tasks; the leader's copy decides (polpo.store.cluster)
     tasks: dict[str, Task] = field(default_factory=dict)  # id -> task, in file order
     open_tasks: int = 0  # not terminal
     closed: set[str] = field(default_factory=set)  # tasks counted as finished (the board decides each one once)

@@ -4,11 +4,17 @@ For fast unit tests of the engine, the runner and recovery: a test can commit th
 would leave behind, and drive the engine without a file. Rows are kept as dictionaries of the same columns as
 the SQL tables, converted by the same functions, so a store-level test runs unchanged against both backends.
 Nothing survives the process.
+
+Several daemons on one database: stores made on one :class:`MemoryDatabase` share its tables, its event
+numbering (commit order across nodes, as PostgreSQL's one-row clock) and its claim queue
+(:mod:`polpo.store.memory_claims`); each store's ``on_remote`` gets the other stores' events after their
+commit (the follower's job on PostgreSQL).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -19,27 +25,59 @@ from polpo.model.records import Assessment
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
+from polpo.store.memory_claims import ClaimTable
 from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryDatabase", "MemoryStore"]
 
 Rec = dict[str, Any]
+_CLAIM_TABLES = (R.CLAIM_OFFERS, R.CLAIM_STOPS, R.CLAIM_REQUEUES, R.CLAIM_DROPS)
+
+
+@dataclass
+class MemoryDatabase:
+    """What several in-memory stores share, as daemons share one PostgreSQL database."""
+
+    clock: Clock
+    tables: dict[str, dict[tuple[Any, ...], Rec]] = field(
+        default_factory=lambda: {t.name: {} for t in (*R.UPSERT_TABLES, R.COMMANDS_DONE)})
+    events: list[Event] = field(default_factory=list)
+    stores: list[MemoryStore] = field(default_factory=list)
+    next_command: int = 0
+    claims: ClaimTable = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.claims = ClaimTable(self.clock.monotonic)
+
+    def queue_command(self, kind: str, target: str) -> int:
+        """Queue a retry / cancel / approve as the CLI would."""
+        self.next_command += 1
+        cid = self.next_command
+        self.tables["commands"][(cid,)] = {
+            "id": cid, "kind": kind, "target": target, "created_at": iso(self.clock.now()),
+            "status": "queued", "result": None, "handled_at": None}
+        return cid
 
 
 class MemoryStore(StoreCore):
-    def __init__(self, clock: Clock) -> None:
-        super().__init__(clock, 0)
-        self.tables: dict[str, dict[tuple[Any, ...], Rec]] = {t.name: {} for t in R.UPSERT_TABLES}
-        self.tables["commands"] = {}
-        self.events: list[Event] = []
-        self._next_command = 0
+    def __init__(self, clock: Clock, db: MemoryDatabase | None = None) -> None:
+        self.db = db or MemoryDatabase(clock)
+        super().__init__(clock, len(self.db.events))
+        self.tables = self.db.tables
+        self.events = self.db.events
+        self.db.stores.append(self)
+        self.on_remote: Callable[[list[Event]], None] | None = None  # other stores' events, after their commit
 
-    async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> None:
+    async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> Sequence[int] | None:
         for table, group in rows.items():  # validated first, applied after: all or nothing
             for row in group:
                 if len(row) != len(table.cols):
                     raise ValueError(f"{table.name}: row of {len(row)} values for {len(table.cols)} columns")
+        offered = False
         for table, group in rows.items():
+            if table in _CLAIM_TABLES:
+                offered |= self.db.claims.apply(table, group)
+                continue
             target = self.tables[table.name]
             for row in group:
                 rec = dict(zip(table.cols, row, strict=True))
@@ -52,7 +90,18 @@ class MemoryStore(StoreCore):
                     target[key] = rec
                 else:
                     old.update({c: v for c, v in rec.items() if c not in table.insert_only})
+        first = len(self.events) + 1  # numbered in the database, in commit order across its stores
+        seqs = list(range(first, first + len(events)))
+        renumbered = bool(events) and events[0].seq != first  # another store committed since this one stamped
+        if renumbered:
+            events = [replace(ev, seq=n) for ev, n in zip(events, seqs, strict=True)]
         self.events.extend(events)
+        for other in self.db.stores:
+            if other is not self and other.on_remote is not None and events:
+                other.on_remote(events)
+        if offered:
+            self.db.claims.notify()
+        return seqs if renumbered else None
 
     async def _close_backend(self) -> None:
         return None
@@ -60,11 +109,7 @@ class MemoryStore(StoreCore):
     # -- what the CLI does on SQLite ---------------------------------------------------------------------------
     def queue_command(self, kind: str, target: str) -> int:
         """Queue a retry / cancel / approve as the CLI would."""
-        self._next_command += 1
-        self.tables["commands"][(self._next_command,)] = {
-            "id": self._next_command, "kind": kind, "target": target, "created_at": iso(self.clock.now()),
-            "status": "queued", "result": None, "handled_at": None}
-        return self._next_command
+        return self.db.queue_command(kind, target)
 
     def rows(self, table: str, where: Callable[[Rec], bool] = lambda _: True) -> list[Rec]:
         """The stored rows of ``table`` that ``where`` accepts (tests read the state through this)."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from polpo.model.records import Attempt, Mission, Task
 from polpo.store import rows as R
+from polpo.store.claim_records import Claim, DeadClaim
+from polpo.store.cluster.relay import relay_command
 
 __all__ = ["Claim", "ClaimQueue", "DeadClaim"]
 
@@ -33,31 +34,6 @@ _LATEST_ATTEMPTS = ("SELECT DISTINCT ON (task_id) * FROM attempts WHERE task_id 
 _DEAD = ("SELECT c.task_id, c.node, c.incarnation, c.stop FROM claims c LEFT JOIN nodes n "
          "ON n.name = c.node AND n.incarnation = c.incarnation WHERE c.node IS NOT NULL "
          "AND (n.name IS NULL OR clock_timestamp() - n.heartbeat_at > make_interval(secs => $1))")
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A claimed task, with its row and latest attempt as stored when it was claimed (read in the same
-    transaction: the turn before may have run on another node)."""
-
-    task_id: str
-    mission_id: str
-    task_row: Any = None
-    attempt_row: Any = None
-
-    def task(self, m: Mission) -> Task | None:
-        return None if self.task_row is None else R.task_from_row(self.task_row, m)
-
-    def attempt(self) -> Attempt | None:
-        return None if self.attempt_row is None else R.attempt_from_row(self.attempt_row)
-
-
-@dataclass(frozen=True, slots=True)
-class DeadClaim:
-    task_id: str
-    node: str
-    incarnation: str
-    stop: str | None
 
 
 def _lock_key(key: str) -> int:
@@ -166,6 +142,10 @@ class ClaimQueue:
             arows = await c.fetch(_LATEST_ATTEMPTS, list(task_ids))
         attempts = {a["task_id"]: R.attempt_from_row(a) for a in arows}
         return {r["id"]: (R.task_from_row(r, m), attempts.get(r["id"])) for r in trows}
+
+    async def relay(self, kind: str, target: str) -> tuple[str, str]:
+        """A command given to a node that does not lead, queued for the leader (:mod:`.relay`)."""
+        return await relay_command(self.pool, kind, target)
 
     async def mission_gates(self, mission_id: str) -> dict[str, str]:
         rows = await self.pool.fetch("SELECT name, status FROM gates WHERE mission_id = $1", mission_id)

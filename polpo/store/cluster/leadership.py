@@ -1,8 +1,9 @@
 """The leader: the one node that accepts mission files and coordinates missions (dependencies, gates, completion,
 SLA, commands). It holds a session advisory lock on a connection of its own; PostgreSQL releases the lock when
 that connection ends — the process died, was killed, or lost the network — and another node takes it within a
-second or two. A leader that loses its connection stops at once (``on_lost``): it cannot know whether another
-node already leads.
+second or two. A leader that loses its connection steps down at once (``on_deposed``: it cannot know whether
+another node already leads, so it decides nothing more) and competes for the lock again, without exiting: a
+PostgreSQL restart or a dropped connection costs a new election, not the node.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ class Leadership:
         self.lease = lease
         self.leader = False
 
-    async def run(self, on_elected: Callable[[], Awaitable[None]], on_lost: Callable[[str], None]) -> None:
-        """Wait to be the leader (reconnecting as needed), then lead until the lock's connection is lost."""
+    async def run(self, on_elected: Callable[[], Awaitable[None]],
+                   on_deposed: Callable[[str], Awaitable[None]]) -> None:
+        """Wait to be the leader (reconnecting as needed), lead until the lock's connection is lost, step down,
+        and wait again."""
         while True:
             try:
                 conn = await self._connect()
@@ -39,27 +42,31 @@ class Leadership:
                 await anyio.sleep(TRY_EVERY * 5)
                 continue
             try:
-                if await self._lead(conn, on_elected):
-                    on_lost("the leader's database connection was lost")
-                    return
-            except Exception as e:  # a follower lost its waiting connection: reconnect and wait again
-                if self.leader:
-                    raise
-                log.warning("lost the connection that waits for leadership (%s); reconnecting", e)
+                await self._lead(conn, on_elected)
+                reason = "the leader's database connection was lost"
+            except Exception as e:  # the waiting connection was lost, or the election's loading failed with it
+                reason = f"{type(e).__name__}: {e}"
+                if not self.leader:
+                    log.warning("lost the connection that waits for leadership (%s); reconnecting", e)
             finally:
                 with anyio.CancelScope(shield=True):
                     try:
                         await conn.close(timeout=2)
                     except Exception:
                         conn.terminate()
+            if self.leader:
+                self.leader = False
+                log.warning("no longer the leader: %s; competing for the lock again", reason)
+                await on_deposed(reason)
+                await anyio.sleep(TRY_EVERY)
 
     async def _connect(self) -> Any:
         import asyncpg  # the optional PostgreSQL extra; imported only by daemons that use it
 
         return await asyncpg.connect(self.target.url, password=self.target.password, timeout=15)
 
-    async def _lead(self, conn: Any, on_elected: Callable[[], Awaitable[None]]) -> bool:
-        """True once the leader's connection is gone (leadership lost); raises while still a follower."""
+    async def _lead(self, conn: Any, on_elected: Callable[[], Awaitable[None]]) -> None:
+        """Returns once the leader's connection is gone (leadership lost); raises while still a follower."""
         lost = anyio.Event()
         conn.add_termination_listener(lambda _c: lost.set())
         while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_KEY):
@@ -79,4 +86,3 @@ class Leadership:
                     await conn.fetchval("SELECT 1")
             except Exception:
                 break
-        return True
