@@ -1,0 +1,111 @@
+"""Fencing: a cluster node writes only while the database says it holds its lease (and, as leader, its lock).
+
+The rules (docs/DESIGN.md, "Fencing"):
+
+* every transaction a node commits (the writer's batches, claims, take-overs, ends of claims) first runs
+  ``polpo_fence(...)``, which locks the node's own ``nodes`` row ``FOR KEY SHARE`` (its heartbeat UPDATE does not
+  wait for it; a taker's ``FOR UPDATE`` does) only if its incarnation is still
+  there and its heartbeat is younger than the lease *by the database's clock*; a leader also checks that its
+  advisory lock is still held by its lock connection. Otherwise the transaction fails with SQLSTATE ``PLF01``
+  (lease) or ``PLF02`` (leadership) and writes nothing;
+* a taker fences a dead node before it takes its claims, in the same transaction: it locks that node's row
+  ``FOR UPDATE`` (waiting for any batch of the node still in flight) and changes its incarnation, so no later
+  batch or heartbeat of that incarnation can succeed;
+* a refused write means "this node lost its tasks": the node stops writing at once (:class:`Fenced`, a kind of
+  :class:`StoreLost`, which the engine treats as the end of a run, never as its failure), kills its agents and
+  leaves (exit 1; a supervisor starts it again as a new incarnation).
+
+Pure SQL text and error checks: no asyncpg import (the CLI and SQLite daemons never load it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from polpo.store.identity import StoreLost
+
+__all__ = ["FENCE_FUNCTION", "LEADER_KEY", "LEADER_WRITES_KEY", "Fence", "Fenced", "fenced_reason"]
+
+LEADER_KEY = 0x706F6C706F + 1  # the leader's session advisory lock (the migration lock is 0x706F6C706F)
+LEADER_WRITES_KEY = 0x706F6C706F + 2  # shared by a leader's transactions; a new leader waits for them once
+_SQLSTATES = {"PLF01": "lease", "PLF02": "leadership"}
+
+FENCE_FUNCTION = f"""
+CREATE FUNCTION polpo_fence(p_node text, p_incarnation text, p_lease double precision, p_leader integer)
+RETURNS void LANGUAGE plpgsql AS $fence$
+BEGIN
+    PERFORM 1 FROM nodes WHERE name = p_node AND incarnation = p_incarnation
+        AND clock_timestamp() - heartbeat_at < make_interval(secs => p_lease) FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % (incarnation %) no longer holds its lease: its tasks are being taken over',
+            p_node, p_incarnation USING ERRCODE = 'PLF01';
+    END IF;
+    IF p_leader IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock_shared({LEADER_WRITES_KEY});
+        IF NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = p_leader AND granted
+                       AND classid = {LEADER_KEY >> 32} AND objid = {LEADER_KEY & 0xFFFFFFFF}) THEN
+            RAISE EXCEPTION 'node % no longer leads: the connection holding its leader lock is gone',
+                p_node USING ERRCODE = 'PLF02';
+        END IF;
+    END IF;
+END
+$fence$;
+"""
+
+
+class Fenced(StoreLost):
+    """This node may no longer write: its lease (or its leadership) is gone and others take its work over."""
+
+
+def fenced_reason(e: BaseException) -> str | None:
+    """The database's refusal of a fenced transaction, in words; None for any other error."""
+    if getattr(e, "sqlstate", None) in _SQLSTATES:
+        return str(getattr(e, "message", None) or e)
+    return None
+
+
+def _literal(s: str) -> str:
+    """A string constant for the simple-query protocol (E'' syntax: independent of standard_conforming_strings)."""
+    if "\x00" in s:
+        raise ValueError("a NUL byte cannot be sent to PostgreSQL")
+    return "E'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass
+class Fence:
+    """One node's fencing token (name, incarnation, lease, the leader lock's backend once it leads) and its
+    state here: ``fenced`` once the database (or this node's own clock) said it lost its lease."""
+
+    node: str
+    incarnation: str
+    lease: float
+    leader_pid: int | None = None
+    fenced: str | None = None
+    on_fenced: list[Callable[[str], None]] = field(default_factory=list)
+
+    def call(self) -> str:
+        """The fence as one statement with its values inlined (so it can share a round trip with BEGIN)."""
+        leader = "NULL" if self.leader_pid is None else str(int(self.leader_pid))
+        return (f"SELECT polpo_fence({_literal(self.node)}, {_literal(self.incarnation)}, "
+                f"{float(self.lease)!r}::float8, {leader})")
+
+    def trip(self, reason: str) -> Fenced:
+        """Record that this node is fenced (first reason wins), tell the listeners once; the error to raise."""
+        if self.fenced is None:
+            self.fenced = reason
+            for fn in self.on_fenced:
+                fn(reason)
+        return Fenced(self.fenced)
+
+    async def check(self, conn: Any) -> None:
+        """Inside a transaction on ``conn``: go on only while this node holds its lease (raises :class:`Fenced`)."""
+        if self.fenced is not None:
+            raise Fenced(self.fenced)
+        try:
+            await conn.execute(self.call())
+        except Exception as e:
+            if (why := fenced_reason(e)) is not None:
+                raise self.trip(why) from None
+            raise
