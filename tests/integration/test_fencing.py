@@ -153,3 +153,25 @@ async def test_a_leader_whose_lock_connection_is_gone_cannot_commit(postgres_url
         with pytest.raises(Fenced, match="no longer leads"):
             await a.store.commit(a.store.tx().event(started()))
         assert await event_count(postgres_url) == before
+
+
+async def test_a_node_whose_heartbeat_hangs_stops_by_its_own_clock_before_its_lease_runs_out(
+        postgres_url: str) -> None:
+    store = await PostgresStore.open(StoreSettings(url=postgres_url), clock=FakeClock())
+    member = Membership(store.pool, "slow", 1.5, store.target)
+    await member.join()
+    beats: list[float] = []
+    member.beat = lambda: beats.append(0)
+    blocker = await asyncpg.connect(postgres_url)
+    try:
+        async with blocker.transaction():  # the heartbeat's UPDATE waits on this lock: the database never answers
+            await blocker.execute("SELECT 1 FROM nodes WHERE name = 'slow' FOR UPDATE")
+            lost: list[str] = []
+            with anyio.fail_after(20):
+                await member.run(lost.append)
+            assert lost and "stops its runs before the lease can run out" in lost[0]
+            assert not member.fresh()  # and nothing more starts here (polpo.tools.guard_link)
+    finally:
+        await blocker.close()
+        await store.close()
+    assert beats  # the guard was beaten while the node could act
