@@ -84,6 +84,15 @@ class Fence:
     leader_pid: int | None = None
     fenced: str | None = None
     on_fenced: list[Callable[[str], None]] = field(default_factory=list)
+    local: Callable[[], str | None] | None = None  # this node's own clock's verdict (Membership.why_not)
+
+    def ensure(self) -> None:
+        """Before a transaction: raise :class:`Fenced` if this node is fenced, or its own clock says it must stop
+        (a short pause the database cannot see may still have let its guard kill its agents)."""
+        if self.fenced is None and self.local is not None and (why := self.local()) is not None:
+            self.trip(why)
+        if self.fenced is not None:
+            raise Fenced(self.fenced)
 
     def call(self) -> str:
         """The fence as one statement with its values inlined (so it can share a round trip with BEGIN)."""
@@ -101,8 +110,7 @@ class Fence:
 
     async def check(self, conn: Any) -> None:
         """Inside a transaction on ``conn``: go on only while this node holds its lease (raises :class:`Fenced`)."""
-        if self.fenced is not None:
-            raise Fenced(self.fenced)
+        self.ensure()
         try:
             await conn.execute(self.call())
         except Exception as e:

@@ -173,6 +173,8 @@ class PostgresStore(StoreCore):
 
     async def _write(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         async with self.pool.acquire() as conn:
+            if self.lease_fence is not None:
+                self.lease_fence.ensure()
             try:  # BEGIN and the fence share a round trip (simple-query protocol: several statements)
                 await conn.execute("BEGIN" if self.lease_fence is None else f"BEGIN; {self.lease_fence.call()}")
                 first, last = await self._statements(conn, rows, events)

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from polpo.store.cluster.timing import RENEW, SELF_STOP, now, stale
+from polpo.store.cluster.timing import RENEW, SELF_STOP, must_stop, now
 from polpo.store.errors import StoreError
 from polpo.store.postgres_conn import PgTarget
 
@@ -72,6 +72,9 @@ class Membership:
         self.host = socket.gethostname()
         self.renewed = now()  # when the last heartbeat that succeeded was sent (timing.now)
         self.beat: Callable[[], None] | None = None  # the guard's beat, while this node may act on its lease
+        self.beaten = now()  # when the watch last beat (the guard, if any)
+        self.watching = False  # until run(): before it no agent runs and the database's fence alone decides
+        self.stopped: str | None = None
 
     async def join(self) -> None:
         """Register this incarnation; refused while another live daemon uses the same node name."""
@@ -92,9 +95,15 @@ class Membership:
                 self.name, self.incarnation, self.host, os.getpid())
         self.renewed = sent
 
+    def why_not(self) -> str | None:
+        """By this node's own clock, once it runs (:meth:`run`): why it may no longer act (start an agent, write),
+        or None. Once a reason is given it stays (the node leaves)."""
+        if self.stopped is None and self.watching:
+            self.stopped = must_stop(self.renewed, self.beaten, now(), self.lease)
+        return self.stopped
+
     def fresh(self) -> bool:
-        """By this node's own clock: may it still act on its lease (start an agent, claim)?"""
-        return not stale(self.renewed, now(), self.lease)
+        return self.why_not() is None
 
     async def run(self, on_lost: Callable[[str], None]) -> None:
         """Renew the heartbeat every ``RENEW`` of the lease and watch the renewals by this node's own clock. When
@@ -129,12 +138,14 @@ class Membership:
 
     async def _watch(self, on_lost: Callable[[str], None], scope: anyio.CancelScope) -> None:
         """Never waits for the database: stops this node by its own clock, and beats the guard while it may act."""
+        self.beaten = now()
+        self.watching = True
         while True:
-            if not self.fresh():
-                on_lost(f"no heartbeat renewed for {now() - self.renewed:.1f} s of a {self.lease:g} s lease; "
-                        "this node stops its runs before the lease can run out")
+            if (why := self.why_not()) is not None:
+                on_lost(why)
                 scope.cancel()
                 return
+            self.beaten = now()  # (after the check: a gap the guard may have acted on is never beaten over)
             if self.beat is not None:
                 self.beat()
             await anyio.sleep(self.lease * RENEW / 2)

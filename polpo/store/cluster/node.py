@@ -39,7 +39,8 @@ class ClusterNode:
         store.lease_fence = self.fence
         self.leadership = Leadership(store.target, lease, self.fence)
         self.queue = ClaimQueue(store.pool, node, self.membership.incarnation, lease, self.fence)
-        self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self.membership.fresh)
+        self.fence.local = self.membership.why_not
+        self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self._may_start)
         self.membership.beat = self.guard.beat
         assert store.event_log is not None
         self.follower = EventFollower(store.target, store.events_after, store.event_log, node,
@@ -59,6 +60,14 @@ class ClusterNode:
         self.guard.start()
         self.store.log_follower = self.follower.poke
         await self.follower.start(self.store.last_seq)
+
+    def _may_start(self) -> bool:
+        """A program may start only while this node may act; otherwise the node is fenced (and leaves) now."""
+        try:
+            self.fence.ensure()
+        except Fenced:
+            return False
+        return True
 
     async def sweeps(self, sweep: Callable[[], Awaitable[None]]) -> None:
         """The leader: dead nodes' claims, every third of the lease, until this node is fenced."""

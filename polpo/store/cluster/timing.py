@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["GUARD_DEADLINE", "GUARD_POLL", "RENEW", "SELF_STOP", "TAKE_AFTER", "now", "stale"]
+__all__ = ["GUARD_DEADLINE", "GUARD_POLL", "RENEW", "SELF_STOP", "TAKE_AFTER", "must_stop", "now", "stale"]
 
 RENEW = 1 / 6  # heartbeat and guard beat period
 SELF_STOP = 2 / 3  # no renewal for this long: the node stops its runs and leaves
@@ -34,3 +34,20 @@ def now() -> float:
 def stale(last_renewal_sent: float, at: float, lease: float) -> bool:
     """Has this node gone too long without a renewal to act on its lease (pure)?"""
     return at - last_renewal_sent >= SELF_STOP * lease
+
+
+def must_stop(renewed: float, beaten: float, at: float, lease: float) -> str | None:
+    """Why this node must stop acting now, by its own clock (pure); None while it may act.
+
+    ``renewed``: when the last successful heartbeat was sent; ``beaten``: when the daemon last beat its guard. A
+    gap in the beats longer than the guard's deadline means the daemon did not run (paused) long enough for its
+    guard to kill its agents: their ends must not be recorded as failures, so the node stops. The guard's own gap
+    is never longer than the daemon's (it hears a beat after it is sent), and a daemon that sees the gap stops
+    instead of beating, so whenever the guard has killed, this says stop."""
+    if stale(renewed, at, lease):
+        return (f"no heartbeat renewed for {at - renewed:.1f} s of a {lease:g} s lease; this node stops its runs "
+                "before the lease can run out")
+    if at - beaten > GUARD_DEADLINE * lease:
+        return (f"this daemon did not run for {at - beaten:.1f} s (paused?) and its guard may have killed its "
+                "agents; it stops and lets the other nodes take its tasks over")
+    return None
