@@ -102,10 +102,10 @@ def pause_and_resume(c: Cluster, victim: str) -> None:
 def test_a_worker_paused_past_its_lease_never_runs_a_task_twice_at_once(cluster: tuple[Cluster, PgCluster, str]) -> None:
     c, _, _ = cluster
     for name in ("x", "y", "z"):
-        c.add(name, concurrency=4, lease=LEASE)
+        c.add(name, concurrency=6, lease=LEASE)  # room on the others: a taken task runs again at once
         c.start(name)
         started(c, name)  # x starts first: it leads
-    mission(c, "paused", 12, 4.0)
+    mission(c, "paused", 12, 10.0)  # the paused node's agents would still run when its tasks are taken over
     head = leader(c, "x")
     evs = c.wait(head, lambda evs: any(len(running_on(evs, n)) >= 3 for n in ("x", "y", "z") if n != head), 60)
     victim = max((n for n in ("x", "y", "z") if n != head), key=lambda n: len(running_on(evs, n)))
@@ -116,13 +116,16 @@ def test_a_worker_paused_past_its_lease_never_runs_a_task_twice_at_once(cluster:
 def test_a_leader_paused_with_its_lock_connection_terminated_never_runs_a_task_twice_at_once(
         cluster: tuple[Cluster, PgCluster, str]) -> None:
     c, pg, db = cluster
-    for name in ("x", "y", "z"):
-        c.add(name, concurrency=4, lease=LEASE)
+    c.add("x", concurrency=4, lease=LEASE)
+    c.start("x")
+    started(c, "x")  # alone: it leads, and runs four tasks itself
+    mission(c, "lead", 12, 10.0)
+    head = leader(c, "x")
+    c.wait(head, lambda evs: len(running_on(evs, head)) == 4, 60)
+    for name in ("y", "z"):  # room for the rest and for the leader's tasks once they are taken over
+        c.add(name, concurrency=6, lease=LEASE)
         c.start(name)
         started(c, name)
-    mission(c, "lead", 12, 4.0)
-    head = leader(c, "x")
-    c.wait(head, lambda evs: len(running_on(evs, head)) >= 2, 60)
     c.pause(head)
     killed = pg.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
                      f"AND granted AND objid = {(0x706F6C706F + 1) & 0xFFFFFFFF}", db)
