@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ def cluster(postgres_cluster: PgCluster) -> Iterator[tuple[Cluster, PgCluster, s
     finally:
         for node in c.nodes.values():  # a node left paused by a failed test must not hang the stop
             if node.proc is not None:
-                os.kill(node.proc.pid, 18)  # SIGCONT
+                os.kill(node.proc.pid, signal.SIGCONT)
         c.stop_all()
         postgres_cluster.drop_database(db)
 
