@@ -15,18 +15,22 @@ The rules (docs/DESIGN.md, "Fencing"):
   :class:`StoreLost`, which the engine treats as the end of a run, never as its failure), kills its agents and
   leaves (exit 1; a supervisor starts it again as a new incarnation).
 
-Pure SQL text and error checks: no asyncpg import (the CLI and SQLite daemons never load it).
+SQL text, error checks and the fenced BEGIN: no asyncpg import (the CLI and SQLite daemons never load it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from polpo.store.identity import StoreLost
 
-__all__ = ["FENCE_FUNCTION", "LEADER_KEY", "LEADER_WRITES_KEY", "Fence", "Fenced", "fenced_reason"]
+__all__ = ["FENCE_FUNCTION", "LEADER_KEY", "LEADER_WRITES_KEY", "Fence", "Fenced", "fenced_reason",
+           "fenced_transaction"]
 
 LEADER_KEY = 0x706F6C706F + 1  # the leader's session advisory lock (the migration lock is 0x706F6C706F)
 LEADER_WRITES_KEY = 0x706F6C706F + 2  # shared by a leader's transactions; a new leader waits for them once
@@ -108,12 +112,31 @@ class Fence:
                 fn(reason)
         return Fenced(self.fenced)
 
-    async def check(self, conn: Any) -> None:
-        """Inside a transaction on ``conn``: go on only while this node holds its lease (raises :class:`Fenced`)."""
+    async def begin(self, conn: Any) -> None:
+        """BEGIN a transaction on ``conn`` that goes on only while this node holds its lease, in one round trip
+        (simple-query protocol: two statements); :class:`Fenced` when it does not (the transaction is gone)."""
         self.ensure()
         try:
-            await conn.execute(self.call())
-        except Exception as e:
-            if (why := fenced_reason(e)) is not None:
+            await conn.execute(f"BEGIN; {self.call()}")
+        except BaseException as e:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+            if isinstance(e, Exception) and (why := fenced_reason(e)) is not None:
                 raise self.trip(why) from None
             raise
+
+
+@contextlib.asynccontextmanager
+async def fenced_transaction(conn: Any, fence: Fence | None) -> AsyncIterator[None]:
+    """A transaction on ``conn``, fenced when ``fence`` is given; committed at the end, rolled back on error."""
+    if fence is None:
+        await conn.execute("BEGIN")
+    else:
+        await fence.begin(conn)
+    try:
+        yield
+    except BaseException:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")

@@ -44,7 +44,7 @@ from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
 from polpo.store.errors import StoreUnavailable
-from polpo.store.fencing import Fence, fenced_reason
+from polpo.store.fencing import Fence
 from polpo.store.postgres_conn import PgTarget, target
 from polpo.store.postgres_faults import is_outage
 from polpo.store.postgres_schema import migrate
@@ -154,8 +154,6 @@ class PostgresStore(StoreCore):
             if is_outage(e):  # the writer keeps the batch and tries again when the database is back
                 await self.pool.expire_connections()
                 raise StoreUnavailable(f"PostgreSQL: {type(e).__name__}: {e}") from e
-            if self.lease_fence is not None and (why := fenced_reason(e)) is not None:
-                raise self.lease_fence.trip(why) from None  # refused: nothing of this batch was written
             raise
 
     async def _settle(self, doubt: InDoubt) -> list[int] | None:
@@ -173,10 +171,11 @@ class PostgresStore(StoreCore):
 
     async def _write(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         async with self.pool.acquire() as conn:
-            if self.lease_fence is not None:
-                self.lease_fence.ensure()
-            try:  # BEGIN and the fence share a round trip (simple-query protocol: several statements)
-                await conn.execute("BEGIN" if self.lease_fence is None else f"BEGIN; {self.lease_fence.call()}")
+            if self.lease_fence is None:
+                await conn.execute("BEGIN")
+            else:  # BEGIN and the fence share a round trip
+                await self.lease_fence.begin(conn)
+            try:
                 first, last = await self._statements(conn, rows, events)
             except BaseException:
                 with contextlib.suppress(Exception):  # the server rolls back a transaction whose session ended

@@ -19,7 +19,7 @@ from typing import Any
 from polpo.model.records import Attempt, Mission, Task
 from polpo.store import rows as R
 from polpo.store.cluster.timing import TAKE_AFTER
-from polpo.store.fencing import Fence
+from polpo.store.fencing import Fence, fenced_transaction
 
 __all__ = ["Claim", "ClaimQueue", "DeadClaim"]
 
@@ -83,14 +83,9 @@ class ClaimQueue:
         self.lease = lease
         self.fence = fence  # a daemon's: each of its transactions here goes on only while it holds its lease
 
-    async def _fenced(self, c: Any) -> None:
-        if self.fence is not None:
-            await self.fence.check(c)
-
     async def claim(self, n: int) -> list[Claim]:
         """Up to ``n`` ready tasks this node may run now (home node, cluster-wide limits), claimed atomically."""
-        async with self.pool.acquire() as c, c.transaction():
-            await self._fenced(c)
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             rows = await c.fetch(_CANDIDATES, self.node, n * 4)
             if not rows:
                 return []
@@ -134,16 +129,14 @@ class ClaimQueue:
                    "WHERE task_id = $1 AND node = $2 AND incarnation = $3")
         else:
             sql = "DELETE FROM claims WHERE task_id = $1 AND node = $2 AND incarnation = $3"
-        async with self.pool.acquire() as c, c.transaction():
-            await self._fenced(c)
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             status = await c.execute(sql, task_id, self.node, self.incarnation)
             if requeue and status.endswith(" 1"):
                 await c.execute("SELECT pg_notify('polpo_claims', '')")
 
     async def hold(self, row: R.Row) -> bool:
         """Claim a task that has no claim row (recorded as running before this database had claims)."""
-        async with self.pool.acquire() as c, c.transaction():
-            await self._fenced(c)
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             status = await c.execute(
                 "INSERT INTO claims (task_id, mission_id, home, prio, mseq, idx, agent_key, agent_limit, "
                 "mission_limit, node, incarnation, claimed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
@@ -153,8 +146,7 @@ class ClaimQueue:
     async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
         """Before the leader changes tasks it does not run itself: unclaimed offers are withdrawn (the leader is
         then their only writer); returns the tasks another node holds (task id -> node) — ask those to stop."""
-        async with self.pool.acquire() as c, c.transaction():
-            await self._fenced(c)
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             await c.execute("DELETE FROM claims WHERE task_id = ANY($1::text[]) AND node IS NULL", list(task_ids))
             rows = await c.fetch("SELECT task_id, node FROM claims WHERE task_id = ANY($1::text[]) "
                                  "AND node IS NOT NULL AND NOT (node = $2 AND incarnation = $3)",
@@ -174,8 +166,7 @@ class ClaimQueue:
         In the same transaction the dead incarnation is fenced first: its row is locked (so a batch of it still in
         flight commits before, never after) and its incarnation changed, so none of its later writes or heartbeats
         can succeed. A node that renewed its lease meanwhile keeps it, and its claim."""
-        async with self.pool.acquire() as c, c.transaction():
-            await self._fenced(c)
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             if await c.fetchval(_LIVE_NODE, dead.node, dead.incarnation) is not None:
                 status = await c.execute(_FENCE_NODE, dead.node, dead.incarnation, self.lease * TAKE_AFTER)
                 if status.endswith(" 0"):
