@@ -199,7 +199,8 @@ class Daemon:
         the others take its tasks over. A supervisor (systemd) starts it again as a new incarnation."""
         if self._fatal is None:
             self._fatal = reason
-            log.error("leaving the cluster: %s", reason)
+            log.error("leaving the cluster: %s; started again (by its service manager) it rejoins as a new member",
+                      reason)
             if self._cluster is not None:
                 self._cluster.fence.trip(reason)  # its agents are killed and the store writes nothing more
             self.request_stop()
