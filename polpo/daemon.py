@@ -84,6 +84,7 @@ class Daemon:
         self.intake: Intake | None = None
         self._stop = anyio.Event()
         self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
+        self._cluster: ClusterNode | None = None
         self._lock_file: Any = None
         self._printer: ConsolePrinter | None = None
         self._view = ConsoleView(color=use_color(console), heartbeat=heartbeat)
@@ -110,12 +111,15 @@ class Daemon:
         try:
             verify(store.identity, store.last_seq, store.where, store.event_log, archive_log=self.archive_log)
             if cfg.store.url is not None:
-                cluster = await self._join_cluster(store)
+                cluster = self._cluster = await self._join_cluster(store)
+                cluster.fence.on_fenced.append(self._lost)  # a refused write: this node lost its tasks
             else:
                 await store.catch_up_log()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await store.close()
+                if cluster is not None:
+                    cluster.close()
             raise
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
@@ -163,6 +167,8 @@ class Daemon:
                     self.http.close()
                 await self.readers.close()
                 await store.close()
+                if cluster is not None:
+                    cluster.close()
             if self._printer is not None:
                 self._printer.close()
             self._release_lock()
@@ -175,12 +181,8 @@ class Daemon:
         from polpo.store.cluster.node import (
             ClusterNode,  # asyncpg and the cluster: only for a PostgreSQL store
         )
-        from polpo.store.postgres import PostgresStore
 
-        assert isinstance(store, PostgresStore)
-        cluster = ClusterNode(self.cfg, store)
-        await cluster.start(self.cfg)
-        return cluster
+        return await ClusterNode.join(self.cfg, store)
 
     def _remote_events(self, events: list[Event]) -> None:
         """Other nodes' events: to the engine (the leader follows their tasks) and to this node's API stream."""
@@ -191,11 +193,16 @@ class Daemon:
                 self.http.hub.publish(ev)
 
     def _lost(self, reason: str) -> None:
-        """This node can no longer take part in the cluster: its runs are stopped at once and it exits (1); the
-        other nodes take its tasks over. A supervisor (systemd) starts it again as a new member."""
-        log.error("leaving the cluster: %s", reason)
-        self._fatal = reason
-        self.request_stop()
+        """This node can no longer take part in the cluster (its lease or leadership is gone, or about to be): its
+        agents are killed now, it writes nothing more (its runs end quietly, never as failures) and it exits (1);
+        the others take its tasks over. A supervisor (systemd) starts it again as a new incarnation."""
+        if self._fatal is None:
+            self._fatal = reason
+            log.error("leaving the cluster: %s; started again (by its service manager) it rejoins as a new member",
+                      reason)
+            if self._cluster is not None:
+                self._cluster.fence.trip(reason)  # its agents are killed and the store writes nothing more
+            self.request_stop()
 
     def _store_lost(self, reason: str) -> None:
         """The database was deleted or replaced: the writer has stopped; agents are stopped at once, and it exits (1)."""
@@ -232,6 +239,8 @@ class Daemon:
 
                 async def deposed(_reason: str) -> None:  # its lock is gone: no decision from now on, at once
                     role.abdicate()  # (and the term's loops end)
+                    assert cluster is not None
+                    cluster.fence.leader_pid = None  # its own writes go on under its lease alone
                     await monitor.shutdown(0.0)
 
                 tg.start_soon(cluster.membership.run, self._lost)

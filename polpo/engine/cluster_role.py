@@ -30,6 +30,7 @@ from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event
 from polpo.model.records import Mission
 from polpo.model.status import GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store.cluster.claims import DeadClaim, offer_row
+from polpo.store.identity import StoreLost
 from polpo.store.protocol import Store
 
 if TYPE_CHECKING:
@@ -182,6 +183,8 @@ class ClusterRole:
             await anyio.sleep(self.queue.lease / 3)
             try:
                 await self.sweep()
+            except StoreLost:  # this node lost its lease (fenced) or its store: it is leaving
+                return
             except Exception:
                 log.exception("the sweep for dead nodes failed; trying again")
 

@@ -34,6 +34,7 @@ from polpo.events.pipeline import event_data
 from polpo.fsfaults import Pause, errno_name
 from polpo.llm.secrets import secret_values
 from polpo.store.errors import StoreUnavailable
+from polpo.store.fencing import Fenced
 from polpo.store.identity import StoreLost, lost_advice, lost_message
 from polpo.store.protocol import StoreError, Subscriber
 from polpo.store.rows import ASSESSMENTS, ATTEMPTS, TASKS, Row, Table
@@ -62,6 +63,7 @@ class StoreCore:
         self.identity = identity  # meta.store_id, read at open
         self.lost: str | None = None  # set once the database was deleted or replaced: nothing is written after
         self.on_lost: Callable[[str], None] | None = None
+        self.fenced: str | None = None  # set once this node may no longer write (polpo.store.fencing): never unset
         self.rescued: Path | None = None  # a copy of what a lost database held, if the backend could make one
         self._seq = max_seq
         self._queue: deque[Tx] = deque()
@@ -126,6 +128,13 @@ class StoreCore:
         if self.on_lost is not None:
             self.on_lost(self.lost)
 
+    def fence(self, reason: str) -> None:
+        """From now on nothing is written: queued and later transactions fail with :class:`Fenced` (a cluster node
+        that lost its lease: whatever it decided may already be decided again elsewhere)."""
+        if self.fenced is None:
+            self.fenced = reason
+            log.error("this node stops writing: %s", reason)
+
     # -- writing -------------------------------------------------------------------------------------------
     def tx(self) -> Tx:
         return Tx()
@@ -143,6 +152,8 @@ class StoreCore:
         if not tx.finished:
             await tx.done.wait()
         if tx.error is not None:
+            if self.fenced is not None:
+                raise Fenced(tx.error)
             raise StoreLost(tx.error) if self.lost is not None else StoreError(tx.error)
 
     async def flush(self) -> None:
@@ -170,7 +181,7 @@ class StoreCore:
                     await self._catch_up_while_running()
         finally:
             with anyio.CancelScope(shield=True):
-                while self._queue and self.unavailable is None and self.lost is None:
+                while self._queue and self.unavailable is None and self.lost is None and self.fenced is None:
                     batch = list(self._queue)
                     self._queue.clear()
                     await self._commit(batch, wait=False)
@@ -181,7 +192,7 @@ class StoreCore:
         while True:
             try:
                 await self._write_batch(batch)
-            except StoreLost as e:  # never written anywhere: the database it would go to is gone
+            except StoreLost as e:  # never written anywhere: the database is gone, or this node was fenced
                 for tx in batch:
                     tx.error = str(e)
                     tx.finish()
@@ -221,6 +232,8 @@ class StoreCore:
         self.unavailable = None
 
     async def _write_batch(self, batch: list[Tx]) -> None:
+        if self.fenced is not None:
+            raise Fenced(self.fenced)
         if self.lost is None and (what := self._gone()) is not None:
             self._lose(what)
         if self.lost is not None:

@@ -18,6 +18,9 @@ a batch whose COMMIT got no answer is *in doubt*, and is settled before anything
 back the events it numbered (their numbers, node, time and names are its own): found, it was written and is
 not written again; absent, it was not, and is. So no batch is dropped or written twice for an outage.
 
+On a cluster node every batch is fenced (:mod:`polpo.store.fencing`): its BEGIN carries ``polpo_fence(...)``, so
+a node whose lease the database no longer grants writes nothing (the batch fails with :class:`Fenced`).
+
 The pool's release reset is a no-op (it saves a round trip per acquire), which is safe only because this store
 never changes session state: no SET, no session-level advisory locks, no LISTEN on pooled connections.
 """
@@ -41,6 +44,7 @@ from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
 from polpo.store.errors import StoreUnavailable
+from polpo.store.fencing import Fence
 from polpo.store.postgres_conn import PgTarget, target
 from polpo.store.postgres_faults import is_outage
 from polpo.store.postgres_schema import migrate
@@ -98,6 +102,7 @@ class PostgresStore(StoreCore):
         self.pool = pool
         self.target = where
         self.in_doubt: InDoubt | None = None  # the batch whose COMMIT was not answered, until it is settled
+        self.lease_fence: Fence | None = None  # a cluster node's: every batch is conditional on it (fencing.py)
 
     @classmethod
     async def open(cls, settings: StoreSettings, *, clock: Clock) -> PostgresStore:
@@ -166,17 +171,19 @@ class PostgresStore(StoreCore):
 
     async def _write(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         async with self.pool.acquire() as conn:
-            tr = conn.transaction()
-            await tr.start()
+            if self.lease_fence is None:
+                await conn.execute("BEGIN")
+            else:  # BEGIN and the fence share a round trip
+                await self.lease_fence.begin(conn)
             try:
                 first, last = await self._statements(conn, rows, events)
             except BaseException:
                 with contextlib.suppress(Exception):  # the server rolls back a transaction whose session ended
-                    await tr.rollback()
+                    await conn.execute("ROLLBACK")
                 raise
             self.in_doubt = InDoubt.of(first, last, events) if events else None
             try:
-                await tr.commit()
+                await conn.execute("COMMIT")
             except Exception as e:
                 if not is_outage(e):
                     self.in_doubt = None  # an answer: the commit failed, nothing was written

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from polpo.store.errors import StoreError
+from polpo.store.fencing import FENCE_FUNCTION
 
 if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
     from asyncpg import Connection
@@ -248,6 +249,8 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO meta (key, value) VALUES ('store_id', gen_random_uuid()::text);
     """,
+    # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
+    FENCE_FUNCTION,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -29,17 +29,38 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import cast
+from typing import Protocol, cast
 
 import anyio
 
 from polpo.clock import Clock
 from polpo.tools.proctable import kill_group, terminate_group
 
-__all__ = ["MINIMAL_ENV_KEYS", "RUNNING", "ProcResult", "minimal_env", "run_process"]
+__all__ = ["MINIMAL_ENV_KEYS", "RUNNING", "WATCH", "GroupWatch", "ProcResult", "kill_running", "minimal_env",
+           "run_process"]
 
 RUNNING: set[int] = set()
 """Pids of the programs run_process started and has not seen reaped (the orphan sweep never touches them)."""
+
+
+class GroupWatch(Protocol):
+    """Told of every process group run_process starts and ends (a cluster node's guard, polpo.tools.guard_link)."""
+
+    def started(self, pgid: int) -> bool:
+        """False: the program must not run (the group is killed at once)."""
+        ...
+
+    def ended(self, pgid: int) -> None: ...
+
+
+WATCH: list[GroupWatch] = []
+
+
+def kill_running() -> int:
+    """SIGKILL every program run_process started that is still running, now (a node that lost its lease)."""
+    for pid in list(RUNNING):
+        kill_group(pid, signal.SIGKILL)
+    return len(RUNNING)
 
 #: Variables :func:`minimal_env` copies from the daemon's environment (when present). Nothing else: no API keys.
 MINIMAL_ENV_KEYS: tuple[str, ...] = (
@@ -244,6 +265,8 @@ async def run_process(
     timed_out = False
     try:
         try:
+            if not all([w.started(pid) for w in WATCH]):  # (every watcher hears of it)
+                kill_group(pid, signal.SIGKILL)
             if on_start is not None:
                 on_start(pid)
             if stdin is not None:
@@ -275,6 +298,8 @@ async def run_process(
         else:
             RUNNING.discard(pid)  # reaped by asyncio; until then the orphan sweep must leave it alone
         transport.close()
+        for w in WATCH:
+            w.ended(pid)
 
     rc = transport.get_returncode()
     sig = -rc if rc is not None and rc < 0 else None

@@ -1,8 +1,10 @@
 """Several real `polpo daemon` processes on one PostgreSQL database, for the cluster tests and bench_cluster.
 
 Each node has its own config and state folder and the same missions folder, shared workspace root and
-database. The agent ``shell`` appends ``start``/``end`` lines (task, node, pid) to ``runs.log`` in the root with
-O_APPEND writes, so a test can check that no task ran twice at once and none ran again after it passed.
+database. The agent ``shell`` appends ``start``/``end`` lines (task, node, pid, [exit code,] time) to ``runs.log``
+in the root with O_APPEND writes, so a test can check that no task ran twice at once and none ran again after it
+passed. A task whose description is :func:`ticking` also appends a ``tick`` line every 0.1 s while it runs, so a
+run that was killed (no ``end`` line) still shows, by its last tick, how long it went on (:func:`overlaps`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 AGENT = """
 [agents.shell]
 type = "command"
-command = ["bash", "-c", "echo \\"start $POLPO_TASK_ID $POLPO_CLUSTER_NODE $$\\" >> {root}/runs.log; {{description}}; rc=$?; echo \\"end $POLPO_TASK_ID $POLPO_CLUSTER_NODE $$ $rc\\" >> {root}/runs.log; exit $rc"]
+command = ["bash", "-c", "echo \\"start $POLPO_TASK_ID $POLPO_CLUSTER_NODE $$ $EPOCHREALTIME\\" >> {root}/runs.log; {{description}}; rc=$?; echo \\"end $POLPO_TASK_ID $POLPO_CLUSTER_NODE $$ $rc $EPOCHREALTIME\\" >> {root}/runs.log; exit $rc"]
 timeout = 120
 env = {{ POLPO_CLUSTER_NODE = "{node}" }}
 """
@@ -87,7 +89,7 @@ check_timeout = 60
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:
-        """kill -9 of the daemon alone (its agents go on as orphans until the node comes back)."""
+        """kill -9 of the daemon alone (its guard then kills its agents)."""
         node = self.nodes[name]
         assert node.proc is not None
         os.kill(node.proc.pid, signal.SIGKILL)
@@ -96,6 +98,28 @@ check_timeout = 60
             f.write(f"kill {name} - -\n")
         node.proc = None
         node.kills += 1
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP of the daemon alone (its agents and its guard are other processes: they go on)."""
+        proc = self.nodes[name].proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        proc = self.nodes[name].proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGCONT)
+
+    def exited(self, name: str, timeout: float) -> int:
+        """Wait (bounded) for a daemon to exit by itself; its exit code. The node is then down (start it again)."""
+        node = self.nodes[name]
+        assert node.proc is not None
+        rc = node.proc.wait(timeout=timeout)
+        node.proc = None
+        return rc
+
+    def output(self, name: str) -> str:
+        return (self.root / name / "daemon.out").read_text(errors="replace")
 
     def stop_all(self) -> None:
         for node in self.nodes.values():
@@ -159,6 +183,33 @@ def runs_after_pass(runs: list[list[str]], passed_at: dict[str, int]) -> list[st
     """Starts of a task after the line where its passing run ended (``passed_at``: task -> index)."""
     return [f"{r[1]} started again on {r[2]}" for i, r in enumerate(runs)
             if r[0] == "start" and r[1] in passed_at and i > passed_at[r[1]]]
+
+
+def ticking(root: Path, seconds: float, then: str) -> str:
+    """A description that works ``seconds`` in 0.1 s steps, logging a tick after each, then runs ``then``."""
+    steps = max(1, round(seconds * 10))
+    return (f"for i in $(seq {steps}); do sleep 0.1; echo \"tick $POLPO_TASK_ID $POLPO_CLUSTER_NODE $$ "
+            f"$EPOCHREALTIME\" >> {root}/runs.log; done; {then}")
+
+
+def overlaps(runs: list[list[str]]) -> dict[str, float]:
+    """Per task that ran more than once: the longest time two of its runs were both alive, by the agents' own
+    lines (a run lasts from its ``start`` to its ``end``, or to its last ``tick`` when it was killed)."""
+    spans: dict[tuple[str, str, str], list[float]] = {}  # (task, node, pid) -> [start, last seen]
+    for r in runs:
+        if r[0] in ("start", "tick", "end"):
+            t = float(r[-1])
+            span = spans.setdefault((r[1], r[2], r[3]), [t, t])
+            span[1] = max(span[1], t)
+    by_task: dict[str, list[list[float]]] = {}
+    for (task, _, _), span in spans.items():
+        by_task.setdefault(task, []).append(span)
+    out: dict[str, float] = {}
+    for task, ss in by_task.items():
+        if len(ss) > 1:
+            out[task] = max(max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+                            for i, a in enumerate(ss) for b in ss[i + 1:])
+    return out
 
 
 def gapless(events: list[dict[str, Any]]) -> bool:

@@ -19,6 +19,8 @@ from polpo.model.records import Attempt, Mission, Task
 from polpo.store import rows as R
 from polpo.store.claim_records import Claim, DeadClaim
 from polpo.store.cluster.relay import relay_command
+from polpo.store.cluster.timing import TAKE_AFTER
+from polpo.store.fencing import Fence, fenced_transaction
 
 __all__ = ["Claim", "ClaimQueue", "DeadClaim"]
 
@@ -34,6 +36,10 @@ _LATEST_ATTEMPTS = ("SELECT DISTINCT ON (task_id) * FROM attempts WHERE task_id 
 _DEAD = ("SELECT c.task_id, c.node, c.incarnation, c.stop FROM claims c LEFT JOIN nodes n "
          "ON n.name = c.node AND n.incarnation = c.incarnation WHERE c.node IS NOT NULL "
          "AND (n.name IS NULL OR clock_timestamp() - n.heartbeat_at > make_interval(secs => $1))")
+# the dead node's row, locked (waiting for its batches in flight) and fenced: its incarnation is never valid again
+_FENCE_NODE = ("UPDATE nodes SET incarnation = incarnation || '/fenced' WHERE name = $1 AND incarnation = $2 "
+               "AND clock_timestamp() - heartbeat_at > make_interval(secs => $3)")
+_LIVE_NODE = "SELECT 1 FROM nodes WHERE name = $1 AND incarnation = $2 FOR UPDATE"
 
 
 def _lock_key(key: str) -> int:
@@ -46,15 +52,16 @@ def offer_row(task: Task, m: Mission, agent_key: str, agent_limit: int | None) -
 
 
 class ClaimQueue:
-    def __init__(self, pool: Any, node: str, incarnation: str, lease: float) -> None:
+    def __init__(self, pool: Any, node: str, incarnation: str, lease: float, fence: Fence | None = None) -> None:
         self.pool = pool
         self.node = node
         self.incarnation = incarnation
         self.lease = lease
+        self.fence = fence  # a daemon's: each of its transactions here goes on only while it holds its lease
 
     async def claim(self, n: int) -> list[Claim]:
         """Up to ``n`` ready tasks this node may run now (home node, cluster-wide limits), claimed atomically."""
-        async with self.pool.acquire() as c, c.transaction():
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             rows = await c.fetch(_CANDIDATES, self.node, n * 4)
             if not rows:
                 return []
@@ -98,23 +105,24 @@ class ClaimQueue:
                    "WHERE task_id = $1 AND node = $2 AND incarnation = $3")
         else:
             sql = "DELETE FROM claims WHERE task_id = $1 AND node = $2 AND incarnation = $3"
-        async with self.pool.acquire() as c:
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             status = await c.execute(sql, task_id, self.node, self.incarnation)
             if requeue and status.endswith(" 1"):
                 await c.execute("SELECT pg_notify('polpo_claims', '')")
 
     async def hold(self, row: R.Row) -> bool:
         """Claim a task that has no claim row (recorded as running before this database had claims)."""
-        status = await self.pool.execute(
-            "INSERT INTO claims (task_id, mission_id, home, prio, mseq, idx, agent_key, agent_limit, mission_limit, "
-            "node, incarnation, claimed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, clock_timestamp()) "
-            "ON CONFLICT (task_id) DO NOTHING", *row, self.node, self.incarnation)
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
+            status = await c.execute(
+                "INSERT INTO claims (task_id, mission_id, home, prio, mseq, idx, agent_key, agent_limit, "
+                "mission_limit, node, incarnation, claimed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                "clock_timestamp()) ON CONFLICT (task_id) DO NOTHING", *row, self.node, self.incarnation)
         return bool(status.endswith(" 1"))
 
     async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
         """Before the leader changes tasks it does not run itself: unclaimed offers are withdrawn (the leader is
         then their only writer); returns the tasks another node holds (task id -> node) — ask those to stop."""
-        async with self.pool.acquire() as c, c.transaction():
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
             await c.execute("DELETE FROM claims WHERE task_id = ANY($1::text[]) AND node IS NULL", list(task_ids))
             rows = await c.fetch("SELECT task_id, node FROM claims WHERE task_id = ANY($1::text[]) "
                                  "AND node IS NOT NULL AND NOT (node = $2 AND incarnation = $3)",
@@ -122,17 +130,27 @@ class ClaimQueue:
         return {r["task_id"]: r["node"] for r in rows}
 
     async def dead(self) -> list[DeadClaim]:
-        """Claims of nodes whose lease ran out (or of an earlier life of a node)."""
-        rows = await self.pool.fetch(_DEAD, self.lease)
+        """Claims of nodes whose lease ran out a margin ago (``TAKE_AFTER``: their guards have killed their agents
+        by then), or of an earlier life of a node, or of one that was fenced."""
+        rows = await self.pool.fetch(_DEAD, self.lease * TAKE_AFTER)
         return [DeadClaim(r["task_id"], r["node"], r["incarnation"], r["stop"]) for r in rows
                 if not (r["node"] == self.node and r["incarnation"] == self.incarnation)]
 
     async def take_over(self, dead: DeadClaim) -> bool:
-        """Hold a dead node's claim (only one taker wins); the caller then recovers the task and ends the claim."""
-        status = await self.pool.execute(
-            "UPDATE claims SET node = $1, incarnation = $2, claimed_at = clock_timestamp() "
-            "WHERE task_id = $3 AND node = $4 AND incarnation = $5", self.node, self.incarnation, dead.task_id,
-            dead.node, dead.incarnation)
+        """Hold a dead node's claim (only one taker wins); the caller then recovers the task and ends the claim.
+
+        In the same transaction the dead incarnation is fenced first: its row is locked (so a batch of it still in
+        flight commits before, never after) and its incarnation changed, so none of its later writes or heartbeats
+        can succeed. A node that renewed its lease meanwhile keeps it, and its claim."""
+        async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
+            if await c.fetchval(_LIVE_NODE, dead.node, dead.incarnation) is not None:
+                status = await c.execute(_FENCE_NODE, dead.node, dead.incarnation, self.lease * TAKE_AFTER)
+                if status.endswith(" 0"):
+                    return False  # it renewed its lease after it was seen dead
+            status = await c.execute(
+                "UPDATE claims SET node = $1, incarnation = $2, claimed_at = clock_timestamp() "
+                "WHERE task_id = $3 AND node = $4 AND incarnation = $5", self.node, self.incarnation, dead.task_id,
+                dead.node, dead.incarnation)
         return bool(status.endswith(" 1"))
 
     async def fresh_tasks(self, m: Mission, task_ids: Sequence[str]) -> dict[str, tuple[Task, Attempt | None]]:

@@ -3,7 +3,12 @@ SLA, commands). It holds a session advisory lock on a connection of its own; Pos
 that connection ends — the process died, was killed, or lost the network — and another node takes it within a
 second or two. A leader that loses its connection steps down at once (``on_deposed``: it cannot know whether
 another node already leads, so it decides nothing more) and competes for the lock again, without exiting: a
-PostgreSQL restart or a dropped connection costs a new election, not the node.
+PostgreSQL restart or a dropped connection costs a new election, not the node. While it leads, its writes are
+fenced on that lock too (:mod:`polpo.store.fencing`); a write refused for the lock alone deposes the node
+instead of stopping it (its lease still holds: its own turns go on).
+
+A leader paused with its connection open keeps the lock (PostgreSQL cannot tell a frozen process from a slow one):
+its missions wait, nothing runs twice. TCP keepalives or ``idle_session_timeout`` on the server bound that wait.
 """
 
 from __future__ import annotations
@@ -14,21 +19,22 @@ from typing import Any
 
 import anyio
 
+from polpo.store.fencing import LEADER_KEY, LEADER_WRITES_KEY, Fence
 from polpo.store.postgres_conn import PgTarget
 
 log = logging.getLogger("polpo.cluster")
 
 __all__ = ["LEADER_KEY", "Leadership"]
 
-LEADER_KEY = 0x706F6C706F + 1  # the migration lock is 0x706F6C706F
 TRY_EVERY = 1.0  # seconds between two attempts of a follower to become the leader
 
 
 class Leadership:
-    def __init__(self, target: PgTarget, lease: float) -> None:
+    def __init__(self, target: PgTarget, lease: float, fence: Fence | None = None) -> None:
         self.target = target
         self.lease = lease
         self.leader = False
+        self.fence = fence  # once leading, every write of this node also checks that this lock is still held
 
     async def run(self, on_elected: Callable[[], Awaitable[None]],
                    on_deposed: Callable[[str], Awaitable[None]]) -> None:
@@ -74,6 +80,10 @@ class Leadership:
                 await lost.wait()
             if lost.is_set():
                 raise OSError("connection closed")
+        if self.fence is not None:  # from now on this node writes only while this connection holds the lock
+            self.fence.leader_pid = conn.get_server_pid()
+        # a previous leader's writes still in flight (checked before its lock went) commit before this one leads
+        await conn.execute("SELECT pg_advisory_lock($1), pg_advisory_unlock($1)", LEADER_WRITES_KEY)
         self.leader = True
         await on_elected()
         while not lost.is_set():  # a dead connection is noticed within a third of the lease

@@ -1,5 +1,7 @@
 """The cluster parts of one daemon on a PostgreSQL store, built and started in order: orphans of this node's
-previous life killed, membership joined, the event log caught up — before the engine loads anything."""
+previous life killed, membership joined, the guard started, the event log caught up — before the engine loads
+anything. One :class:`~polpo.store.fencing.Fence` (this incarnation's token) is shared by the store's writer, the
+claim queue and the leadership, so every write this node makes is conditional on its lease."""
 
 from __future__ import annotations
 
@@ -10,8 +12,13 @@ from polpo.store.cluster.claims import ClaimQueue
 from polpo.store.cluster.follower import EventFollower
 from polpo.store.cluster.leadership import Leadership
 from polpo.store.cluster.membership import Membership
+from polpo.store.cluster.timing import GUARD_DEADLINE
+from polpo.store.fencing import Fence, Fenced
 from polpo.store.postgres import PostgresStore
+from polpo.store.protocol import Store
+from polpo.tools.guard_link import GuardLink
 from polpo.tools.orphans import kill_state_dir_orphans
+from polpo.tools.procs import kill_running
 
 log = logging.getLogger("polpo.cluster")
 
@@ -23,16 +30,48 @@ class ClusterNode:
         lease = cfg.store.lease.total_seconds()
         node = cfg.daemon.node
         self.store = store
-        self.membership = Membership(store.pool, node, lease)
-        self.leadership = Leadership(store.target, lease)
-        self.queue = ClaimQueue(store.pool, node, self.membership.incarnation, lease)
+        self.membership = Membership(store.pool, node, lease, store.target)
+        self.fence = Fence(node, self.membership.incarnation, lease)
+        self.fence.on_fenced += [store.fence, self._stop_runs]
+        store.lease_fence = self.fence
+        self.leadership = Leadership(store.target, lease, self.fence)
+        self.queue = ClaimQueue(store.pool, node, self.membership.incarnation, lease, self.fence)
+        self.fence.local = self.membership.why_not
+        self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self._may_start)
+        self.membership.beat = self.guard.beat
         assert store.event_log is not None
         self.follower = EventFollower(store.target, store.events_after, store.event_log, node,
                                       on_remote=lambda _evs: None, on_claims=lambda: None)
         self.lease = lease
 
+    @classmethod
+    async def join(cls, cfg: Config, store: Store) -> ClusterNode:
+        assert isinstance(store, PostgresStore)
+        node = cls(cfg, store)
+        await node.start(cfg)
+        return node
+
     async def start(self, cfg: Config) -> None:
         await kill_state_dir_orphans(cfg.state_dir)
         await self.membership.join()
+        self.guard.start()
         self.store.log_follower = self.follower.poke
         await self.follower.start(self.store.last_seq)
+
+    def _may_start(self) -> bool:
+        """A program may start only while this node may act; otherwise the node is fenced (and leaves) now."""
+        try:
+            self.fence.ensure()
+        except Fenced:
+            return False
+        return True
+
+    @staticmethod
+    def _stop_runs(reason: str) -> None:
+        """Fenced: every agent of this node is killed now, without waiting for anything (the guard's job too)."""
+        if killed := kill_running():
+            log.error("killed %d running agent process group(s): %s", killed, reason)
+
+    def close(self) -> None:
+        """After the engine stopped its runs: the guard exits (it kills whatever might be left)."""
+        self.guard.close()

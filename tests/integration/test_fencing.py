@@ -1,0 +1,180 @@
+"""Fencing on a real PostgreSQL (polpo.store.fencing): a node whose lease is gone writes nothing — its batches,
+claims and heartbeats are refused by the database — and a taker fences a dead incarnation in the transaction
+that takes its claim. Two stores (two pools) play two nodes, as two daemons would."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import asyncpg
+import pytest
+
+from polpo.clock import FakeClock
+from polpo.config import StoreSettings
+from polpo.events import catalog as E
+from polpo.store.cluster.claims import ClaimQueue, DeadClaim
+from polpo.store.cluster.membership import Membership
+from polpo.store.fencing import LEADER_KEY, Fence, Fenced
+from polpo.store.postgres import PostgresStore
+from tests.integration.test_cluster_store import big_mission, offer
+
+pytestmark = pytest.mark.anyio
+
+LEASE = 30.0
+
+
+@dataclass
+class Node:
+    store: PostgresStore
+    member: Membership
+    fence: Fence
+    queue: ClaimQueue
+    fenced: list[str]
+
+
+@asynccontextmanager
+async def node(url: str, name: str) -> AsyncIterator[Node]:
+    """A node as ClusterNode wires one: its membership joined, one fence shared by the writer and its claims."""
+    store = await PostgresStore.open(StoreSettings(url=url), clock=FakeClock())
+    member = Membership(store.pool, name, LEASE)
+    await member.join()
+    fence = Fence(name, member.incarnation, LEASE)
+    fenced: list[str] = []
+    fence.on_fenced += [store.fence, fenced.append]
+    store.lease_fence = fence
+    store.node = name
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.run_writer)
+            yield Node(store, member, fence, ClaimQueue(store.pool, name, member.incarnation, LEASE, fence), fenced)
+            tg.cancel_scope.cancel()
+    finally:
+        await store.close()
+
+
+async def expire(url: str, name: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("UPDATE nodes SET heartbeat_at = clock_timestamp() - interval '1 hour' WHERE name = $1",
+                           name)
+    finally:
+        await conn.close()
+
+
+async def event_count(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM events"))
+    finally:
+        await conn.close()
+
+
+def started() -> E.OrchestratorStarted:
+    return E.OrchestratorStarted(version="t", pid=1, missions_dir="/m", state_dir="/s", agents=[], resumed_missions=0)
+
+
+async def test_a_node_fenced_by_a_taker_cannot_commit_claim_or_renew(postgres_url: str) -> None:
+    async with node(postgres_url, "a") as a, node(postgres_url, "b") as b:
+        await offer(a.store, big_mission(2))
+        [c1, c2] = await a.queue.claim(2)
+        await a.store.commit(a.store.tx().event(started()))  # while it holds its lease, it writes
+        before = await event_count(postgres_url)
+        await expire(postgres_url, "a")  # a paused past its lease (and the margin)
+        dead = await b.queue.dead()
+        assert sorted(d.task_id for d in dead) == sorted([c1.task_id, c2.task_id])
+        assert await b.queue.take_over(dead[0])  # fences a's incarnation, in the same transaction
+        conn = await asyncpg.connect(postgres_url)
+        try:  # the heartbeat of the fenced incarnation no longer matches: it cannot win its lease back
+            await conn.execute("UPDATE nodes SET heartbeat_at = clock_timestamp() WHERE name = 'a'")
+            assert await conn.fetchval("SELECT incarnation FROM nodes WHERE name = 'a'") != a.member.incarnation
+        finally:
+            await conn.close()
+        with pytest.raises(Fenced, match="no longer holds its lease"):
+            await a.store.commit(a.store.tx().event(started()))
+        assert a.fenced and a.store.fenced is not None  # told once, and the store writes nothing more
+        with pytest.raises(Fenced):
+            await a.store.commit(a.store.tx().event(started()))
+        with pytest.raises(Fenced):
+            await a.queue.claim(1)
+        assert await event_count(postgres_url) == before
+        assert await b.queue.take_over(dead[1])  # the rest of its claims: still taken (it is fenced already)
+        lost: list[str] = []
+        with anyio.fail_after(10):
+            await a.member.run(lost.append)  # its next heartbeat finds the lease gone and says so
+        assert lost and "no longer holds its lease" in lost[0]
+
+
+async def test_an_expired_lease_alone_refuses_every_write(postgres_url: str) -> None:
+    async with node(postgres_url, "a") as a:
+        await a.store.commit(a.store.tx().event(started()))
+        before = await event_count(postgres_url)
+        await expire(postgres_url, "a")
+        with pytest.raises(Fenced):
+            await a.store.commit(a.store.tx().event(started()))
+        assert await event_count(postgres_url) == before
+
+
+async def test_a_node_that_renewed_before_the_take_over_keeps_its_claim(postgres_url: str) -> None:
+    async with node(postgres_url, "a") as a, node(postgres_url, "b") as b:
+        await offer(a.store, big_mission(1))
+        [c] = await a.queue.claim(1)
+        await expire(postgres_url, "a")
+        [d] = await b.queue.dead()
+        conn = await asyncpg.connect(postgres_url)
+        try:  # a's heartbeat lands between the taker's read and its take-over
+            await conn.execute("UPDATE nodes SET heartbeat_at = clock_timestamp() WHERE name = 'a'")
+        finally:
+            await conn.close()
+        assert not await b.queue.take_over(d)
+        assert d == DeadClaim(c.task_id, "a", a.member.incarnation, None)
+        await a.store.commit(a.store.tx().event(started()))  # still its lease: it writes
+
+
+async def test_a_leader_whose_lock_connection_is_gone_is_deposed_and_writes_on_under_its_lease_alone(
+        postgres_url: str) -> None:
+    """The refusal for the lock alone (PLF02) is a deposition, not a fence: the node stops claiming leadership in
+    its writes and is not stopped (its lease holds); a fenced lease still stops it (the other tests)."""
+    async with node(postgres_url, "a") as a:
+        lock = await asyncpg.connect(postgres_url)
+        assert await lock.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_KEY)
+        a.fence.leader_pid = lock.get_server_pid()
+        await a.store.commit(a.store.tx().event(started()))  # leads, holds its lease: writes
+        before = await event_count(postgres_url)
+        admin = await asyncpg.connect(postgres_url)
+        try:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", lock.get_server_pid())
+            with anyio.fail_after(10):
+                while await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                                           lock.get_server_pid()):
+                    await anyio.sleep(0.05)
+        finally:
+            await admin.close()
+            lock.terminate()
+        await a.store.commit(a.store.tx().event(started()))
+        assert a.fence.leader_pid is None and a.fence.fenced is None
+        assert await event_count(postgres_url) == before + 1
+
+
+async def test_a_node_whose_heartbeat_hangs_stops_by_its_own_clock_before_its_lease_runs_out(
+        postgres_url: str) -> None:
+    store = await PostgresStore.open(StoreSettings(url=postgres_url), clock=FakeClock())
+    member = Membership(store.pool, "slow", 1.5, store.target)
+    await member.join()
+    beats: list[float] = []
+    member.beat = lambda: beats.append(0)
+    blocker = await asyncpg.connect(postgres_url)
+    try:
+        async with blocker.transaction():  # the heartbeat's UPDATE waits on this lock: the database never answers
+            await blocker.execute("SELECT 1 FROM nodes WHERE name = 'slow' FOR UPDATE")
+            lost: list[str] = []
+            with anyio.fail_after(20):
+                await member.run(lost.append)
+            assert lost and "stops its runs before the lease can run out" in lost[0]
+            assert not member.fresh()  # and nothing more starts here (polpo.tools.guard_link)
+    finally:
+        await blocker.close()
+        await store.close()
+    assert beats  # the guard was beaten while the node could act

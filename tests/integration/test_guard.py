@@ -1,0 +1,82 @@
+"""The guard process (polpo.tools.guard) with real processes: it kills the process groups it holds when the
+daemon's beat stops for its deadline, or when the daemon's pipe closes; a group it was told has ended is never
+killed; and a program started when the node may no longer act is killed at once by run_process."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from polpo.clock import SystemClock
+from polpo.tools import procs
+from polpo.tools.guard_link import GuardLink
+
+pytestmark = pytest.mark.anyio
+
+
+def sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sleep", "60"], start_new_session=True)
+
+
+def gone_within(p: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Bounded wait for a process to end (reaped here: it is our child)."""
+    try:
+        p.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def test_the_guard_kills_its_groups_when_the_beat_stops_and_spares_ended_ones() -> None:
+    link = GuardLink(0.5)
+    link.start()
+    held, released = sleeper(), sleeper()
+    try:
+        for p in (held, released):
+            assert link.started(p.pid)
+        link.ended(released.pid)
+        for _ in range(5):  # beating: nothing happens
+            link.beat()
+            time.sleep(0.1)
+        assert held.poll() is None
+        assert gone_within(held, 10)  # no beat any more: killed once the deadline passed
+        assert held.returncode == -signal.SIGKILL
+        assert released.poll() is None  # it was dropped: never killed
+        assert link.proc is not None and link.proc.poll() is None  # the guard itself goes on guarding
+    finally:
+        released.kill()
+        released.wait()
+        link.close()
+
+
+def test_the_guard_kills_its_groups_when_the_daemon_is_gone() -> None:
+    link = GuardLink(60)
+    link.start()
+    p = sleeper()
+    try:
+        link.started(p.pid)
+        link.beat()
+        assert link.proc is not None and link.proc.stdin is not None
+        link.proc.stdin.close()  # what the daemon's death does to the pipe
+        assert gone_within(p, 10)
+        assert link.proc.wait(timeout=10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        link.proc = None
+
+
+async def test_a_program_started_when_the_node_may_no_longer_act_is_killed_at_once(tmp_path: Path) -> None:
+    link = GuardLink(60, may_start=lambda: False)
+    procs.WATCH.append(link)  # (not started: the link's own check is what is tested here)
+    try:
+        result = await procs.run_process(["sleep", "30"], cwd=tmp_path, env=procs.minimal_env(), clock=SystemClock(),
+                                         timeout=20)
+    finally:
+        procs.WATCH.remove(link)
+    assert result.signal == signal.SIGKILL and result.exit_code is None
