@@ -10,6 +10,7 @@ from polpo.store.cluster.claims import ClaimQueue
 from polpo.store.cluster.follower import EventFollower
 from polpo.store.cluster.leadership import Leadership
 from polpo.store.cluster.membership import Membership
+from polpo.store.outage_wait import quiet_driver_outages
 from polpo.store.postgres import PostgresStore
 from polpo.tools.orphans import kill_state_dir_orphans
 
@@ -20,6 +21,7 @@ __all__ = ["ClusterNode"]
 
 class ClusterNode:
     def __init__(self, cfg: Config, store: PostgresStore) -> None:
+        quiet_driver_outages()
         lease = cfg.store.lease.total_seconds()
         node = cfg.daemon.node
         self.store = store
