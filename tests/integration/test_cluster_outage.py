@@ -8,6 +8,7 @@ Real parts: a private server stopped with ``pg_ctl stop -m fast`` and started ag
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,11 +19,14 @@ import pytest
 
 from polpo.agents.registry import AgentFactory
 from polpo.clock import FakeClock
-from polpo.config import StoreSettings
+from polpo.config import StoreSettings, load_config
 from polpo.engine.engine import Engine
 from polpo.events.catalog import Event
+from polpo.store import read
 from polpo.store.cluster.claims import ClaimQueue
+from polpo.store.errors import StoreUnavailable
 from polpo.store.postgres import PostgresStore
+from polpo.store.readers import ReaderPool
 from tests.support.engine import EngineRun, ScriptAgent, config
 from tests.support.postgres import PgCluster, running_cluster
 
@@ -117,3 +121,34 @@ async def test_the_command_inbox_waits_for_the_server_and_then_answers(own_clust
             rows = await _wait_rows(url, "SELECT status, result FROM commands WHERE status <> 'queued'")
             tg.cancel_scope.cancel()
     assert rows[0]["status"] == "refused" and "nope:1" in rows[0]["result"]
+
+
+def _config_file(root: Path, url: str) -> Path:
+    path = root / "polpo.toml"
+    path.write_text(f'[daemon]\nmissions_dir = "{root / "m"}"\nstate_dir = "{root / "s"}"\n[store]\nurl = "{url}"\n')
+    return path
+
+
+async def test_reads_during_an_outage_say_so_in_one_line_and_a_read_open_across_a_restart_answers(
+        own_cluster: PgCluster, tmp_path: Path) -> None:
+    url = own_cluster.url(own_cluster.create_database("reads"))
+    (await PostgresStore.open(StoreSettings(url=url), clock=FakeClock())).pool.terminate()  # the schema
+    path = _config_file(tmp_path, url)
+    cfg = load_config(path)
+    readers = ReaderPool(lambda: read.open_reader(cfg, threads=True))
+    await readers.run(read.ping)  # a pooled connection, which the restart closes under it
+    own_cluster.stop_server("fast")
+    try:
+        with anyio.fail_after(60):
+            status = await anyio.run_process([sys.executable, "-m", "polpo", "status", "--config", str(path)],
+                                             check=False)
+        stderr = status.stderr.decode()
+        assert status.returncode == 1 and "Traceback" not in stderr, stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
+        assert "stopped, restarting or unreachable" in stderr
+        with pytest.raises((StoreUnavailable, read.Unavailable), match="stopped, restarting or unreachable"):  # the API's 503
+            await readers.run(read.ping)
+    finally:
+        own_cluster.start_server()
+    await readers.run(read.ping)  # the dead connection was dropped; a new one answers
+    await readers.close()
