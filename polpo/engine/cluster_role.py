@@ -48,7 +48,7 @@ RUNNING_STATES = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW
 
 class ClusterRole:
     def __init__(self, *, store: Store, board: MissionBoard, dispatcher: Dispatcher, recovery: Recovery,
-                 commands: Commands, queue: ClaimQueueLike, node: str) -> None:
+                 commands: Commands, queue: ClaimQueueLike, node: str, own: set[str] | None = None) -> None:
         self.store = store
         self.board = board
         self.dispatcher = dispatcher
@@ -56,6 +56,7 @@ class ClusterRole:
         self.commands = commands
         self.queue = queue
         self.node = node
+        self.own = set() if own is None else own  # the claim source's claims this node knowingly holds
         self.leader = False
         self._inbox: list[Event] = []
         self._wake = anyio.Event()
@@ -212,17 +213,22 @@ class ClusterRole:
     async def _recover_held(self, d: DeadClaim) -> None:
         """Recover a claim this node has taken over; through an outage, again until it is done (the claim is
         this node's now: given up, it would stay held by a live node and its task would never run again)."""
-        while True:
-            try:
-                await self._recover(d)
-                self._sweeping.ok()
-                return
-            except Exception as e:
-                delay = self._sweeping.failed(e)
-                if delay is None:
-                    log.exception("could not recover task %s of node %s", d.task_id, d.node)
+        self.own.add(d.task_id)  # not a claim lost by a claimer (cluster_source gives those back)
+        try:
+            while True:
+                try:
+                    await self._recover(d)
+                    self._sweeping.ok()
                     return
-                await anyio.sleep(delay)
+                except Exception as e:
+                    delay = self._sweeping.failed(e)
+                    if delay is None:
+                        log.exception("could not recover task %s of node %s", d.task_id, d.node)
+                        return
+                    await anyio.sleep(delay)
+        finally:
+            if d.task_id not in self.dispatcher.running:
+                self.own.discard(d.task_id)
 
     async def _recover(self, d: DeadClaim) -> None:
         task = self.board.tasks.get(d.task_id)

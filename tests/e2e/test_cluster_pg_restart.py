@@ -105,3 +105,37 @@ def test_a_postgres_restart_under_three_nodes_is_a_pause(cluster: tuple[Cluster,
     assert all((c.shared / "restart" / f"r{i}.txt").exists() for i in range(TASKS))
     for name in NAMES:  # each component waited the outage out in a line or two, none with a traceback
         assert "waits for the database" in out[name] and "Traceback" not in out[name], out[name][-6000:]
+
+
+def test_nodes_killed_during_a_postgres_restart_and_started_again_finish_the_mission(
+        cluster: tuple[Cluster, PgCluster]) -> None:
+    """The issue's operator restarted every node by hand after the database came back: the mission stuck with
+    dependent tasks never offered. Here each node is killed (-9) while the server is down, then started again."""
+    c, pg = cluster
+    for name in NAMES:
+        c.add(name, concurrency=4, lease=30)
+        c.start(name)
+    for name in NAMES:
+        c.wait(name, lambda evs, name=name: any(e["event"] == "orchestrator:started" and e.get("node") == name
+                                                for e in evs), 30)
+    (c.missions / "restart.json").write_text(json.dumps(_mission(c)))
+    c.wait("a", lambda evs: sum(e["event"] == "agent:spawned" for e in evs) >= 8, 60)
+    pg.stop_server("fast")
+    time.sleep(3)  # agents end meanwhile; their results wait in the writers' queues
+    for name in NAMES:
+        c.kill(name)
+    pg.start_server()
+    for name in NAMES:
+        c.start(name)
+    logs = {name: c.wait(name, _done, 150) for name in NAMES}
+    evs = logs["a"]
+    completed = [e for e in evs if e["event"] == "mission:completed"]
+    assert len(completed) == 1 and completed[0]["data"]["outcome"] == "completed", completed
+    for name in NAMES:
+        assert gapless(logs[name]), name
+    shortest = min(len(v) for v in logs.values())
+    assert all(v[:shortest] == evs[:shortest] for v in logs.values())
+    runs = c.runs()
+    assert overlapping_runs(runs) == []
+    assert runs_after_pass(runs, _passed_at(runs)) == []
+    assert set(_passed_at(runs)) == {f"restart:{i}" for i in range(1, TASKS + 1)}

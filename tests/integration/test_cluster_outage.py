@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import asyncpg
@@ -26,8 +27,10 @@ from polpo.store import read
 from polpo.store.cluster.claims import ClaimQueue
 from polpo.store.errors import StoreUnavailable
 from polpo.store.postgres import PostgresStore
+from polpo.store.postgres_faults import is_outage
 from polpo.store.readers import ReaderPool
 from tests.support.engine import EngineRun, ScriptAgent, config
+from tests.support.pg_proxy import CommitLosingProxy
 from tests.support.postgres import PgCluster, running_cluster
 
 pytestmark = pytest.mark.anyio
@@ -41,14 +44,14 @@ def own_cluster() -> Iterator[PgCluster]:
 
 
 @asynccontextmanager
-async def leader(url: str, root: Path) -> AsyncIterator[tuple[EngineRun, PostgresStore]]:
+async def leader(url: str, root: Path, queue_pool: Any = None) -> AsyncIterator[tuple[EngineRun, PostgresStore]]:
     """A leading engine on PostgreSQL whose dispatcher does not run: tasks are run by "another node" (the test)."""
     clock = FakeClock()
     store = await PostgresStore.open(StoreSettings(url=url, pool_size=2), clock=clock)
     store.node = "L"
     cfg = config(root)
     agents = AgentFactory(cfg, clock, extra={"fake": ScriptAgent()})
-    engine = Engine(cfg, store, clock, agents, cluster=ClaimQueue(store.pool, "L", "iL", 30))
+    engine = Engine(cfg, store, clock, agents, cluster=ClaimQueue(queue_pool or store.pool, "L", "iL", 30))
     assert engine.cluster is not None
     engine.cluster.leader = True
     run = EngineRun(engine, store, clock, [])  # type: ignore[arg-type]
@@ -152,3 +155,30 @@ async def test_reads_during_an_outage_say_so_in_one_line_and_a_read_open_across_
         own_cluster.start_server()
     await readers.run(read.ping)  # the dead connection was dropped; a new one answers
     await readers.close()
+
+
+async def test_a_claim_whose_commit_answer_was_lost_is_given_back_and_its_task_runs(
+        own_cluster: PgCluster, tmp_path: Path) -> None:
+    url = own_cluster.url(own_cluster.create_database("lost"))
+    proxy = CommitLosingProxy(own_cluster.port)
+    await proxy.start()
+    pool = await asyncpg.create_pool(url.replace(f":{own_cluster.port}/", f":{proxy.port}/") + "?sslmode=disable",
+                                     min_size=1, max_size=2)
+    try:
+        async with leader(url, tmp_path, pool) as (run, _store):
+            m = await run.accept({"name": "m", "settings": {"affinity": "any"},
+                                  "tasks": [{"title": "A", "assignTo": "fake", "description": "a"}]})
+            (a,) = m.tasks
+            await _wait_rows(url, "SELECT task_id FROM claims WHERE node IS NULL")  # offered
+            source = run.engine.dispatcher.source
+            proxy.armed = "lose_answer"  # the claim commits; its answer is lost with the connection
+            with pytest.raises(Exception) as err:
+                await source.claim(1)
+            assert proxy.fired == 1 and is_outage(err.value)
+            held = await _wait_rows(url, "SELECT task_id FROM claims WHERE node = 'L'", timeout=15)  # (the server
+            assert [r["task_id"] for r in held] == [a]  # may commit a moment after the client saw its connection go)
+            turns = await source.claim(1)  # the claim nobody knew of goes back to the queue, and is claimed
+            assert [t.task_id for t in turns] == [a]
+    finally:
+        await pool.close()
+        await proxy.close()
