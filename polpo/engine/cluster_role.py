@@ -31,6 +31,7 @@ from polpo.model.records import Mission
 from polpo.model.status import GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store.cluster.claims import DeadClaim, offer_row
 from polpo.store.identity import StoreLost
+from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ RUNNING_STATES = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.REVIEW
 
 class ClusterRole:
     def __init__(self, *, store: Store, board: MissionBoard, dispatcher: Dispatcher, recovery: Recovery,
-                 commands: Commands, queue: ClaimQueueLike, node: str) -> None:
+                 commands: Commands, queue: ClaimQueueLike, node: str, own: set[str] | None = None) -> None:
         self.store = store
         self.board = board
         self.dispatcher = dispatcher
@@ -56,10 +57,13 @@ class ClusterRole:
         self.commands = commands
         self.queue = queue
         self.node = node
+        self.own = set() if own is None else own  # the claim source's claims this node knowingly holds
         self.leader = False
         self._inbox: list[Event] = []
         self._wake = anyio.Event()
         self._term = anyio.CancelScope()  # the leader-only loops of the current term
+        self._following = OutageWait("following other nodes' events", log)
+        self._sweeping = OutageWait("the sweep for dead nodes", log)
 
     # -- other nodes' events --------------------------------------------------------------------------------
     def on_remote(self, events: list[Event]) -> None:
@@ -67,7 +71,9 @@ class ClusterRole:
         self._wake.set()
 
     async def run(self) -> None:
-        """Apply other nodes' events, in order, as they come (one batch at a time)."""
+        """Apply other nodes' events, in order, as they come (one batch at a time). Through a database outage a
+        batch is kept and applied again (applying is idempotent: each task is read back as stored): a finish
+        that were dropped here would leave its dependents never offered, and the mission stuck."""
         while True:
             if not self._inbox:
                 self._wake = anyio.Event()
@@ -75,8 +81,14 @@ class ClusterRole:
             events, self._inbox = self._inbox, []
             try:
                 await self._apply(events)
-            except Exception:  # one bad batch never stops following; the safety sweep re-reads tasks later
-                log.exception("could not apply %d event(s) from other nodes", len(events))
+                self._following.ok()
+            except Exception as e:
+                delay = self._following.failed(e)
+                if delay is None:  # one bad batch never stops following
+                    log.exception("could not apply %d event(s) from other nodes", len(events))
+                    continue
+                self._inbox[:0] = events  # before what came meanwhile: the order is kept
+                await anyio.sleep(delay)
 
     async def _apply(self, events: Sequence[Event]) -> None:
         changed: dict[str, list[str]] = {}  # mission -> tasks another node changed, in order
@@ -183,10 +195,12 @@ class ClusterRole:
             await anyio.sleep(self.queue.lease / 3)
             try:
                 await self.sweep()
+                self._sweeping.ok()
             except StoreLost:  # this node lost its lease (fenced) or its store: it is leaving
                 return
-            except Exception:
-                log.exception("the sweep for dead nodes failed; trying again")
+            except Exception as e:
+                if self._sweeping.failed(e) is None:
+                    log.exception("the sweep for dead nodes failed; trying again")
 
     async def sweep(self) -> None:
         """Claims of nodes whose lease ran out: taken over and recovered (the leader does this every lease/3)."""
@@ -195,12 +209,29 @@ class ClusterRole:
         for d in dead:
             if await self.queue.take_over(d):
                 by_node.setdefault(d.node, []).append(d.task_id)
-                try:
-                    await self._recover(d)
-                except Exception:
-                    log.exception("could not recover task %s of node %s", d.task_id, d.node)
+                await self._recover_held(d)
         for node, tasks in by_node.items():
             self.store.submit(self.store.tx().event(ClusterNodeLost(node=node, tasks=tasks)))
+
+    async def _recover_held(self, d: DeadClaim) -> None:
+        """Recover a claim this node has taken over; through an outage, again until it is done (the claim is
+        this node's now: given up, it would stay held by a live node and its task would never run again)."""
+        self.own.add(d.task_id)  # not a claim lost by a claimer (cluster_source gives those back)
+        try:
+            while True:
+                try:
+                    await self._recover(d)
+                    self._sweeping.ok()
+                    return
+                except Exception as e:
+                    delay = self._sweeping.failed(e)
+                    if delay is None:
+                        log.exception("could not recover task %s of node %s", d.task_id, d.node)
+                        return
+                    await anyio.sleep(delay)
+        finally:
+            if d.task_id not in self.dispatcher.running:
+                self.own.discard(d.task_id)
 
     async def _recover(self, d: DeadClaim) -> None:
         task = self.board.tasks.get(d.task_id)
@@ -235,4 +266,4 @@ class ClusterRole:
             slot = self.dispatcher.slot(t)
             if await self.queue.hold(offer_row(t, self.board.missions[t.mission_id], slot.limit_key,
                                                slot.max_concurrency)):
-                await self._recover(DeadClaim(t.id, "an earlier daemon", "", None))
+                await self._recover_held(DeadClaim(t.id, "an earlier daemon", "", None))

@@ -9,6 +9,7 @@ as stored when it was claimed: the turn before may have run on another node.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -21,9 +22,12 @@ from polpo.model.status import AttemptStatus, MissionStatus, TaskStatus
 from polpo.store import rows as R
 from polpo.store.claim_records import DeadClaim
 from polpo.store.cluster.claims import offer_row
+from polpo.store.postgres_faults import is_outage
 from polpo.store.protocol import Store
 
 __all__ = ["CLAIM_SWEEP", "ClaimQueueLike", "ClusterSource"]
+
+log = logging.getLogger("polpo.cluster")
 
 CLAIM_SWEEP = 5.0  # seconds: a look at the cluster's queue even without a notification (one lost on reconnect)
 
@@ -60,6 +64,8 @@ class ClaimQueueLike(Protocol):
 
     async def take_over(self, dead: DeadClaim) -> bool: ...
 
+    async def held(self) -> set[str]: ...
+
     async def fresh_tasks(self, m: Mission, task_ids: Sequence[str]) -> dict[str, tuple[Task, Attempt | None]]: ...
 
     async def mission_gates(self, mission_id: str) -> dict[str, str]: ...
@@ -76,6 +82,8 @@ class ClusterSource:
         self.board = board
         self.queue = queue
         self.slot_of = slot_of
+        self.own: set[str] = set()  # claims this node knows it holds: its turns, the leader's recoveries
+        self._in_doubt = False  # a claim failed on an outage: it may have committed, its answer lost
 
     def offer(self, task: Task) -> None:
         """A task the leader made ready (or found in review) goes to the queue, in the next transaction."""
@@ -89,7 +97,29 @@ class ClusterSource:
         self.offer(task)  # the node that claims it finds it in review and resumes its checks
 
     async def claim(self, n: int) -> list[Turn]:
-        return [Turn(c.task_id, RunHandle(c.task_id, []), c) for c in await self.queue.claim(n)]
+        if self._in_doubt:
+            await self._give_back_lost()
+        try:
+            claims = await self.queue.claim(n)
+        except Exception as e:
+            self._in_doubt = self._in_doubt or is_outage(e)
+            raise
+        self.own.update(c.task_id for c in claims)
+        return [Turn(c.task_id, RunHandle(c.task_id, []), c) for c in claims]
+
+    async def _give_back_lost(self) -> None:
+        """A claim whose COMMIT was answered by a dropped connection may have been written: this live node then
+        holds it with no turn, and its task would never run (nobody takes a live node's claims over). Every claim
+        of this node that it does not know of goes back to the queue."""
+        known = set(self.own)
+        await self.store.flush()  # the ends of the turns finished before now are written (no longer held)
+        lost = await self.queue.held() - known - self.own
+        for task_id in sorted(lost):
+            await self.queue.end(task_id, requeue=True)
+        if lost:
+            log.warning("gave back %d claim(s) taken by a transaction whose answer was lost: %s", len(lost),
+                        ", ".join(sorted(lost)))
+        self._in_doubt = False
 
     async def prepare(self, turn: Turn) -> Task | None:
         """The claimed task with its state as stored at the claim; None, and the claim dropped, when it is no
@@ -104,6 +134,7 @@ class ClusterSource:
         stored = claim.task(m) if m is not None else None
         if m is None or task is None or stored is None:
             await self.queue.end(task_id, requeue=False)
+            self.own.discard(task_id)
             return None
         refresh(task, stored)
         attempt = claim.attempt()
@@ -113,6 +144,7 @@ class ClusterSource:
             task.status is TaskStatus.REVIEW and attempt is not None and attempt.status is AttemptStatus.FINISHED)
         if not startable or (leads and m.status is not MissionStatus.RUNNING):
             await self.queue.end(task_id, requeue=False)
+            self.own.discard(task_id)
             return None
         return task
 
@@ -135,6 +167,7 @@ class ClusterSource:
         if m is None and task.terminal:
             self.board.attempts.pop(task.id, None)  # the leader decides what the end means; nothing kept here
         self.store.submit(self.store.tx().claim_end(self.queue.end_row(task.id), requeue=requeue))
+        self.own.discard(task.id)
 
     async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:
         await self.store.flush()  # offers still queued are in the database before they are withdrawn

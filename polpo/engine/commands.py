@@ -23,6 +23,7 @@ from polpo.engine.lifecycle import Trigger
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
+from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 
@@ -225,11 +226,24 @@ class Commands:
 
     async def run_inbox(self, poll: float = COMMAND_POLL) -> None:
         """Apply the commands the CLI queued in the store, until cancelled."""
+        wait = OutageWait("the command inbox", log)
         while True:
-            for c in await self.store.queued_commands():
+            try:
+                queued = await self.store.queued_commands()
+                wait.ok()
+            except Exception as e:  # the database is away: the commands wait in it (never the daemon's end)
+                delay = wait.failed(e)
+                if delay is None:
+                    raise
+                await anyio.sleep(delay)
+                continue
+            for c in queued:
                 try:
                     status, answer = await self.apply(c.kind, c.target)
                 except Exception as exc:  # a bug in one command must not end the inbox (or the daemon)
+                    if (delay := wait.failed(exc)) is not None:  # it stays queued: applied when the database is back
+                        await anyio.sleep(delay)
+                        break
                     log.exception("command %s %s failed", c.kind, c.target)
                     status, answer = "refused", f"internal error: {type(exc).__name__}: {exc}"
                 await self.store.commit(self.store.tx().command_done(c.id, status, answer, self.clock.now()))

@@ -24,6 +24,7 @@ from polpo.engine.sources import TaskSource, Turn
 from polpo.model.records import Mission, Task
 from polpo.model.status import StopReason
 from polpo.store.identity import StoreLost
+from polpo.store.outage_wait import OutageWait
 from polpo.tools.proctable import kill_group
 
 log = logging.getLogger("polpo.dispatcher")
@@ -47,6 +48,7 @@ class Dispatcher:
         self._wake = anyio.Event()
         self._all_released = anyio.Event()
         self._slots: dict[tuple[str, str], AgentSlot] = {}
+        self._claims = OutageWait("claiming tasks", log)  # a database outage: claims wait, with backoff
 
     def wake(self) -> None:
         self._wake.set()
@@ -85,16 +87,18 @@ class Dispatcher:
             if free > 0:
                 try:
                     turns = await source.claim(free)
-                except Exception:
-                    log.exception("could not claim tasks; trying again")
+                    self._claims.ok()
+                except Exception as e:
+                    delay = self._claims.failed(e)
+                    if delay is None:
+                        log.exception("could not claim tasks; trying again")
+                    else:
+                        await anyio.sleep(delay)
+                        continue
             for turn in turns:
                 task_id = turn.task_id
                 self.running[task_id] = turn.handle  # before any wait: a stop asked meanwhile reaches the handle
-                try:
-                    task = await source.prepare(turn)
-                except Exception:
-                    log.exception("could not prepare claimed task %s", task_id)
-                    task = None
+                task = await self._prepare(source, turn)
                 if task is None:  # no longer startable: the source ended the turn
                     self.running.pop(task_id, None)
                     continue
@@ -111,6 +115,22 @@ class Dispatcher:
             else:
                 with anyio.move_on_after(source.sweep):
                     await self._wake.wait()
+
+    async def _prepare(self, source: TaskSource, turn: Turn) -> Task | None:
+        """The claimed turn's task; through a database outage the claim stays this node's and the read is tried
+        again (a claim given up here would stay held by a live node, and its task would never run)."""
+        while True:
+            try:
+                task = await source.prepare(turn)
+                self._claims.ok()
+                return task
+            except Exception as e:
+                delay = self._claims.failed(e)
+                if delay is None or self.stopping:
+                    if delay is None:
+                        log.exception("could not prepare claimed task %s", turn.task_id)
+                    return None
+                await anyio.sleep(delay)
 
     def _stopped(self) -> bool:
         return self.stopping

@@ -70,12 +70,14 @@ class Engine:
         self.board = MissionBoard(cfg, store, clock, on_ready=lambda t: self.dispatcher.make_ready(t),
                                   on_forget=lambda m: self.dispatcher.forget(m))
         source: TaskSource
+        own: set[str] = set()  # with a cluster: the claims this node knowingly holds (its source's, its recoveries)
         if cluster is None:
             source = LocalSource(self.board, cfg.daemon.max_concurrency, slot_of=lambda t: self.dispatcher.slot(t),
                                  wake=lambda: self.dispatcher.wake())
         else:
             source = ClusterSource(store=store, board=self.board, queue=cluster,
                                    slot_of=lambda t: self.dispatcher.slot(t))
+            own = source.own
         self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task, source,
                                      on_release=self._after_release)
         self.admission = Admission(cfg, store, clock, self.board, agents)
@@ -95,7 +97,7 @@ class Engine:
                                  hooks=[self.isolation.reconcile])
         self.cluster = None if cluster is None else ClusterRole(
             store=store, board=self.board, dispatcher=self.dispatcher, recovery=self.recovery,
-            commands=self.commands, queue=cluster, node=cluster.node)
+            commands=self.commands, queue=cluster, node=cluster.node, own=own)
 
     async def apply_command(self, kind: str, target: str) -> tuple[str, str]:
         """A command from this node's HTTP API (the leader applies it; another node relays it to the leader)."""

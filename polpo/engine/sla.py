@@ -24,6 +24,7 @@ from polpo.events.catalog import Payload, SlaMet, SlaViolated, SlaWarning
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.sla.deadlines import Mark, completion_mark, resolve_deadline, sla_status
+from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 
@@ -40,6 +41,8 @@ class SlaKeeper:
         self.board = board
         self.fail = fail  # violation_action = "fail": fail the task through the state machine
         self.marks: dict[str, set[str]] = {}  # entity id → kinds already emitted
+        self.unfailed: dict[str, Task] = {}  # violated tasks a database outage kept from failing: tried each tick
+        self._outage = OutageWait("the SLA check", log)
 
     async def load(self, mission_ids: list[str]) -> None:
         for mid in mission_ids:
@@ -81,8 +84,24 @@ class SlaKeeper:
                         violated.append(t)
         self.store.submit(tx)
         if self.sla.violation_action == "fail":
-            for t in dict.fromkeys(violated):
+            await self._fail_all([*self.unfailed.values(), *violated])
+
+    async def _fail_all(self, violated: list[Task]) -> None:
+        """Fail each violated task; one an outage kept from failing is tried again at the next tick (its mark is
+        written, so the check itself would not find it again)."""
+        for t in dict.fromkeys(violated):
+            if t.terminal or t.mission_id not in self.board.missions:
+                self.unfailed.pop(t.id, None)
+                continue
+            try:
                 await self.fail(t)
+            except Exception as e:
+                if self._outage.failed(e) is None:
+                    raise
+                self.unfailed[t.id] = t
+                continue
+            self._outage.ok()
+            self.unfailed.pop(t.id, None)
 
     def _record(self, tx: Tx, m: Mission, t: Task | None, mark: Mark, now: datetime) -> None:
         entity = t.id if t is not None else m.id

@@ -11,15 +11,18 @@ from starlette.staticfiles import StaticFiles
 
 from polpo.http.api import Api
 from polpo.http.auth import TokenAuth
-from polpo.http.context import ApiContext
+from polpo.http.context import ApiContext, json_response
 from polpo.http.guard import BrowserGuard, GuardPolicy
 from polpo.http.openapi import openapi_document
 from polpo.http.sse import StreamSlots, event_stream
 from polpo.http.submit import submit_mission
+from polpo.store.errors import StoreUnavailable
+from polpo.store.read import Unavailable
 from polpo.web import STATIC
 
 __all__ = ["build_app"]
 
+UNAVAILABLE_RETRY_AFTER = 5  # seconds: a client asks again after the database's restart
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 # the web view has buttons that act: no other site may show it in a frame and trick a click
 INDEX_HEADERS = {"cache-control": "no-cache", "x-frame-options": "DENY",
@@ -65,4 +68,10 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(BrowserGuard, policy=GuardPolicy.of(ctx.cfg.http)),
-                                                Middleware(TokenAuth, token=token)])
+                                                Middleware(TokenAuth, token=token)],
+                     exception_handlers={StoreUnavailable: _unavailable, Unavailable: _unavailable})
+
+
+async def _unavailable(_request: Request, exc: Exception) -> Response:
+    """The database is restarting or unreachable: 503 with the reason and when to ask again, not a 500."""
+    return json_response({"error": str(exc)}, 503, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})

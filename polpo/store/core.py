@@ -57,6 +57,7 @@ _LAST_WINS: dict[Table, tuple[int, ...]] = {
 
 class StoreCore:
     identity_every = 1.0  # seconds between two checks of the store's identity while the daemon runs
+    unavailable_advice = "free space or fix permissions"  # what lets a refused write through (per backend)
 
     def __init__(self, clock: Clock, max_seq: int, identity: str = "") -> None:
         self.clock = clock
@@ -221,7 +222,7 @@ class StoreCore:
         delay = self._pause.failed()
         if self._pause.tries == 1:
             log.error("cannot write the state store: %s; no new work starts and nothing is lost: polpo waits "
-                      "and tries again (free space or fix permissions)", reason)
+                      "and tries again (%s)", reason, self.unavailable_advice)
         elif self._pause.remind():
             log.error("still cannot write the state store after %.0f s: %s", self._pause.waited(), reason)
         self.unavailable = reason

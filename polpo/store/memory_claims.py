@@ -176,6 +176,10 @@ class MemoryClaims:
         c.update(node=self.node, incarnation=self.incarnation)
         return True
 
+    async def held(self) -> set[str]:
+        return {c["task_id"] for c in self.table.rows.values()
+                if (c["node"], c["incarnation"]) == (self.node, self.incarnation)}
+
     async def fresh_tasks(self, m: Mission, task_ids: Sequence[str]) -> dict[str, tuple[Task, Attempt | None]]:
         out: dict[str, tuple[Task, Attempt | None]] = {}
         for tid in task_ids:

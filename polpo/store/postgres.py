@@ -95,6 +95,7 @@ def _mark(ev: Event) -> tuple[str, str, str | None, str | None, str | None]:
 
 class PostgresStore(StoreCore):
     identity_every = 5.0  # a query, not a stat: a dropped and recreated database is seen within seconds
+    unavailable_advice = "start the PostgreSQL server or restore the way to it"
 
     def __init__(self, pool: asyncpg.Pool[Any], where: PgTarget, clock: Clock, max_seq: int, identity: str = "",
                  ) -> None:

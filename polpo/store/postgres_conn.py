@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from polpo.config_paths import StoreSettingsLike
-from polpo.store.errors import StoreError
+from polpo.store.errors import StoreError, StoreUnavailable
+from polpo.store.postgres_faults import is_outage
 
 __all__ = ["PgTarget", "target"]
 
@@ -30,8 +31,13 @@ class PgTarget:
         return text.replace(self.password, "***") if self.password else text
 
     def error(self, doing: str, exc: BaseException) -> StoreError:
-        """A StoreError for a failed connection or query, naming the server but never the password."""
+        """A StoreError for a failed connection or query, naming the server but never the password; an outage
+        (:func:`is_outage`) is :class:`StoreUnavailable`, which readers may try again, and says what to do."""
         detail = self.scrub(str(exc)) or type(exc).__name__
+        if is_outage(exc):
+            return StoreUnavailable(f"cannot {doing} the PostgreSQL store at {self.where}: {detail}; the server is "
+                                    "stopped, restarting or unreachable: start it or check the way to it, then try "
+                                    "again (running daemons wait for it)")
         return StoreError(f"cannot {doing} the PostgreSQL store at {self.where}: {detail}")
 
 

@@ -28,6 +28,10 @@ class Unreachable(NoState):
     """The configured PostgreSQL store cannot be reached (the message never holds the password)."""
 
 
+class Unavailable(Unreachable):
+    """The PostgreSQL server is stopped, restarting or unreachable for now (an outage): a read may try again."""
+
+
 class Rows(Protocol):
     def __iter__(self) -> Iterator[Any]: ...
 
@@ -62,12 +66,14 @@ def open_reader(cfg: Located, *, threads: bool = False) -> Conn:
     except MissingExtra as e:
         raise Unreachable(str(e)) from None
     from polpo.store import postgres_read
-    from polpo.store.errors import StoreError
+    from polpo.store.errors import StoreError, StoreUnavailable
 
     try:
         return postgres_read.connect(cfg.store)
     except LookupError as e:
         raise NoState(str(e)) from None
+    except StoreUnavailable as e:
+        raise Unavailable(str(e)) from None
     except StoreError as e:
         raise Unreachable(str(e)) from None
 

@@ -20,18 +20,20 @@ from typing import TypeVar
 
 import anyio
 
-from polpo.store.errors import StoreError
-from polpo.store.read import Conn
+from polpo.fsfaults import Pause
+from polpo.store.errors import StoreError, StoreUnavailable
+from polpo.store.read import Conn, Unavailable
 
 log = logging.getLogger("polpo.store")
 
-__all__ = ["ReaderPool"]
+__all__ = ["OUTAGE_WAIT", "ReaderPool"]
 
 T = TypeVar("T")
 
 SIZE = 4  # connections at most, in use or idle
 FLOOR = 1  # idle connections kept however long they wait
 IDLE = 5.0  # seconds: an idle connection beyond the floor is closed after this long unused
+OUTAGE_WAIT = 3.0  # seconds a read waits for an unavailable database before it reports the outage
 
 
 class ReaderPool:
@@ -47,7 +49,21 @@ class ReaderPool:
         self.connections = 0  # open now, in use or idle (never more than ``size``)
 
     async def run(self, fn: Callable[[Conn], T]) -> T:
-        """``fn(connection)`` in a worker thread; a connection that failed is closed rather than reused."""
+        """``fn(connection)`` in a worker thread; a connection that failed is closed rather than reused. While the
+        database is unavailable (restarting) the read is tried again with a short jittered backoff, for up to
+        :data:`OUTAGE_WAIT` seconds: a caller (an HTTP request) gets its answer after a brief restart, or the
+        :class:`StoreUnavailable` / :class:`~polpo.store.read.Unavailable` error (the API answers 503) rather than a wait without end."""
+        pause = Pause(self._clock, 0.2, 1.0)
+        while True:
+            try:
+                return await self._run_once(fn)
+            except (StoreUnavailable, Unavailable):  # a query's, or the connection's
+                delay = pause.failed()
+                if pause.waited() + delay > OUTAGE_WAIT:
+                    raise
+                await anyio.sleep(delay)
+
+    async def _run_once(self, fn: Callable[[Conn], T]) -> T:
         if self._closed:
             raise StoreError("the reader pool is closed")
         async with self._limiter:  # a slot first, then a connection: never more connections than slots

@@ -153,6 +153,12 @@ class ClaimQueue:
                 dead.node, dead.incarnation)
         return bool(status.endswith(" 1"))
 
+    async def held(self) -> set[str]:
+        """The tasks this incarnation holds claims on (to find a claim whose commit's answer was lost)."""
+        rows = await self.pool.fetch("SELECT task_id FROM claims WHERE node = $1 AND incarnation = $2", self.node,
+                                     self.incarnation)
+        return {r["task_id"] for r in rows}
+
     async def fresh_tasks(self, m: Mission, task_ids: Sequence[str]) -> dict[str, tuple[Task, Attempt | None]]:
         """The stored state of some tasks of ``m`` and their latest attempts (another node may have changed them)."""
         async with self.pool.acquire() as c:

@@ -21,9 +21,9 @@ import anyio
 
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
+from polpo.store.outage_wait import OutageWait
 from polpo.store.postgres import CLAIMS_CHANNEL, EVENTS_CHANNEL
 from polpo.store.postgres_conn import PgTarget
-from polpo.store.postgres_faults import is_outage
 
 log = logging.getLogger("polpo.cluster")
 
@@ -45,6 +45,7 @@ class EventFollower:
         self.deliver_after = 0  # events up to this seq happened before this daemon started: logged, not delivered
         self._wake = anyio.Event()
         self.ready = anyio.Event()
+        self._reads = OutageWait("the event follower", log)
 
     def poke(self) -> None:
         self._wake.set()
@@ -55,11 +56,14 @@ class EventFollower:
         await self._drain()
 
     async def run(self) -> None:
+        wait = OutageWait("the event follower's connection", log)
         while True:
             try:
                 conn = await self._connect()
-            except Exception as e:
-                log.warning("event follower cannot connect (%s); reading every %g s meanwhile", e, SAFETY_SWEEP)
+                wait.ok()
+            except Exception as e:  # reads go on meanwhile (each waits out the outage itself)
+                if wait.failed(e) is None:
+                    log.warning("event follower cannot connect (%s); reading every %g s meanwhile", e, SAFETY_SWEEP)
                 await self._sweep_for(SAFETY_SWEEP * 2, None)
                 continue
             try:
@@ -93,10 +97,10 @@ class EventFollower:
             try:
                 await self._drain()
             except Exception as e:  # the database is away: the log waits for it (it has every event stored)
-                if not is_outage(e):
+                if self._reads.failed(e) is None:
                     raise
-                log.warning("event follower cannot read the events (%s); trying again in %g s", e, SAFETY_SWEEP)
             else:
+                self._reads.ok()
                 self.ready.set()
             with anyio.move_on_after(SAFETY_SWEEP):
                 await self._wake.wait()

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from polpo.store.fencing import LEADER_KEY, LEADER_WRITES_KEY, Fence
+from polpo.store.outage_wait import OutageWait
 from polpo.store.postgres_conn import PgTarget
 
 log = logging.getLogger("polpo.cluster")
@@ -40,12 +41,16 @@ class Leadership:
                    on_deposed: Callable[[str], Awaitable[None]]) -> None:
         """Wait to be the leader (reconnecting as needed), lead until the lock's connection is lost, step down,
         and wait again."""
+        wait = OutageWait("the leadership election", log)
         while True:
             try:
                 conn = await self._connect()
-            except Exception as e:
-                log.warning("cannot connect to wait for leadership (%s); trying again", e)
-                await anyio.sleep(TRY_EVERY * 5)
+                wait.ok()
+            except Exception as e:  # an outage, or another refusal that may pass too (a password being fixed)
+                delay = wait.failed(e)
+                if delay is None:
+                    log.warning("cannot connect to wait for leadership (%s); trying again", e)
+                await anyio.sleep(TRY_EVERY * 5 if delay is None else delay)
                 continue
             try:
                 await self._lead(conn, on_elected)

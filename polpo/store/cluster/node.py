@@ -14,6 +14,7 @@ from polpo.store.cluster.leadership import Leadership
 from polpo.store.cluster.membership import Membership
 from polpo.store.cluster.timing import GUARD_DEADLINE
 from polpo.store.fencing import Fence, Fenced
+from polpo.store.outage_wait import quiet_driver_outages
 from polpo.store.postgres import PostgresStore
 from polpo.store.protocol import Store
 from polpo.tools.guard_link import GuardLink
@@ -27,6 +28,7 @@ __all__ = ["ClusterNode"]
 
 class ClusterNode:
     def __init__(self, cfg: Config, store: PostgresStore) -> None:
+        quiet_driver_outages()
         lease = cfg.store.lease.total_seconds()
         node = cfg.daemon.node
         self.store = store

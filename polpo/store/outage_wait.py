@@ -1,0 +1,72 @@
+"""How a component that reads or writes the shared database waits out an outage: the same jittered, doubling
+backoff as every other passing fault (:class:`polpo.fsfaults.Pause`), one warning line when the outage begins
+(and a reminder while it lasts), one when it ends — never a traceback per try.
+
+A database restart is a pause for the whole node: the claimer, the leader's loops, the follower of other nodes'
+events and the commands inbox each keep their work and try it again when the server answers, instead of
+dropping it or ending the daemon. What counts as an outage is :func:`polpo.store.postgres_faults.is_outage`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from polpo.fsfaults import Pause
+from polpo.store.postgres_faults import is_outage
+
+__all__ = ["OUTAGE_CAP", "OUTAGE_FIRST", "OutageWait"]
+
+OUTAGE_FIRST = 0.5  # seconds before the first new try
+OUTAGE_CAP = 5.0  # the longest wait between two tries: work resumes within seconds of the server's return
+
+
+class OutageWait:
+    """One component's wait for the database (``what`` names the work in its log lines)."""
+
+    def __init__(self, what: str, log: logging.Logger, *, first: float = OUTAGE_FIRST, cap: float = OUTAGE_CAP,
+                 ) -> None:
+        self.what = what
+        self.log = log
+        self.pause = Pause(time.monotonic, first, cap)
+
+    def failed(self, e: BaseException) -> float | None:
+        """The seconds to wait before trying again when ``e`` is an outage (logged once), else None."""
+        if not is_outage(e):
+            return None
+        delay = self.pause.failed()
+        if self.pause.tries == 1:
+            self.log.warning("%s waits for the database (%s: %s); trying again with backoff", self.what,
+                             type(e).__name__, e)
+        elif self.pause.remind(60.0):
+            self.log.warning("%s still waits for the database after %.0f s (%s)", self.what, self.pause.waited(), e)
+        return delay
+
+    def ok(self) -> None:
+        """The work went through: the outage (if any) is over for this component."""
+        waited = self.pause.done()
+        if waited is not None:
+            self.log.warning("%s resumed after %.1f s without the database", self.what, waited)
+
+    @property
+    def waiting(self) -> bool:
+        return self.pause.paused
+
+
+class _DriverOutages(logging.Filter):
+    """asyncpg's pool logs a traceback each time it cannot restore its connection floor; during an outage that
+    is the same news, every second, that polpo's own components already report in one line each."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return exc is None or not is_outage(exc)
+
+
+_FILTER = _DriverOutages()
+
+
+def quiet_driver_outages() -> None:
+    """Keep the driver's per-try outage tracebacks out of the daemon's log (idempotent)."""
+    pool_log = logging.getLogger("asyncpg.pool")
+    if _FILTER not in pool_log.filters:
+        pool_log.addFilter(_FILTER)
