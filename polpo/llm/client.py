@@ -101,8 +101,12 @@ class ChatReply:
     """Through the judge-call cache (``[judge] cache``): True a hit, False a miss; None when no cache was asked."""
 
     def as_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation."""
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        """The assistant message to append to the conversation.
+
+        Its content is ``""`` when the model wrote none (a tool-call turn): llama-cpp-python's server refuses
+        ``"content": null`` (422) and a missing key (500), and Ollama refuses null content without tool calls.
+        """
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
         if self.tool_calls:
             msg["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
