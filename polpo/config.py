@@ -67,6 +67,7 @@ class AgentConfig(_Base):
     system_prompt: str | None = None
     api_key_env: str | None = None  # the variable holding the key; default: litellm's for the provider
     role: str | None = None  # a team agent's role, told to the model
+    empty_reply_nudges: int = Field(2, ge=0, le=20)  # an empty reply is re-asked this often, then the attempt fails
     # both
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)

@@ -115,7 +115,8 @@ class AgentFactory:
                                      temperature=a.temperature,
                                      timeout=self.cfg.llm.request_timeout.total_seconds())
             agent = LLMAgent(name, settings, client=self.llm, clock=self.clock, max_turns=a.max_turns,
-                             system_prompt=a.system_prompt, default_timeout=timeout, role=a.role)
+                             system_prompt=a.system_prompt, default_timeout=timeout, role=a.role,
+                             empty_reply_nudges=a.empty_reply_nudges)
             return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, model, **extras)
         return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, **extras)
 
