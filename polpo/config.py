@@ -67,6 +67,7 @@ class AgentConfig(_Base):
     system_prompt: str | None = None
     api_key_env: str | None = None  # the variable holding the key; default: litellm's for the provider
     role: str | None = None  # a team agent's role, told to the model
+    max_tokens: int = Field(4096, ge=16)  # the most tokens one model reply may generate (bounds runaway output)
     empty_reply_nudges: int = Field(2, ge=0, le=20)  # an empty reply is re-asked this often, then the attempt fails
     # both
     timeout: Duration | None = None
@@ -95,6 +96,7 @@ class JudgeSettings(_Base):
     api_base: str | None = None
     api_key_env: str | None = None
     temperature: float | None = None
+    max_tokens: int = Field(2048, ge=16)  # the most tokens one judge reply may generate (reviewers, judges)
     correct_expectations: bool = True  # the expectation judge, on a task's first failure
     threshold_floor: float = Field(2.5, ge=1, le=5)  # it never lowers an llm_review threshold below this
     reviewer_timeout: Duration = Field(default_factory=lambda: _secs(900))  # one reviewer's whole run
