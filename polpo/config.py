@@ -92,7 +92,9 @@ class Defaults(_Base):
 
 class JudgeSettings(_Base):
     model: str | None = None
-    models: list[str] = Field([], max_length=3)  # not default_factory=list: its signature costs ~6 ms of start-up
+    models: list[str] = Field([], max_length=9)  # not default_factory=list: its signature costs ~6 ms of start-up
+    seats: int = Field(3, ge=1, le=9)  # reviewers in the panel; 1: a single reviewer, no consensus
+    max_turns: int = Field(20, ge=1, le=200)  # a reviewer's exploration turns (model calls) before it must write
     api_base: str | None = None
     api_key_env: str | None = None
     temperature: float | None = None
@@ -110,9 +112,9 @@ class JudgeSettings(_Base):
     cache_ttl: Duration = Field(default_factory=lambda: _secs(7 * 86400))
 
     def panel_models(self) -> list[str]:
-        """Three reviewers' models: one ``model`` means all three use it; fewer ``models`` are cycled."""
+        """One model per seat: one ``model`` means every seat uses it; fewer ``models`` than seats are cycled."""
         names = list(self.models) or ([self.model] if self.model else [])
-        return [names[i % len(names)] for i in range(3)] if names else []
+        return [names[i % len(names)] for i in range(self.seats)] if names else []
 
 
 class LlmSettings(_Base):
@@ -300,6 +302,9 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     problems += [f"{path}: security.team_key_envs: {name} is the key of {owner}; a mission's own endpoint "
                  f"must never receive it (list a variable only missions use)"
                  for owner, name in _configured_keys(cfg) if name in cfg.security.team_key_envs]
+    if len(cfg.judge.models) > cfg.judge.seats:
+        problems.append(f"{path}: judge.models: {len(cfg.judge.models)} models for {cfg.judge.seats} seat(s); "
+                        f"list at most one per seat, or raise judge.seats")
     if cfg.llm.env_file is not None and not cfg.llm.env_file.is_file():
         problems.append(f"{path}: llm.env_file: {cfg.llm.env_file} does not exist")
     if cfg.judge.calibration is not None:
