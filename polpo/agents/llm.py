@@ -121,7 +121,8 @@ def build_task_message(request: AgentRequest) -> str:
 
 
 def _replayable(message: dict[str, Any]) -> dict[str, Any]:
-    """The assistant message to send back, with malformed tool arguments replaced by ``{}``.
+    """The assistant message to send back: malformed tool arguments replaced by ``{}``, leniently read ones
+    re-encoded as strict JSON.
 
     Some litellm provider adapters (Anthropic, Gemini…) parse the arguments of earlier tool calls when they build
     the next request, so one bad call would make every later request fail. The model still learns what was wrong
@@ -134,9 +135,16 @@ def _replayable(message: dict[str, Any]) -> dict[str, Any]:
         except ToolError:
             fn["arguments"] = "{}"
             continue
-        if not fn["arguments"].lstrip().startswith("{"):  # empty, null, or encoded twice
-            fn["arguments"] = json.dumps(parsed)
+        if not _strict_object(fn["arguments"]):  # empty, null, encoded twice, or read leniently (Ollama
+            fn["arguments"] = json.dumps(parsed)  # refuses tool-call arguments that are not strict JSON)
     return message
+
+
+def _strict_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def _redact_json(value: Any, mask: Callable[[str], str]) -> Any:

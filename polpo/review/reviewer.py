@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import anyio
 
+from polpo.llm import lenient_json
 from polpo.llm.client import ChatClient, ChatReply, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review import prompts
@@ -47,16 +48,8 @@ from polpo.review.submission import Submission, validate_submission
 from polpo.tools.catalog import TOOLS
 from polpo.tools.registry import ToolContext
 
-__all__ = [
-    "DEFAULT_MAX_TURNS",
-    "MODEL_TOOL_RESULT_MAX",
-    "REVIEW_TOOLS",
-    "STRATEGIES",
-    "TRACE_TOOL_RESULT_MAX",
-    "ReviewContext",
-    "ReviewerTrace",
-    "run_reviewer",
-]
+__all__ = ["DEFAULT_MAX_TURNS", "MODEL_TOOL_RESULT_MAX", "REVIEW_TOOLS", "STRATEGIES", "TRACE_TOOL_RESULT_MAX",
+           "ReviewContext", "ReviewerTrace", "run_reviewer"]
 
 DEFAULT_MAX_TURNS = 20
 WRAP_UP_BEFORE = 5
@@ -318,7 +311,7 @@ def _from_reply(reply: ChatReply, dims: Sequence[Dim]) -> tuple[Submission | Non
     call = next((c for c in reply.tool_calls if c.name == prompts.SUBMIT_REVIEW), None)
     if call is not None:
         try:
-            data = json.loads(call.arguments) if call.arguments.strip() else {}
+            data = lenient_json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             return None, f"submit_review arguments are not valid JSON: {exc}"
         try:
