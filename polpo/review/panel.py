@@ -4,9 +4,12 @@ A reviewer that fails (provider error, no valid scores, timeout, a bug) never ab
 means is ``reviewer_error`` (see :mod:`~polpo.review.consensus`: it abstains, or votes 1). With ``samples`` > 1
 every seat scores that many times (each run a fresh reviewer, all in parallel) and its vote per dimension is the
 median of its samples. When no run of any seat succeeded, the whole panel runs once more (reviewer indices
-continue: 3, 4, 5); if that fails too the review could not be done: ``error`` is set and ``global_score`` is
-None. That is an infrastructure failure, not a verdict on the work, so ``feedback`` stays empty and the check
-reports it as an error (``retryable`` unless every reviewer was refused: a bad key or request).
+continue: 3, 4, 5) — unless every reviewer was refused (a bad key, a bad or overflowing request: sending it
+again unchanged gets the same answer); if that fails too the review could not be done: ``error`` is set and
+``global_score`` is None. That is not a verdict on the work, so ``feedback`` stays empty and the check reports
+it as an error, ``retryable`` (an outage to wait out) only when some reviewer failed for a transient reason
+(rate limit, timeout, connection, 5xx, its time limit). Invalid output from every reviewer, or refusals, are
+not waited out: the task goes on hold with the reason at once.
 
 **Stability.** Each successful run has its own weighted score; the verdict is ``stable_pass`` when every run
 and the consensus pass, ``stable_fail`` when none does, else ``flaky``. ``confidence`` is ``1 − σ/2`` (σ: the
@@ -38,6 +41,7 @@ __all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run
 MAX_SUGGESTIONS = 8
 REASONING_IN_DETAILS = 300
 REFUSED = frozenset({"auth", "bad_request"})  # the provider answered "no": trying again later will not help
+TRANSIENT = frozenset({"rate_limit", "timeout", "connection", "server", "time_limit"})  # waiting may help
 Stability = Literal["stable_pass", "flaky", "stable_fail"]
 
 
@@ -272,7 +276,7 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
     first = client_for if client_for is not None and opts.samples == 1 else plain
     traces = await _rounds(first, models, ctx, dims, 0, max(1, opts.samples), max_turns, reviewer_timeout)
     rerun = False
-    if not any(t.ok for t in traces):
+    if not any(t.ok for t in traces) and not {t.error_kind for t in traces} <= REFUSED:
         rerun = True
         traces += await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
     c = _verdict(traces, dims, threshold, n, opts)
@@ -284,9 +288,12 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
     if c is None:
         errors = "; ".join(f"reviewer {t.index} ({t.model}): {t.error or 'no result'}" for t in traces)
         kinds = {t.error_kind for t in traces}
+        head = ("all reviewers failed, twice" if rerun else
+                "all reviewers failed (not re-run: the provider refused the request; sending it again unchanged "
+                "would get the same answer)")
         return PanelResult(passed=False, global_score=None, threshold=threshold, scores=[], reviewers=traces,
-                           rerun=rerun, error=f"all reviewers failed, twice: {errors}",
-                           retryable=not kinds <= REFUSED, samples=opts.samples, options=opts, seats=n)
+                           rerun=rerun, error=f"{head}: {errors}", retryable=bool(kinds & TRANSIENT),
+                           samples=opts.samples, options=opts, seats=n)
     ok = [t for t in traces if t.ok]
     summary = _summary(c, ok)
     feedback = "" if c.passed else feedback_text(c, _suggestions(ok), summary)
