@@ -359,7 +359,7 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
             return submission
         trace.strategy_errors.append(f"{strategy}: {error}")
         convo.append(msg)
-        feedback = prompts.retry_scoring(str(error))
+        feedback = prompts.retry_scoring(str(error), names)
         if reply.tool_calls:  # every tool call needs its answer before the conversation can go on
             for c in reply.tool_calls:
                 text = feedback if c.name == prompts.SUBMIT_REVIEW else f"Error: only {prompts.SUBMIT_REVIEW} is available"

@@ -69,3 +69,25 @@ async def _write_with_a_raw_newline(srv: FakeLLM, ws: Path) -> None:
     assert json.loads(replayed) == {"path": "hello.py", "content": "print(1)\nprint(2)\n"}
     assert "\n" in (result.transcript or [])[0]["toolCalls"][0]["arguments"]
     assert srv.refusals == []
+
+
+async def test_a_renamed_dimension_gets_one_repair_turn_that_names_the_expected_ones(
+    srv: FakeLLM, tmp_path: Path
+) -> None:
+    renamed = {"scores": [{"dimension": "functionality", "score": 4, "reasoning": "works"},
+                          {"dimension": "clarity", "score": 3, "reasoning": "ok"}], "summary": "s"}
+    right = {"scores": [{"dimension": "correctness", "score": 4, "reasoning": "works"},
+                        {"dimension": "clarity", "score": 3, "reasoning": "ok"}], "summary": "s"}
+    srv.script(text("correctness: works. clarity: ok."), tool_call(prompts.SUBMIT_REVIEW, renamed),
+               tool_call(prompts.SUBMIT_REVIEW, right))
+    await load_litellm()
+    ctx = ReviewContext(title="t", description="d", criteria="c", workspace=tmp_path, files_changed=[],
+                        timeline="agent ran; exit 0")
+    settings = ModelSettings("openai/fake-model", api_base=srv.base_url, timeout=10)
+    trace = await run_reviewer(LLMClient(max_retries=0), settings, index=0, ctx=ctx, dims=DIMS)
+    assert trace.ok and trace.strategy == "auto_tool" and trace.ignored_dimensions == []
+    assert [s.dimension for s in trace.scores] == ["correctness", "clarity"]
+    repair = srv.requests[2]["messages"][-1]
+    assert repair["role"] == "tool" and "missing score for correctness" in repair["content"]
+    assert "functionality" in repair["content"]
+    assert "exactly as spelled here and no others: correctness, clarity" in repair["content"]
