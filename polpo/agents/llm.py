@@ -277,6 +277,7 @@ class LLMAgent:
                 empty += 1
                 if empty > self.empty_reply_nudges:
                     return self._no_answer(s, empty)
+                s.messages.pop()  # an empty assistant turn says nothing, and some providers refuse one (Anthropic)
                 s.messages.append({"role": "user", "content": EMPTY_REPLY_NUDGE})
                 continue
             for call in reply.tool_calls:

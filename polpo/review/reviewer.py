@@ -266,9 +266,10 @@ async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: in
         reply = await run.chat(convo, tools=tools, tool_choice="none" if last else "auto")
         run.trace.turns = turn
         msg = reply.as_message()
-        convo.append(msg)
-        run.record(1, msg)
         text = (reply.content or "").strip()
+        if text or reply.tool_calls:  # an empty assistant turn says nothing, and some providers refuse one
+            convo.append(msg)
+        run.record(1, msg)
         if text:
             texts.append(text)
         if reply.tool_calls and not last:
