@@ -140,3 +140,34 @@ def test_polpo_calibrate_prints_kappa_and_spearman_for_the_shipped_set(tmp_path:
     # the written file is a valid [judge] calibration
     cfg = load_config(judge_config(tmp_path / "with", judge, f'calibration = "{out}"'))
     assert cfg.judge.calibration == out
+
+
+def test_seats_1_measures_one_reviewer_on_the_same_labels(tmp_path: Path, judge: FakeLLM) -> None:
+    config = judge_config(tmp_path, judge, "max_turns = 4")
+    one = json.loads(run_cli("calibrate", str(LABELS), "--seats", "1", "--json", "--config", str(config),
+                             env={KEY_ENV: "sk-calibrate"}).stdout)
+    assert list(one["reviewers"]) == ["0"] and one["scored"] == 6
+    assert one["panel"] == one["reviewers"]["0"] == {"n": 6, "spearman": 0.882353, "kappa": 0.833333,
+                                                      "bias": -0.333333}  # reviewer a alone
+    assert {r["model"] for r in judge.requests} == {"fake-a"}
+    judge.reset()
+    judge.responder = HeuristicJudge(offsets={"fake-b": 1})
+    three = json.loads(run_cli("calibrate", str(LABELS), "--seats", "3", "--json", "--config", str(config),
+                               env={KEY_ENV: "sk-calibrate"}).stdout)
+    assert list(three["reviewers"]) == ["0", "1", "2"] and three["panel"]["kappa"] == 0.833333
+    assert three["reviewers"]["1"]["kappa"] == 0.761905
+
+
+def test_nothing_scored_says_why_and_the_write_hint_works_from_any_folder(
+        tmp_path: Path, judge: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = judge_config(tmp_path, judge)
+    out = tmp_path / "cal.json"
+    monkeypatch.delenv(KEY_ENV)
+    res = run_cli("calibrate", str(LABELS), "--write", str(out), "--config", str(config))  # the key is unset
+    assert res.returncode != 0 and not out.exists()
+    assert "no item could be scored" in res.stderr and KEY_ENV in res.stderr, res.stderr
+    assert "same score" not in res.stderr
+    res = run_cli("calibrate", str(LABELS), "--write", "cal.json", "--config", str(config),
+                  env={KEY_ENV: "sk-calibrate"}, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f'[judge] calibration = "{tmp_path / "cal.json"}"' in res.stdout
