@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,12 +119,21 @@ def _files(root: Path) -> list[str]:
 
 async def run_calibration(items: Sequence[LabelledItem], llm: ChatClient, judges: Sequence[ModelSettings], *,
                           reviewer_error: str = "abstain", reviewer_timeout: float | None = None,
-                          max_turns: int = DEFAULT_MAX_TURNS) -> list[ItemResult]:
-    """The panel's raw score and each reviewer's, per item (one item at a time; its reviewers in parallel)."""
+                          max_turns: int = DEFAULT_MAX_TURNS, done: Mapping[str, ItemResult] | None = None,
+                          on_item: Callable[[ItemResult, bool], None] | None = None) -> list[ItemResult]:
+    """The panel's raw score and each reviewer's, per item (one item at a time; its reviewers in parallel).
+
+    ``done``: results of an earlier run, by item id, reused instead of run again; ``on_item(result, reused)`` is
+    called as each item finishes (progress, and results kept as they come)."""
     options = PanelOptions(reviewer_error="fail" if reviewer_error == "fail" else "abstain", max_turns=max_turns)
     out: list[ItemResult] = []
     with tempfile.TemporaryDirectory(prefix="polpo-calibrate-") as empty:
         for item in items:
+            if done is not None and item.id in done:
+                out.append(done[item.id])
+                if on_item is not None:
+                    on_item(done[item.id], True)
+                continue
             if item.workspace is not None:
                 ctx = ReviewContext(title=item.title, description=item.task, criteria=item.criteria,
                                     workspace=item.workspace, files_changed=_files(item.workspace),
@@ -138,6 +147,8 @@ async def run_calibration(items: Sequence[LabelledItem], llm: ChatClient, judges
             seats = {t.index % len(judges): t.global_score for t in result.reviewers
                      if t.ok and t.global_score is not None}
             out.append(ItemResult(item.id, item.human, result.global_score, seats, result.error))
+            if on_item is not None:
+                on_item(out[-1], False)
     return out
 
 
