@@ -19,7 +19,10 @@ from tests.support.fake_llm import STRICT_MODES, FakeLLM, text, tool_call
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=sorted(STRICT_MODES))
+MESSAGE_SHAPE_MODES = ["llama-cpp", "ollama"]  # the modes that refuse a message's shape (not a server setting)
+
+
+@pytest.fixture(params=MESSAGE_SHAPE_MODES)
 def strict_srv(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
     with FakeLLM(strict=request.param) as server:
         yield server
@@ -87,3 +90,14 @@ def test_strict_modes_refuse_what_the_real_servers_refuse() -> None:
     with FakeLLM() as srv:  # not strict: anything goes
         srv.responder = lambda req: "ok"
         assert post(srv, null).status_code == 200 and post(srv, missing).status_code == 200
+
+
+async def test_a_vllm_without_tool_parser_fails_the_attempt_at_once_with_its_reason(ws: Path) -> None:
+    """Not an outage to wait out (the server answers, and refuses every tool request): one call, the reason."""
+    assert "vllm-no-tool-parser" in STRICT_MODES
+    with FakeLLM(strict="vllm-no-tool-parser") as srv:
+        result, _ = await run(make_agent(srv), make_request(ws))
+        assert len(srv.requests) == 1 and [s for s, _ in srv.refusals] == [400]
+    assert not result.ok and result.provider_error is None
+    assert result.error is not None and "--enable-auto-tool-choice" in result.error
+    assert "bad_request" in result.error

@@ -29,6 +29,9 @@ before a scripted reply is consumed (a refused request is recorded in ``srv.requ
 * ``"ollama"`` — Ollama's OpenAI-compatible chat (``openai.FromChatRequest``): a message whose ``content`` is
   null or missing and that has no ``tool_calls`` → HTTP 400 ``invalid message content type: <nil>``; a tool call
   whose ``arguments`` are not JSON → HTTP 400 ``invalid tool call arguments``.
+* ``"vllm-no-tool-parser"`` — a vLLM server started without ``--enable-auto-tool-choice --tool-call-parser``:
+  a request with ``tool_choice: "auto"`` → HTTP 400 ``"auto" tool choice requires --enable-auto-tool-choice
+  and --tool-call-parser to be set``.
 
 The server runs in a background thread (``ThreadingHTTPServer``, one thread per connection, HTTP/1.1 keep-alive),
 so code under test may run in the same event loop, another thread or another process.
@@ -298,10 +301,19 @@ def _ollama_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
     return None
 
 
+def _vllm_no_tool_parser_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
+    if req.get("tools") and req.get("tool_choice") == "auto":
+        return error(400, {"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and '
+                                                "--tool-call-parser to be set",
+                                     "type": "BadRequestError", "param": None, "code": 400}})
+    return None
+
+
 #: strict mode → the check that returns the server's refusal of a request, or None when it would accept it
 STRICT_MODES: dict[str, Callable[[Mapping[str, Any]], ErrorReply | None]] = {
     "llama-cpp": _llama_cpp_refusal,
     "ollama": _ollama_refusal,
+    "vllm-no-tool-parser": _vllm_no_tool_parser_refusal,
 }
 
 
