@@ -67,6 +67,8 @@ class AgentConfig(_Base):
     system_prompt: str | None = None
     api_key_env: str | None = None  # the variable holding the key; default: litellm's for the provider
     role: str | None = None  # a team agent's role, told to the model
+    max_tokens: int = Field(4096, ge=16)  # the most tokens one model reply may generate (bounds runaway output)
+    empty_reply_nudges: int = Field(2, ge=0, le=20)  # an empty reply is re-asked this often, then the attempt fails
     # both
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)
@@ -90,10 +92,13 @@ class Defaults(_Base):
 
 class JudgeSettings(_Base):
     model: str | None = None
-    models: list[str] = Field([], max_length=3)  # not default_factory=list: its signature costs ~6 ms of start-up
+    models: list[str] = Field([], max_length=9)  # not default_factory=list: its signature costs ~6 ms of start-up
+    seats: int = Field(3, ge=1, le=9)  # reviewers in the panel; 1: a single reviewer, no consensus
+    max_turns: int = Field(20, ge=1, le=200)  # a reviewer's exploration turns (model calls) before it must write
     api_base: str | None = None
     api_key_env: str | None = None
     temperature: float | None = None
+    max_tokens: int = Field(2048, ge=16)  # the most tokens one judge reply may generate (reviewers, judges)
     correct_expectations: bool = True  # the expectation judge, on a task's first failure
     threshold_floor: float = Field(2.5, ge=1, le=5)  # it never lowers an llm_review threshold below this
     reviewer_timeout: Duration = Field(default_factory=lambda: _secs(900))  # one reviewer's whole run
@@ -107,9 +112,9 @@ class JudgeSettings(_Base):
     cache_ttl: Duration = Field(default_factory=lambda: _secs(7 * 86400))
 
     def panel_models(self) -> list[str]:
-        """Three reviewers' models: one ``model`` means all three use it; fewer ``models`` are cycled."""
+        """One model per seat: one ``model`` means every seat uses it; fewer ``models`` than seats are cycled."""
         names = list(self.models) or ([self.model] if self.model else [])
-        return [names[i % len(names)] for i in range(3)] if names else []
+        return [names[i % len(names)] for i in range(self.seats)] if names else []
 
 
 class LlmSettings(_Base):
@@ -297,6 +302,9 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     problems += [f"{path}: security.team_key_envs: {name} is the key of {owner}; a mission's own endpoint "
                  f"must never receive it (list a variable only missions use)"
                  for owner, name in _configured_keys(cfg) if name in cfg.security.team_key_envs]
+    if len(cfg.judge.models) > cfg.judge.seats:
+        problems.append(f"{path}: judge.models: {len(cfg.judge.models)} models for {cfg.judge.seats} seat(s); "
+                        f"list at most one per seat, or raise judge.seats")
     if cfg.llm.env_file is not None and not cfg.llm.env_file.is_file():
         problems.append(f"{path}: llm.env_file: {cfg.llm.env_file} does not exist")
     if cfg.judge.calibration is not None:

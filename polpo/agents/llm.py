@@ -7,7 +7,9 @@ the registry's dispatcher with the attempt's :class:`~polpo.tools.registry.ToolC
 JSON arguments, an unknown tool, a path the sandbox refuses, a failing command — goes back to the model as a tool
 result starting with ``Error:`` so it can correct itself; it never ends the session. What ends it:
 
-* an answer without tool calls → exit code 0, the answer is ``stdout_tail``;
+* an answer without tool calls → exit code 0, the answer is ``stdout_tail``; an *empty* answer (no text, no tool
+  call: small local models do this) is re-asked with a short nudge up to ``empty_reply_nudges`` times, then the
+  attempt fails (exit code 1) with the reason "the model gave no answer" rather than passing on nothing;
 * ``max_turns`` model calls without such an answer → exit code 1, the reason in ``stderr_tail``;
 * an :class:`~polpo.llm.client.LLMError` (after the client's own retries) → ``error``; when the provider
   itself failed (unreachable, 5xx, timeouts, rate limits, a refused key) also ``provider_error``: the runner
@@ -48,6 +50,9 @@ TAIL_CHARS = 4_000
 WRAP_UP_TURNS = 2
 """When this many model turns are left, the tool results say so, so the model can finish in time."""
 MAX_SIBLINGS = 40
+DEFAULT_EMPTY_REPLY_NUDGES = 2
+EMPTY_REPLY_NUDGE = ("Your last reply was empty: no text and no tool call. Continue the task by calling a tool, or, if "
+                     "the task is done, reply with a short summary of what you did.")
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are {name}, an autonomous agent{role} working on one task of a larger mission.
@@ -116,7 +121,8 @@ def build_task_message(request: AgentRequest) -> str:
 
 
 def _replayable(message: dict[str, Any]) -> dict[str, Any]:
-    """The assistant message to send back, with malformed tool arguments replaced by ``{}``.
+    """The assistant message to send back: malformed tool arguments replaced by ``{}``, leniently read ones
+    re-encoded as strict JSON.
 
     Some litellm provider adapters (Anthropic, Gemini…) parse the arguments of earlier tool calls when they build
     the next request, so one bad call would make every later request fail. The model still learns what was wrong
@@ -129,9 +135,16 @@ def _replayable(message: dict[str, Any]) -> dict[str, Any]:
         except ToolError:
             fn["arguments"] = "{}"
             continue
-        if not fn["arguments"].lstrip().startswith("{"):  # empty, null, or encoded twice
-            fn["arguments"] = json.dumps(parsed)
+        if not _strict_object(fn["arguments"]):  # empty, null, encoded twice, or read leniently (Ollama
+            fn["arguments"] = json.dumps(parsed)  # refuses tool-call arguments that are not strict JSON)
     return message
+
+
+def _strict_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def _redact_json(value: Any, mask: Callable[[str], str]) -> Any:
@@ -194,9 +207,12 @@ class LLMAgent:
         default_timeout: float | None = None,
         role: str | None = None,
         command_timeout: float = 120.0,
+        empty_reply_nudges: int = DEFAULT_EMPTY_REPLY_NUDGES,
     ) -> None:
         if max_turns < 1:
             raise ValueError(f"agent {name!r}: max_turns must be at least 1, got {max_turns}")
+        if empty_reply_nudges < 0:
+            raise ValueError(f"agent {name!r}: empty_reply_nudges must be 0 or more, got {empty_reply_nudges}")
         self.name = name
         self.settings = settings
         self.client = client
@@ -206,6 +222,7 @@ class LLMAgent:
         self.default_timeout = default_timeout
         self.role = role
         self.command_timeout = command_timeout
+        self.empty_reply_nudges = empty_reply_nudges
         self.tools: list[dict[str, Any]] = TOOLS.schemas()
 
     def __repr__(self) -> str:
@@ -240,6 +257,7 @@ class LLMAgent:
     async def _converse(self, s: _Session, context: ToolContext) -> _End:
         s.messages = [{"role": "system", "content": self.system_prompt},
                       {"role": "user", "content": build_task_message(s.request)}]
+        empty = 0
         while s.turn < self.max_turns:
             s.turn += 1
             try:
@@ -254,12 +272,26 @@ class LLMAgent:
                 s.costs.append(reply.cost)
             s.messages.append(_replayable(reply.as_message()))
             if not reply.tool_calls:
-                return _End(0, final_text=s.transcript.redact(reply.content or ""))
+                if (reply.content or "").strip():
+                    return _End(0, final_text=s.transcript.redact(reply.content or ""))
+                empty += 1
+                if empty > self.empty_reply_nudges:
+                    return self._no_answer(s, empty)
+                s.messages.pop()  # an empty assistant turn says nothing, and some providers refuse one (Anthropic)
+                s.messages.append({"role": "user", "content": EMPTY_REPLY_NUDGE})
+                continue
             for call in reply.tool_calls:
                 await self._tool_turn(s, context, call)
         reason = (f"max_turns ({self.max_turns}) reached: the model was still calling tools and never gave its "
                   "final answer")
         s.transcript.error(s.turn, reason, kind="max_turns")
+        return _End(1, reason=reason)
+
+    @staticmethod
+    def _no_answer(s: _Session, empty: int) -> _End:
+        reason = (f"the model gave no answer: {empty} empty replies (no text, no tool call), "
+                  f"{empty - 1} of them re-asked")
+        s.transcript.error(s.turn, reason, kind="empty_reply")
         return _End(1, reason=reason)
 
     @staticmethod

@@ -112,10 +112,11 @@ class AgentFactory:
                                                         f"[defaults] model in the config"),
                                  limit_key, a.max_concurrency, timeout, a.type, **extras)
             settings = ModelSettings(model=model, api_base=endpoint.api_base, api_key_env=endpoint.api_key_env,
-                                     temperature=a.temperature,
+                                     temperature=a.temperature, max_tokens=a.max_tokens,
                                      timeout=self.cfg.llm.request_timeout.total_seconds())
             agent = LLMAgent(name, settings, client=self.llm, clock=self.clock, max_turns=a.max_turns,
-                             system_prompt=a.system_prompt, default_timeout=timeout, role=a.role)
+                             system_prompt=a.system_prompt, default_timeout=timeout, role=a.role,
+                             empty_reply_nudges=a.empty_reply_nudges)
             return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, model, **extras)
         return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, **extras)
 
@@ -136,6 +137,9 @@ class AgentFactory:
                           system_prompt=pick(t.system_prompt, "system_prompt"),
                           temperature=pick(t.temperature, "temperature"),
                           max_turns=pick(t.max_turns, "max_turns") or 50, role=pick(t.role, "role"),
-                          ignore_files=pick(t.ignore_files, "ignore_files"))
+                          ignore_files=pick(t.ignore_files, "ignore_files"),
+                          # the mission file has no keys for these: the same-named config agent's, else defaults
+                          **({"max_tokens": fallback.max_tokens, "empty_reply_nudges": fallback.empty_reply_nudges}
+                             if fallback is not None else {}))
         return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}", team=True,
                            isolation="worktree" if t.enable_git else None)

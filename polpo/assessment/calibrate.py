@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import statistics
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from polpo.llm.client import ChatClient, ModelSettings
 from polpo.review.calibration import linear_fit, mean_bias, spearman, weighted_kappa
 from polpo.review.dimensions import DEFAULT_DIMENSIONS, Dim, from_given
 from polpo.review.panel import PanelOptions, run_panel
-from polpo.review.reviewer import ReviewContext
+from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext
 
 __all__ = ["Agreement", "ItemResult", "LabelledItem", "agreement", "read_labels", "render", "report",
            "run_calibration"]
@@ -118,12 +118,22 @@ def _files(root: Path) -> list[str]:
 
 
 async def run_calibration(items: Sequence[LabelledItem], llm: ChatClient, judges: Sequence[ModelSettings], *,
-                          reviewer_error: str = "abstain", reviewer_timeout: float | None = None) -> list[ItemResult]:
-    """The panel's raw score and each reviewer's, per item (one item at a time; its reviewers in parallel)."""
-    options = PanelOptions(reviewer_error="fail" if reviewer_error == "fail" else "abstain")
+                          reviewer_error: str = "abstain", reviewer_timeout: float | None = None,
+                          max_turns: int = DEFAULT_MAX_TURNS, done: Mapping[str, ItemResult] | None = None,
+                          on_item: Callable[[ItemResult, bool], None] | None = None) -> list[ItemResult]:
+    """The panel's raw score and each reviewer's, per item (one item at a time; its reviewers in parallel).
+
+    ``done``: results of an earlier run, by item id, reused instead of run again; ``on_item(result, reused)`` is
+    called as each item finishes (progress, and results kept as they come)."""
+    options = PanelOptions(reviewer_error="fail" if reviewer_error == "fail" else "abstain", max_turns=max_turns)
     out: list[ItemResult] = []
     with tempfile.TemporaryDirectory(prefix="polpo-calibrate-") as empty:
         for item in items:
+            if done is not None and item.id in done:
+                out.append(done[item.id])
+                if on_item is not None:
+                    on_item(done[item.id], True)
+                continue
             if item.workspace is not None:
                 ctx = ReviewContext(title=item.title, description=item.task, criteria=item.criteria,
                                     workspace=item.workspace, files_changed=_files(item.workspace),
@@ -137,6 +147,8 @@ async def run_calibration(items: Sequence[LabelledItem], llm: ChatClient, judges
             seats = {t.index % len(judges): t.global_score for t in result.reviewers
                      if t.ok and t.global_score is not None}
             out.append(ItemResult(item.id, item.human, result.global_score, seats, result.error))
+            if on_item is not None:
+                on_item(out[-1], False)
     return out
 
 
@@ -184,6 +196,16 @@ def report(results: Sequence[ItemResult]) -> dict[str, Any]:
     }
 
 
+def no_fit_reason(rep: Mapping[str, Any]) -> str:
+    """Why a report has no linear calibration, in words (the real reason, not a guess)."""
+    if rep["scored"] == 0:
+        first = rep["failed"][0]["error"] if rep["failed"] else "no item"
+        return f"no item could be scored; the first error: {first}"
+    if rep["scored"] < 2:
+        return "only one item was scored: a line needs two"
+    return "the panel gave every item the same score"
+
+
 def _fmt(v: float | None, signed: bool = False) -> str:
     return "n/a" if v is None else (f"{v:+.3f}" if signed else f"{v:.3f}")
 
@@ -205,7 +227,7 @@ def render(rep: dict[str, Any], *, source: str, judges: Sequence[str]) -> str:
                  f"{_fmt(single['meanSpearman'])} mean ({_fmt(single['bestSpearman'])} best)")
     cal = rep["calibration"]
     lines.append("linear calibration: " + (f"human ≈ {cal['scale']:.4g} · panel {cal['bias']:+.4g}"
-                                           if cal else "n/a (the panel gave every item the same score)"))
+                                           if cal else f"n/a ({no_fit_reason(rep)})"))
     for f in rep["failed"]:
         lines.append(f"not scored: {f['id']}: {f['error']}")
     return "\n".join(lines)

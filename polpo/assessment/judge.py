@@ -22,8 +22,10 @@ wrong correction turns a failing task into a false pass:
   touched; two proposals for the same expectation are ambiguous and both rejected;
 * the corrected expectation must still validate against the mission schema.
 
-The input list is never mutated. Whether the judge runs at all (first failure only, not on clearly bad work) is
-the engine's decision.
+The input list is never mutated. Whether the judge runs at all is decided before the call: once per task, on
+its first failure (the engine), and never when :func:`skip_reason` says a call could not change the verdict —
+a failed expectation marked firm (its correction would be refused and it would still fail), or clearly bad
+work (the review's global score below :data:`CLEARLY_BAD_SCORE`): as in Polpo's assessment rules.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from polpo.review import prompts
 from polpo.review.parsing import JSONNotFound, extract_json
 
 __all__ = [
+    "CLEARLY_BAD_SCORE",
     "DEFAULT_FLOOR",
     "Correction",
     "CorrectionPlan",
@@ -51,9 +54,30 @@ __all__ = [
     "apply_corrections",
     "judge_expectations",
     "plan_corrections",
+    "skip_reason",
 ]
 
 DEFAULT_FLOOR = 2.5
+CLEARLY_BAD_SCORE = 2.5
+"""Below this review score the work is clearly bad: the expectations are not what failed, so no judge call."""
+
+
+def skip_reason(failed: Sequence[Mapping[str, Any]], expectations: Sequence[Mapping[str, Any]],
+                global_score: float | None) -> str | None:
+    """Why calling the expectation judge could not change the verdict, or None when it could. Pure.
+
+    ``failed``: the failed checks (``index`` into ``expectations``); ``global_score``: the assessment's review
+    score, None without a review.
+    """
+    if global_score is not None and global_score < CLEARLY_BAD_SCORE:
+        return (f"the review scored the work {global_score:.2f}/5, below {CLEARLY_BAD_SCORE:g}: the work is "
+                "clearly bad, not the expectations")
+    for f in failed:
+        idx = f.get("index")
+        if isinstance(idx, int) and 0 <= idx < len(expectations) and expectations[idx].get("confidence") == "firm":
+            return (f"expectation {idx} ({expectations[idx].get('type')}) failed and is marked firm: it cannot "
+                    "be corrected, so the task fails whatever the judge says")
+    return None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import anyio
 import orjson
 
 from polpo.clock import Clock
-from polpo.llm.client import ChatClient, ChatReply, ModelSettings, ToolCallOut
+from polpo.llm.client import ChatClient, ChatReply, ModelSettings, ToolCallOut, effective_max_tokens
 from polpo.store.judge_cache import JudgeCacheFile
 
 __all__ = ["CACHE_FILE", "CachedClient", "JudgeCache", "cache_key", "cacheable"]
@@ -87,7 +87,7 @@ class CachedClient:
                    tools: list[dict[str, Any]] | None = None, tool_choice: str | dict[str, Any] | None = None,
                    response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatReply:
         params = {"tools": tools, "toolChoice": tool_choice, "responseFormat": response_format,
-                  "maxTokens": max_tokens}
+                  "maxTokens": effective_max_tokens(settings, max_tokens)}
         key = cache_key(self.salt, settings, messages, params)
         cache = self.cache
         found = await anyio.to_thread.run_sync(cache.file.get, key, cache.now(), cache.ttl)

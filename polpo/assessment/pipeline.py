@@ -25,7 +25,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from polpo.assessment.evidence import changed_files, evidence
-from polpo.assessment.judge import judge_expectations
+from polpo.assessment.judge import judge_expectations, skip_reason
 from polpo.assessment.judge_cache import CACHE_FILE, JudgeCache
 from polpo.assessment.review_backend import AssessmentReviews, judge_settings, panel_options
 from polpo.assessment.tiers import ACCEPT, REJECT, Decision, Result, TierPlan, plan, tier_decision
@@ -245,6 +245,11 @@ class Assessor:
                    "globalScore": c.global_score} for c in verdict.checks
                   if not c.passed and c.type != OUTCOMES_TYPE]
         output = "\n".join(x for x in (attempt.stdout_tail[-3000:], attempt.stderr_tail[-1500:]) if x.strip())
+        skip = skip_reason(failed, current, combine_scores(verdict.checks)[0])
+        if skip is not None:  # no call: it could not change the verdict (the chance is spent all the same)
+            tx = store.tx().event(AssessmentJudged(changed=False, verdicts=[], error=None, skipped=skip), **ids)
+            store.submit(tx)
+            return verdict
         judge = judge_settings(self.cfg)[0]
         result = await judge_expectations(self.llm, judge, title=task.title, description=task.spec.description,
                                           agent_output=output, failed=failed, expectations=current,

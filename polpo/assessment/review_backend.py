@@ -29,17 +29,18 @@ CacheFor = Callable[[int], ChatClient | None]
 
 
 def judge_settings(cfg: Config) -> list[ModelSettings]:
-    """One ModelSettings per reviewer (three), or [] when no judge is configured."""
+    """One ModelSettings per seat (``[judge] seats``), or [] when no judge is configured."""
     j = cfg.judge
     return [ModelSettings(model=m, api_base=j.api_base, api_key_env=j.api_key_env, temperature=j.temperature,
-                          timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
+                          max_tokens=j.max_tokens, timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
 
 
 def panel_options(cfg: Config) -> PanelOptions:
     """The config's panel rules; the calibration file is read here (the config load checked it already)."""
     j = cfg.judge
     cal: Calibration | None = load_calibration(j.calibration) if j.calibration is not None else None
-    return PanelOptions(reviewer_error=j.reviewer_error, uncertain_band=j.uncertain_band, calibration=cal)
+    return PanelOptions(reviewer_error=j.reviewer_error, uncertain_band=j.uncertain_band, calibration=cal,
+                        max_turns=j.max_turns)
 
 
 class AssessmentReviews:

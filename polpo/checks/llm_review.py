@@ -92,7 +92,8 @@ class LlmReview(CheckType):
                                    attempt=ctx.attempt_number)
         base = backend.options
         options = PanelOptions(samples=exp.samples, reviewer_error=base.reviewer_error,
-                               uncertain_band=base.uncertain_band, calibration=base.calibration)
+                               uncertain_band=base.uncertain_band, calibration=base.calibration,
+                               max_turns=base.max_turns)
         result = await run_panel(backend.llm, list(backend.judges), review_ctx, _with_anchors(dims, ctx),
                                  exp.threshold, reviewer_timeout=backend.reviewer_timeout, options=options,
                                  client_for=_cache_of(backend))

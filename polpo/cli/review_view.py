@@ -14,7 +14,7 @@ from typing import Any
 __all__ = ["assessment_lines"]
 
 REASONING_CHARS = 240
-SEATS = 3  # the panel always has three seats ([judge] panel_models); run i of a seat has index i·3 + seat
+SEATS = 3  # seats of a panel stored before [judge] seats existed; run i of seat s has index i·seats + s
 
 
 def _cut(text: str, limit: int) -> str:
@@ -37,7 +37,7 @@ def _vote(v: Mapping[str, Any]) -> str:
     return s
 
 
-def _dimension(d: Mapping[str, Any], indent: str) -> list[str]:
+def _dimension(d: Mapping[str, Any], indent: str, seats: int) -> list[str]:
     votes = d.get("reviewerScores") or []
     raw = f" (raw {_num(d['rawScore'])})" if d.get("rawScore") is not None else ""
     lines = [f"{indent}{d.get('dimension')}: {_num(d.get('score'))}/5{raw} (weight {_num(d.get('weight'), 'g')}); "
@@ -48,7 +48,7 @@ def _dimension(d: Mapping[str, Any], indent: str) -> list[str]:
                      f" σ {_num(spread.get('std'))} over {len(spread['votes'])} vote(s)")
     who = d.get("fromReviewer")
     if d.get("reasoning") and isinstance(who, int):
-        seat = who % SEATS
+        seat = who % seats
         own = next((v.get("score") for v in votes if v.get("reviewer") == seat), None)
         run = f"reviewer {seat}" + (f" (run {who})" if who != seat else "")
         lines.append(f"{indent}  why, from {run} who voted {_num(own, 'g')}: {_cut(d['reasoning'], REASONING_CHARS)}")
@@ -62,6 +62,10 @@ def _review(r: Mapping[str, Any], indent: str) -> list[str]:
         runs = f", {round((r.get('passRate') or 0) * 100)}% of runs pass" if r.get("passRate") is not None else ""
         conf = f", confidence {_num(r.get('confidence'))}" if r.get("confidence") is not None else ""
         head.append(f"{r['stability']}{conf}{runs}")
+    stored = r.get("seats")
+    seats = stored if isinstance(stored, int) and stored >= 1 else SEATS
+    if seats != SEATS:  # the default panel says nothing, as before seats could be set
+        head.append("one reviewer (no consensus)" if seats == 1 else f"{seats} reviewers")
     head.append(f"samples {r.get('samples', 1)}" + (", extra round (near the threshold)" if r.get("extraRound")
                                                     else "") + (", re-run" if r.get("rerun") else ""))
     if r.get("reviewerError") == "fail":
@@ -76,7 +80,7 @@ def _review(r: Mapping[str, Any], indent: str) -> list[str]:
     lines.append(f"{indent}judge calls: {cache.get('hits', 0)} cache hit(s), {cache.get('misses', 0)} miss(es); "
                  f"{cost}, {r.get('tokens') or 0} tokens")
     for d in r.get("scores") or []:
-        lines.extend(_dimension(d, indent))
+        lines.extend(_dimension(d, indent, seats))
     if r.get("unscored"):
         lines.append(f"{indent}not scored by any reviewer: {', '.join(r['unscored'])}")
     return lines

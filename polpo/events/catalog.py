@@ -321,6 +321,7 @@ class AssessmentJudged(Payload):
     changed: bool
     verdicts: list[dict[str, Any]]
     error: str | None
+    skipped: str | None = None  # why the judge was not called (it could not change the verdict)
 
 
 # ------------------------------------------------------------------------------------------------- quality

@@ -208,8 +208,9 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
     "assessment:deferred": _deferred,
     "assessment:error": _assessment_error,
     "agent:interrupted": _agent_interrupted,
-    "assessment:judged": lambda d: "expectation judge kept the expectations"
-                                   + (f" ({safe(d['error'])})" if d.get("error") else ""),
+    "assessment:judged": lambda d: (f"expectation judge not called: {safe(d['skipped'])}" if d.get("skipped") else
+                                    "expectation judge kept the expectations"
+                                    + (f" ({safe(d['error'])})" if d.get("error") else "")),
     "quality:gate:passed": _gate,
     "quality:gate:failed": _gate,
     "quality:threshold:failed": lambda d: f"average score {d.get('avgScore')} below the mission threshold "

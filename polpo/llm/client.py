@@ -30,7 +30,7 @@ import anyio
 from polpo.llm.secrets import redact
 
 __all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
-           "ToolCallOut", "load_litellm"]
+           "ToolCallOut", "effective_max_tokens", "load_litellm"]
 
 #: What an ``api_base`` without an ``api_key_env`` is sent instead of a key (keyless local servers accept it).
 NO_KEY = "no-key"
@@ -75,6 +75,15 @@ class ModelSettings:
     temperature: float | None = None
     timeout: float = 120.0
     """Seconds per request."""
+    max_tokens: int | None = None
+    """The most tokens one reply may generate (``[agents.X]`` / ``[judge] max_tokens``): a model that loops
+    holds a single-slot local server until this bound, not until the request times out."""
+
+
+def effective_max_tokens(settings: ModelSettings, asked: int | None) -> int | None:
+    """The bound sent: the call's own (``asked``) and the configured one, the smaller when both are set."""
+    bounds = [b for b in (asked, settings.max_tokens) if b is not None]
+    return min(bounds) if bounds else None
 
 
 @dataclass(frozen=True)
@@ -101,8 +110,12 @@ class ChatReply:
     """Through the judge-call cache (``[judge] cache``): True a hit, False a miss; None when no cache was asked."""
 
     def as_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation."""
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        """The assistant message to append to the conversation.
+
+        Its content is ``""`` when the model wrote none (a tool-call turn): llama-cpp-python's server refuses
+        ``"content": null`` (422) and a missing key (500), and Ollama refuses null content without tool calls.
+        """
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
         if self.tool_calls:
             msg["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -228,8 +241,9 @@ class LLMClient:
                 kwargs["tool_choice"] = tool_choice
         if response_format is not None:
             kwargs["response_format"] = response_format
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
+        bound = effective_max_tokens(settings, max_tokens)
+        if bound is not None:
+            kwargs["max_tokens"] = bound
         errors: list[str] = []
         attempt = 0
         while True:

@@ -1,12 +1,15 @@
-"""The review panel: three reviewers in parallel, median consensus, spread, pass/fail and feedback for the agent.
+"""The review panel: its reviewers (``[judge] seats``, three by default) in parallel, median consensus, spread, pass/fail and feedback for the agent.
 
 A reviewer that fails (provider error, no valid scores, timeout, a bug) never aborts the panel; what its seat
 means is ``reviewer_error`` (see :mod:`~polpo.review.consensus`: it abstains, or votes 1). With ``samples`` > 1
 every seat scores that many times (each run a fresh reviewer, all in parallel) and its vote per dimension is the
 median of its samples. When no run of any seat succeeded, the whole panel runs once more (reviewer indices
-continue: 3, 4, 5); if that fails too the review could not be done: ``error`` is set and ``global_score`` is
-None. That is an infrastructure failure, not a verdict on the work, so ``feedback`` stays empty and the check
-reports it as an error (``retryable`` unless every reviewer was refused: a bad key or request).
+continue: 3, 4, 5) — unless every reviewer was refused (a bad key, a bad or overflowing request: sending it
+again unchanged gets the same answer); if that fails too the review could not be done: ``error`` is set and
+``global_score`` is None. That is not a verdict on the work, so ``feedback`` stays empty and the check reports
+it as an error, ``retryable`` (an outage to wait out) only when some reviewer failed for a transient reason
+(rate limit, timeout, connection, 5xx, its time limit). Invalid output from every reviewer, or refusals, are
+not waited out: the task goes on hold with the reason at once.
 
 **Stability.** Each successful run has its own weighted score; the verdict is ``stable_pass`` when every run
 and the consensus pass, ``stable_fail`` when none does, else ``flaky``. ``confidence`` is ``1 − σ/2`` (σ: the
@@ -38,6 +41,7 @@ __all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run
 MAX_SUGGESTIONS = 8
 REASONING_IN_DETAILS = 300
 REFUSED = frozenset({"auth", "bad_request"})  # the provider answered "no": trying again later will not help
+TRANSIENT = frozenset({"rate_limit", "timeout", "connection", "server", "time_limit"})  # waiting may help
 Stability = Literal["stable_pass", "flaky", "stable_fail"]
 
 
@@ -47,6 +51,8 @@ class PanelOptions:
     reviewer_error: Literal["abstain", "fail"] = "abstain"
     uncertain_band: float = 0.0
     calibration: Calibration | None = None
+    max_turns: int = DEFAULT_MAX_TURNS
+    """A reviewer's exploration turns (``[judge] max_turns``)."""
 
 
 @dataclass
@@ -74,6 +80,8 @@ class PanelResult:
     raw_global_score: float | None = None
     """Before calibration (None when none applies)."""
     options: PanelOptions = field(default_factory=PanelOptions)
+    seats: int = 3
+    """Reviewers per round (run ``i`` of the panel sat in seat ``i % seats``)."""
 
     @property
     def tokens(self) -> int:
@@ -128,7 +136,7 @@ class PanelResult:
         return {
             "globalScore": self.global_score, "rawGlobalScore": self.raw_global_score, "threshold": self.threshold,
             "passed": self.passed, "scores": [s.to_json() for s in self.scores], "unscored": list(self.unscored),
-            "samples": self.samples, "extraRound": self.extra_round, "rerun": self.rerun,
+            "seats": self.seats, "samples": self.samples, "extraRound": self.extra_round, "rerun": self.rerun,
             "stability": self.stability, "confidence": self.confidence, "passRate": self.pass_rate,
             "singleReviewer": self.single_reviewer, "reviewerError": self.options.reviewer_error,
             "calibration": self.options.calibration.to_json() if self.options.calibration else None,
@@ -246,9 +254,12 @@ def _stability(c: Consensus, ok: list[ReviewerTrace], opts: PanelOptions) -> tup
 
 
 async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: ReviewContext, dims: Sequence[Dim],
-                    threshold: float, *, max_turns: int = DEFAULT_MAX_TURNS, reviewer_timeout: float | None = None,
+                    threshold: float, *, max_turns: int | None = None, reviewer_timeout: float | None = None,
                     options: PanelOptions | None = None, client_for: ClientFor | None = None) -> PanelResult:
     """Run the panel (one seat per entry of ``models``, normally 3) and decide. Never raises on model errors.
+
+    ``max_turns`` (default: the options') bounds each reviewer's exploration. With one seat there is no
+    consensus to speak of: its reviewer's scores are the verdict, and it is not flagged ``single_reviewer``.
 
     ``reviewer_timeout`` bounds each reviewer's whole run in seconds (None: only the client's per-request
     timeout applies). ``client_for(seat)`` gives the client of a seat's first run when there is one sample (the
@@ -257,13 +268,15 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
     if not models:
         raise ValueError("run_panel needs at least one reviewer model")
     opts = options or PanelOptions()
+    if max_turns is None:
+        max_turns = opts.max_turns
     dims = list(dims)
     n = len(models)
     plain: ClientFor = lambda _seat: client  # noqa: E731
     first = client_for if client_for is not None and opts.samples == 1 else plain
     traces = await _rounds(first, models, ctx, dims, 0, max(1, opts.samples), max_turns, reviewer_timeout)
     rerun = False
-    if not any(t.ok for t in traces):
+    if not any(t.ok for t in traces) and not {t.error_kind for t in traces} <= REFUSED:
         rerun = True
         traces += await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
     c = _verdict(traces, dims, threshold, n, opts)
@@ -275,9 +288,12 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
     if c is None:
         errors = "; ".join(f"reviewer {t.index} ({t.model}): {t.error or 'no result'}" for t in traces)
         kinds = {t.error_kind for t in traces}
+        head = ("all reviewers failed, twice" if rerun else
+                "all reviewers failed (not re-run: the provider refused the request; sending it again unchanged "
+                "would get the same answer)")
         return PanelResult(passed=False, global_score=None, threshold=threshold, scores=[], reviewers=traces,
-                           rerun=rerun, error=f"all reviewers failed, twice: {errors}",
-                           retryable=not kinds <= REFUSED, samples=opts.samples, options=opts)
+                           rerun=rerun, error=f"{head}: {errors}", retryable=bool(kinds & TRANSIENT),
+                           samples=opts.samples, options=opts, seats=n)
     ok = [t for t in traces if t.ok]
     summary = _summary(c, ok)
     feedback = "" if c.passed else feedback_text(c, _suggestions(ok), summary)
@@ -286,7 +302,7 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
     if opts.calibration is not None:
         raw = _verdict(traces, dims, threshold, n, PanelOptions(reviewer_error=opts.reviewer_error))
     return PanelResult(passed=c.passed, global_score=c.global_score, threshold=threshold, scores=c.scores,
-                       reviewers=traces, single_reviewer=c.single_reviewer, rerun=rerun, feedback=feedback,
+                       reviewers=traces, single_reviewer=c.single_reviewer and n > 1, rerun=rerun, feedback=feedback,
                        summary=summary, unscored=c.unscored, samples=opts.samples, extra_round=extra,
                        stability=stability, confidence=confidence, pass_rate=rate,
-                       raw_global_score=raw.global_score if raw is not None else None, options=opts)
+                       raw_global_score=raw.global_score if raw is not None else None, options=opts, seats=n)

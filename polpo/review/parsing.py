@@ -1,8 +1,11 @@
-"""Lenient extraction of a JSON value from model text (code fences, prose around it, trailing commas).
+"""Lenient extraction of a JSON value from model text (code fences, prose around it, a model's JSON slips).
 
 Models asked for "JSON only" still wrap it in ```json fences or a sentence. We look for the first position where
 a complete JSON object (or array) decodes, using :meth:`json.JSONDecoder.raw_decode`, so braces inside strings
-and text after the value do not confuse it. Nothing is evaluated; the result is plain JSON data.
+and text after the value do not confuse it. Each position is read strictly first, then leniently
+(:mod:`polpo.llm.lenient_json`: comments, single quotes, trailing commas, raw newlines in strings, HTML
+entities), so valid JSON is never rewritten, and an outer object with a slip wins over a valid object nested in
+it. Nothing is evaluated; the result is plain JSON data.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import json
 import re
 from typing import Any, Literal
 
+from polpo.llm.lenient_json import decode_value
+
 __all__ = ["JSONNotFound", "extract_json", "json_number"]
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+LENIENT_STARTS = 20
+"""Positions the lenient pass tries (each costs a pass over the rest of the text)."""
 _DECODER = json.JSONDecoder()
 
 
@@ -29,11 +35,12 @@ def _candidates(text: str) -> list[str]:
 
 def _first_value(text: str, opener: str) -> Any:
     start = text.find(opener)
+    tries = 0
     while start != -1:
+        tries += 1
         try:
-            value, _ = _DECODER.raw_decode(text, start)
-            return value
-        except ValueError:
+            return decode_value(text, start) if tries <= LENIENT_STARTS else _DECODER.raw_decode(text, start)[0]
+        except (ValueError, RecursionError):
             start = text.find(opener, start + 1)
     raise JSONNotFound
 
@@ -41,21 +48,19 @@ def _first_value(text: str, opener: str) -> Any:
 def extract_json(text: str | None, *, kind: Literal["object", "array"] = "object") -> Any:
     """The first JSON object (``kind="object"``, a dict) or array (``kind="array"``, a list) found in ``text``.
 
-    Raises :class:`JSONNotFound` with a short reason. A second pass drops trailing commas (``[1, 2,]``), a
-    common model slip; it only runs when the strict pass found nothing, so valid JSON is never rewritten.
+    Raises :class:`JSONNotFound` with a short reason. Each position is read strictly, then leniently (see the
+    module doc), so valid JSON is never rewritten.
     """
     if not text or not text.strip():
         raise JSONNotFound("the reply is empty")
     opener, wanted = ("{", dict) if kind == "object" else ("[", list)
-    for cleanup in (False, True):
-        for candidate in _candidates(text):
-            body = _TRAILING_COMMA.sub(r"\1", candidate) if cleanup else candidate
-            try:
-                value = _first_value(body, opener)
-            except JSONNotFound:
-                continue
-            if isinstance(value, wanted):
-                return value
+    for candidate in _candidates(text):
+        try:
+            value = _first_value(candidate, opener)
+        except JSONNotFound:
+            continue
+        if isinstance(value, wanted):
+            return value
     raise JSONNotFound(f"no JSON {kind} found in the reply ({len(text)} characters)")
 
 

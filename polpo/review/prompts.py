@@ -231,9 +231,13 @@ def scoring_user(*, analysis: str, rubric: str, dim_names: Sequence[str]) -> str
     )
 
 
-def retry_scoring(error: str) -> str:
+def retry_scoring(error: str, dim_names: Sequence[str] = ()) -> str:
+    """The repair turn. It names the expected dimensions, spelled as given: small models rename them
+    (asked for ``correctness``, Qwen2.5-Coder-1.5B wrote ``functionality``)."""
+    names = (f" The dimensions, exactly as spelled here and no others: {', '.join(dim_names)}."
+             if dim_names else "")
     return (f"That submission was rejected: {error}\nCall {SUBMIT_REVIEW} again with a valid payload: every "
-            "dimension scored once, each score a number from 1 to 5.")
+            f"dimension scored once, each score a number from 1 to 5.{names}")
 
 
 JSON_SCORER_SYSTEM = (

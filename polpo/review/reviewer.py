@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import anyio
 
+from polpo.llm import lenient_json
 from polpo.llm.client import ChatClient, ChatReply, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review import prompts
@@ -47,16 +48,8 @@ from polpo.review.submission import Submission, validate_submission
 from polpo.tools.catalog import TOOLS
 from polpo.tools.registry import ToolContext
 
-__all__ = [
-    "DEFAULT_MAX_TURNS",
-    "MODEL_TOOL_RESULT_MAX",
-    "REVIEW_TOOLS",
-    "STRATEGIES",
-    "TRACE_TOOL_RESULT_MAX",
-    "ReviewContext",
-    "ReviewerTrace",
-    "run_reviewer",
-]
+__all__ = ["DEFAULT_MAX_TURNS", "MODEL_TOOL_RESULT_MAX", "REVIEW_TOOLS", "STRATEGIES", "TRACE_TOOL_RESULT_MAX",
+           "ReviewContext", "ReviewerTrace", "run_reviewer"]
 
 DEFAULT_MAX_TURNS = 20
 WRAP_UP_BEFORE = 5
@@ -273,9 +266,10 @@ async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: in
         reply = await run.chat(convo, tools=tools, tool_choice="none" if last else "auto")
         run.trace.turns = turn
         msg = reply.as_message()
-        convo.append(msg)
-        run.record(1, msg)
         text = (reply.content or "").strip()
+        if text or reply.tool_calls:  # an empty assistant turn says nothing, and some providers refuse one
+            convo.append(msg)
+        run.record(1, msg)
         if text:
             texts.append(text)
         if reply.tool_calls and not last:
@@ -318,7 +312,7 @@ def _from_reply(reply: ChatReply, dims: Sequence[Dim]) -> tuple[Submission | Non
     call = next((c for c in reply.tool_calls if c.name == prompts.SUBMIT_REVIEW), None)
     if call is not None:
         try:
-            data = json.loads(call.arguments) if call.arguments.strip() else {}
+            data = lenient_json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             return None, f"submit_review arguments are not valid JSON: {exc}"
         try:
@@ -366,7 +360,7 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
             return submission
         trace.strategy_errors.append(f"{strategy}: {error}")
         convo.append(msg)
-        feedback = prompts.retry_scoring(str(error))
+        feedback = prompts.retry_scoring(str(error), names)
         if reply.tool_calls:  # every tool call needs its answer before the conversation can go on
             for c in reply.tool_calls:
                 text = feedback if c.name == prompts.SUBMIT_REVIEW else f"Error: only {prompts.SUBMIT_REVIEW} is available"

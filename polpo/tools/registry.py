@@ -23,7 +23,6 @@ the command timeout cap, where declared outcomes go), so callers never special-c
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from polpo.clock import Clock, SystemClock
+from polpo.llm import lenient_json
 from polpo.tools.output import ToolError, ToolOutput, error_output, fail, json_type
 from polpo.tools.sandbox import Sandbox
 
@@ -163,9 +163,9 @@ def decode_arguments(tool: str, raw: str | Mapping[str, Any] | None) -> dict[str
         if not raw.strip():
             return {}
         try:
-            value = json.loads(raw)
+            value = lenient_json.loads(raw)  # strict first; then a small model's slips (see lenient_json)
             if isinstance(value, str) and value.lstrip().startswith("{"):  # some models encode the object twice
-                value = json.loads(value)
+                value = lenient_json.loads(value)
         except (ValueError, RecursionError) as exc:
             raise ToolError(
                 f"{tool}: arguments are not valid JSON ({exc}); send one JSON object, "

@@ -27,8 +27,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,9 +47,9 @@ from polpo.review.calibration import (
     spearman,
     weighted_kappa,
 )
-from tests.support.daemon import run_cli, write_config
-from tests.support.fake_llm import FakeLLM
-from tests.support.judges import HeuristicJudge
+from tests.support.daemon import polpo_cmd, run_cli, write_config
+from tests.support.fake_llm import FakeLLM, RecordedRequest
+from tests.support.judges import HeuristicJudge, phase
 
 LABELS = Path(__file__).resolve().parents[1] / "fixtures" / "calibration" / "labels.jsonl"
 HUMAN = [1, 2, 3, 4, 5, 3]
@@ -140,3 +145,79 @@ def test_polpo_calibrate_prints_kappa_and_spearman_for_the_shipped_set(tmp_path:
     # the written file is a valid [judge] calibration
     cfg = load_config(judge_config(tmp_path / "with", judge, f'calibration = "{out}"'))
     assert cfg.judge.calibration == out
+
+
+def test_seats_1_measures_one_reviewer_on_the_same_labels(tmp_path: Path, judge: FakeLLM) -> None:
+    config = judge_config(tmp_path, judge, "max_turns = 4")
+    one = json.loads(run_cli("calibrate", str(LABELS), "--seats", "1", "--json", "--config", str(config),
+                             env={KEY_ENV: "sk-calibrate"}).stdout)
+    assert list(one["reviewers"]) == ["0"] and one["scored"] == 6
+    assert one["panel"] == one["reviewers"]["0"] == {"n": 6, "spearman": 0.882353, "kappa": 0.833333,
+                                                      "bias": -0.333333}  # reviewer a alone
+    assert {r["model"] for r in judge.requests} == {"fake-a"}
+    judge.reset()
+    judge.responder = HeuristicJudge(offsets={"fake-b": 1})
+    three = json.loads(run_cli("calibrate", str(LABELS), "--seats", "3", "--json", "--config", str(config),
+                               env={KEY_ENV: "sk-calibrate"}).stdout)
+    assert list(three["reviewers"]) == ["0", "1", "2"] and three["panel"]["kappa"] == 0.833333
+    assert three["reviewers"]["1"]["kappa"] == 0.761905
+
+
+def test_nothing_scored_says_why_and_the_write_hint_works_from_any_folder(
+        tmp_path: Path, judge: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = judge_config(tmp_path, judge)
+    out = tmp_path / "cal.json"
+    monkeypatch.delenv(KEY_ENV)
+    res = run_cli("calibrate", str(LABELS), "--write", str(out), "--config", str(config))  # the key is unset
+    assert res.returncode != 0 and not out.exists()
+    assert "no item could be scored" in res.stderr and KEY_ENV in res.stderr, res.stderr
+    assert "same score" not in res.stderr
+    res = run_cli("calibrate", str(LABELS), "--write", "cal.json", "--config", str(config),
+                  env={KEY_ENV: "sk-calibrate"}, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f'[judge] calibration = "{tmp_path / "cal.json"}"' in res.stdout
+
+
+def test_a_stopped_run_keeps_its_items_and_resume_continues_it(tmp_path: Path, judge: FakeLLM) -> None:
+    config = judge_config(tmp_path, judge)
+    results = tmp_path / "kept.jsonl"
+    heuristic = HeuristicJudge(offsets={"fake-b": 1})
+    gate, lock, first_calls = threading.Event(), threading.Lock(), [0]
+
+    def slow_after_two_items(req: RecordedRequest) -> Any:
+        if phase(req) in ("output", "explore"):
+            with lock:
+                first_calls[0] += 1
+                n = first_calls[0]
+            if n > 6:  # items run one at a time, three reviewers each: the third item hangs
+                gate.wait(60)
+        return heuristic(req)
+
+    judge.responder = slow_after_two_items
+    cmd = polpo_cmd("calibrate", str(LABELS), "--results", str(results), "--config", str(config))
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, KEY_ENV: "sk-calibrate"})
+    try:
+        deadline = time.monotonic() + 60
+        while not (results.is_file() and len(results.read_text().splitlines()) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, "the first two items never finished"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        _, stderr = proc.communicate(timeout=30)
+        gate.set()
+    kept = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [k["id"] for k in kept] == ["refused", "prints"] and [k["panel"] for k in kept] == PANEL[:2]
+    assert "[1/6] refused: panel 1.00 (human 1)" in stderr and "[2/6] prints: panel 1.00 (human 2)" in stderr
+    assert "s per item, about" in stderr and "left" in stderr
+
+    judge.reset()
+    judge.responder = heuristic
+    res = run_cli("calibrate", str(LABELS), "--results", str(results), "--resume", "--config", str(config),
+                  env={KEY_ENV: "sk-calibrate"})
+    assert res.returncode == 0, res.stderr
+    assert "[1/6] refused: panel 1.00 (human 1) (from the results file)" in res.stderr
+    assert "[6/6] typed-loop: panel 4.00" in res.stderr
+    assert res.stdout.splitlines()[2].split() == ["panel", "6", "0.882", "0.833", "-0.333"]  # as a whole run
+    assert not any("print(s)" in json.dumps(r["messages"]) for r in judge.requests)  # item 2 not run again
+    assert len(results.read_text().splitlines()) == 6

@@ -20,6 +20,19 @@
 * Every success reply carries ``usage`` (prompt/completion/total tokens, estimated at ~4 characters per token
   unless given) and ``finish_reason`` ``"tool_calls"`` when it has tool calls, else ``"stop"``.
 
+Strict modes (``FakeLLM(strict="llama-cpp")``, ``strict="ollama"``) refuse requests the way those servers do,
+before a scripted reply is consumed (a refused request is recorded in ``srv.requests`` and in ``srv.refusals``):
+
+* ``"llama-cpp"`` — llama-cpp-python's server (its request types: an assistant message's ``content`` is
+  ``NotRequired[str]``): ``"content": null`` on an assistant message → HTTP 422 (FastAPI's validation error);
+  an assistant message without ``content`` → HTTP 500 (its chat formatters read ``message["content"]``).
+* ``"ollama"`` — Ollama's OpenAI-compatible chat (``openai.FromChatRequest``): a message whose ``content`` is
+  null or missing and that has no ``tool_calls`` → HTTP 400 ``invalid message content type: <nil>``; a tool call
+  whose ``arguments`` are not JSON → HTTP 400 ``invalid tool call arguments``.
+* ``"vllm-no-tool-parser"`` — a vLLM server started without ``--enable-auto-tool-choice --tool-call-parser``:
+  a request with ``tool_choice: "auto"`` → HTTP 400 ``"auto" tool choice requires --enable-auto-tool-choice
+  and --tool-call-parser to be set``.
+
 The server runs in a background thread (``ThreadingHTTPServer``, one thread per connection, HTTP/1.1 keep-alive),
 so code under test may run in the same event loop, another thread or another process.
 """
@@ -39,6 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = [
+    "STRICT_MODES",
     "DelayReply",
     "ErrorReply",
     "FakeLLM",
@@ -251,14 +265,71 @@ class RecordedRequest(dict[str, Any]):
 Responder = Callable[[RecordedRequest], "Reply | str | None"]
 
 
+# ------------------------------------------------------------------------------------------------ strict modes
+
+
+def _llama_cpp_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
+    for i, msg in enumerate(req.get("messages") or []):
+        if not isinstance(msg, dict) or msg.get("role") != "assistant":
+            continue
+        if "content" not in msg:
+            return error(500, {"error": {"message": "'content'", "type": "internal_server_error",
+                                         "param": None, "code": None}})
+        if not isinstance(msg["content"], str):
+            detail = [{"type": "string_type", "loc": ["body", "messages", i, "typed-dict", "content"],
+                       "msg": "Input should be a valid string", "input": msg["content"]}]
+            return error(422, {"detail": detail})
+    return None
+
+
+def _ollama_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
+    for msg in req.get("messages") or []:
+        if not isinstance(msg, dict):
+            continue
+        content = msg.get("content")
+        calls = msg.get("tool_calls")
+        if not isinstance(content, str | list) and calls is None:
+            kind = "<nil>" if content is None else type(content).__name__
+            return error(400, {"error": {"message": f"invalid message content type: {kind}",
+                                         "type": "invalid_request_error", "param": None, "code": None}})
+        for call in calls or []:
+            try:
+                json.loads(call["function"]["arguments"])
+            except (KeyError, TypeError, ValueError):
+                return error(400, {"error": {"message": "invalid tool call arguments",
+                                             "type": "invalid_request_error", "param": None, "code": None}})
+    return None
+
+
+def _vllm_no_tool_parser_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
+    if req.get("tools") and req.get("tool_choice") == "auto":
+        return error(400, {"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and '
+                                                "--tool-call-parser to be set",
+                                     "type": "BadRequestError", "param": None, "code": 400}})
+    return None
+
+
+#: strict mode → the check that returns the server's refusal of a request, or None when it would accept it
+STRICT_MODES: dict[str, Callable[[Mapping[str, Any]], ErrorReply | None]] = {
+    "llama-cpp": _llama_cpp_refusal,
+    "ollama": _ollama_refusal,
+    "vllm-no-tool-parser": _vllm_no_tool_parser_refusal,
+}
+
+
 # ------------------------------------------------------------------------------------------------ the server
 
 
 class FakeLLM:
     """The scriptable server. Use as a context manager, or call :meth:`start` / :meth:`close`."""
 
-    def __init__(self, *, models: Iterable[str] = ("fake-model",), host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, *, models: Iterable[str] = ("fake-model",), host: str = "127.0.0.1", port: int = 0,
+                 strict: str | None = None) -> None:
+        if strict is not None and strict not in STRICT_MODES:
+            raise ValueError(f"unknown strict mode {strict!r}; known: {', '.join(STRICT_MODES)}")
         self.models = tuple(models)
+        self.strict = strict
+        self.refusals: list[tuple[int, RecordedRequest]] = []  # (status, request) refused by the strict mode
         self.responder: Responder | None = None
         self.unscripted = 0  # requests answered with "no scripted reply left"
         self.errors: list[str] = []  # exceptions raised while answering (a bug in a responder, …)
@@ -350,6 +421,7 @@ class FakeLLM:
             self.responder = None
             self.unscripted = 0
             self.errors.clear()
+            self.refusals.clear()
 
     # recording -----------------------------------------------------------------------------------------------
 
@@ -381,9 +453,13 @@ class FakeLLM:
             return f"{prefix}{self._seq}"
 
     def _record(self, req: RecordedRequest) -> Reply | None:
+        refusal = STRICT_MODES[self.strict](req) if self.strict is not None else None
         with self._cond:
             self._requests.append(req)
             self._cond.notify_all()
+            if refusal is not None:  # the real server refuses before generating: the script is not consumed
+                self.refusals.append((refusal.status, req))
+                return refusal
             if self._queue:
                 return self._queue.popleft()
             responder = self.responder
