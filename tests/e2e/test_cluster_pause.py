@@ -65,7 +65,9 @@ def mission(c: Cluster, name: str, n: int, seconds: float) -> None:
 
 
 def leader(c: Cluster, name: str) -> str:
-    return str([e for e in c.events(name) if e["event"] == "cluster:leader"][-1]["node"])
+    """The node that leads, as ``name`` logged it (an election follows the start: wait for it)."""
+    evs = c.wait(name, lambda evs: any(e["event"] == "cluster:leader" for e in evs), 30)
+    return str([e for e in evs if e["event"] == "cluster:leader"][-1]["node"])
 
 
 def check_story(c: Cluster, victim: str, mid: str, n: int) -> None:
