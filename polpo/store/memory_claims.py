@@ -18,7 +18,7 @@ import anyio
 
 from polpo.model.records import Attempt, Mission, Task
 from polpo.store import rows as R
-from polpo.store.claim_records import Claim, DeadClaim
+from polpo.store.claim_records import Claim, DeadClaim, limit_keys, within_limits
 
 __all__ = ["ClaimTable", "MemoryClaims"]
 
@@ -113,16 +113,10 @@ class MemoryClaims:
                 if c["node"] is None and (c["home"] is None or c["home"] == self.node)]
         free.sort(key=lambda c: (-c["prio"], c["mseq"], c["idx"]))
         rows = free[:n * 4]
-        held = {k: self._held_count(k) for k in sorted({k for r in rows for k in _limit_keys(r)})}
+        held = {k: self._held_count(k) for k in sorted({k for r in rows for k in limit_keys(r)})}
         taken: list[Claim] = []
-        for r in rows:
-            if len(taken) >= n:
-                break
-            limits = _limit_keys(r)
-            if any(held[k] >= lim for k, lim in limits.items()):
-                continue
-            for k in limits:
-                held[k] += 1
+        for i in within_limits(rows, held, n):
+            r = rows[i]
             r.update(node=self.node, incarnation=self.incarnation, stop=None)
             taken.append(Claim(r["task_id"], r["mission_id"], self._task_row(r["task_id"]),
                                self._attempt_row(r["task_id"])))
@@ -202,12 +196,3 @@ class MemoryClaims:
                     return str(row["status"]), str(row["result"])
                 await anyio.sleep(0.01)
         return "done", f"queued {kind} {target}; the leader has not applied it yet"
-
-
-def _limit_keys(r: Rec) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if r["agent_limit"] is not None:
-        out[f"agent:{r['agent_key']}"] = r["agent_limit"]
-    if r["mission_limit"] is not None:
-        out[f"mission:{r['mission_id']}"] = r["mission_limit"]
-    return out

@@ -16,37 +16,17 @@ from polpo.clock import FakeClock
 from polpo.config import StoreSettings
 from polpo.events import catalog as E
 from polpo.events.log import EventLog, read_lines
-from polpo.model.records import Mission
-from polpo.store.cluster.claims import ClaimQueue, DeadClaim, offer_row
+from polpo.store.cluster.claims import ClaimQueue, DeadClaim
 from polpo.store.cluster.follower import EventFollower
 from polpo.store.cluster.membership import ClusterError, Membership
 from polpo.store.postgres import PostgresStore
-from tests.support.stores import mission, spec, task, writing
+from tests.support.stores import big_mission, offered, writing
 
 pytestmark = pytest.mark.anyio
 
 
 async def open_pg(url: str) -> PostgresStore:
     return await PostgresStore.open(StoreSettings(url=url), clock=FakeClock())
-
-
-def big_mission(n: int, mid: str = "m", home: str | None = None, limit: int | None = None, seq: int = 1) -> Mission:
-    m = mission(mid, seq)
-    m.spec = spec(mid, n)
-    if limit is not None:
-        m.spec = m.spec.model_copy(update={"settings": m.spec.settings.model_copy(update={"max_concurrency": limit})})
-    m.home = home
-    for i in range(n):
-        t = task(m, i)
-        m.tasks[t.id] = t
-    return m
-
-
-async def offer(store: PostgresStore, m: Mission, *, agent: str = "shell", agent_limit: int | None = None) -> None:
-    tx = store.tx().mission(m)
-    for t in m.tasks.values():
-        tx.task(t).claim_offer(offer_row(t, m, agent, agent_limit))
-    await store.commit(tx)
 
 
 async def held(url: str) -> dict[str, str | None]:
@@ -62,7 +42,7 @@ async def test_two_nodes_claiming_at_once_never_get_the_same_task(postgres_url: 
     a, b = ClaimQueue(store.pool, "a", "ia", 30), ClaimQueue(store.pool, "b", "ib", 30)
     got: dict[str, list[str]] = {"a": [], "b": []}
     async with writing(store):
-        await offer(store, big_mission(60))
+        await offered(store, big_mission(60))
 
         async def drain(q: ClaimQueue, name: str) -> None:
             while len(got["a"]) + len(got["b"]) < 60:  # an empty answer: the other holds the candidates now
@@ -83,8 +63,8 @@ async def test_agent_and_mission_limits_hold_across_nodes(postgres_url: str) -> 
     store = await open_pg(postgres_url)
     a, b = ClaimQueue(store.pool, "a", "ia", 30), ClaimQueue(store.pool, "b", "ib", 30)
     async with writing(store):
-        await offer(store, big_mission(10, "m1"), agent_limit=3)  # agent "shell": 3 at once in the cluster
-        await offer(store, big_mission(10, "m2", limit=1, seq=2), agent="other")  # mission m2: 1 at once
+        await offered(store, big_mission(10, "m1"), agent_limit=3)  # agent "shell": 3 at once in the cluster
+        await offered(store, big_mission(10, "m2", limit=1, seq=2), agent="other")  # mission m2: 1 at once
         first = [c.task_id for c in await a.claim(8)] + [c.task_id for c in await b.claim(8)]
         again = [c.task_id for c in await b.claim(8)] + [c.task_id for c in await a.claim(8)]
         assert sum(t.startswith("m1:") for t in first) == 3
@@ -101,7 +81,7 @@ async def test_a_node_affine_task_is_claimed_only_by_its_home_node(postgres_url:
     store = await open_pg(postgres_url)
     a, b = ClaimQueue(store.pool, "a", "ia", 30), ClaimQueue(store.pool, "b", "ib", 30)
     async with writing(store):
-        await offer(store, big_mission(4, "homed", home="a"))
+        await offered(store, big_mission(4, "homed", home="a"))
         assert await b.claim(10) == []
         assert len(await a.claim(10)) == 4
 
@@ -111,9 +91,9 @@ async def test_a_claim_given_back_is_claimable_and_an_offer_never_takes_a_held_c
     a, b = ClaimQueue(store.pool, "a", "ia", 30), ClaimQueue(store.pool, "b", "ib", 30)
     m = big_mission(1)
     async with writing(store):
-        await offer(store, m)
+        await offered(store, m)
         [c] = await a.claim(1)
-        await offer(store, m)  # the leader offers it again (a stale event): the claim stays with a
+        await offered(store, m)  # the leader offers it again (a stale event): the claim stays with a
         assert await b.claim(1) == []
         await a.end(c.task_id, requeue=True)
         assert [x.task_id for x in await b.claim(1)] == [c.task_id]
@@ -131,7 +111,7 @@ async def test_a_dead_nodes_claims_are_taken_over_by_exactly_one_node(postgres_u
         await Membership(store.pool, n, 2).join()
         q.incarnation = (await store.pool.fetchval("SELECT incarnation FROM nodes WHERE name = $1", n))
     async with writing(store):
-        await offer(store, big_mission(5))
+        await offered(store, big_mission(5))
         claimed = await dead.claim(5)
         for q in alive:
             assert await q.dead() == []  # its heartbeat is fresh
@@ -157,7 +137,7 @@ async def test_a_restarted_node_does_not_inherit_the_claims_of_its_previous_life
     first = Membership(store.pool, "n", 30)
     await first.join()
     async with writing(store):
-        await offer(store, big_mission(2))
+        await offered(store, big_mission(2))
         old = await ClaimQueue(store.pool, "n", first.incarnation, 30).claim(2)
         await store.pool.execute("UPDATE nodes SET pid = 999999999 WHERE name = 'n'")  # its process is gone
         second = Membership(store.pool, "n", 30)
@@ -181,7 +161,7 @@ async def test_seize_withdraws_free_offers_and_names_the_nodes_holding_the_rest(
     store = await open_pg(postgres_url)
     leader, worker = ClaimQueue(store.pool, "L", "iL", 30), ClaimQueue(store.pool, "W", "iW", 30)
     async with writing(store):
-        await offer(store, big_mission(3))
+        await offered(store, big_mission(3))
         [c] = await worker.claim(1)
         ids = ["m:1", "m:2", "m:3"]
         assert await leader.seize(ids) == {c.task_id: "W"}

@@ -120,3 +120,28 @@ def attempt(t: Task, number: int, prompt: str = "do it", status: AttemptStatus =
 def assessment(a: Attempt, n: int = 1, status: AssessmentStatus = AssessmentStatus.RUNNING) -> Assessment:
     return Assessment(id=f"{a.id}/as{n}", attempt_id=a.id, task_id=a.task_id, trigger=AttemptKind.INITIAL,
                       status=status, created_at=T0)
+
+
+# -- the cluster's claim queue --------------------------------------------------------------------------------
+
+def big_mission(n: int, mid: str = "m", home: str | None = None, limit: int | None = None, seq: int = 1) -> Mission:
+    """A running mission of ``n`` pending tasks (``limit``: its max_concurrency; ``home``: its node)."""
+    m = mission(mid, seq)
+    m.spec = spec(mid, n)
+    if limit is not None:
+        m.spec = m.spec.model_copy(update={"settings": m.spec.settings.model_copy(update={"max_concurrency": limit})})
+    m.home = home
+    for i in range(n):
+        t = task(m, i)
+        m.tasks[t.id] = t
+    return m
+
+
+async def offered(store: StoreCore, m: Mission, *, agent: str = "shell", agent_limit: int | None = None) -> None:
+    """The mission stored and each of its tasks offered to the cluster's queue, in one transaction."""
+    from polpo.store.cluster.claims import offer_row
+
+    tx = store.tx().mission(m)
+    for t in m.tasks.values():
+        tx.task(t).claim_offer(offer_row(t, m, agent, agent_limit))
+    await store.commit(tx)

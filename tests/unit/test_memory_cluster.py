@@ -15,36 +15,15 @@ from polpo.agents.base import AgentRequest
 from polpo.clock import FakeClock
 from polpo.engine.board import MissionBoard
 from polpo.engine.lifecycle import Trigger
-from polpo.model.records import Mission
 from polpo.model.status import AttemptStatus
 from polpo.store.claim_records import DeadClaim
-from polpo.store.cluster.claims import offer_row
 from polpo.store.memory import MemoryDatabase, MemoryStore
 from polpo.store.memory_claims import MemoryClaims
 from tests.support.engine import ScriptAgent, config
 from tests.support.memory_cluster import memory_cluster
-from tests.support.stores import mission, spec, task
+from tests.support.stores import big_mission, offered
 
 pytestmark = pytest.mark.anyio
-
-
-def big_mission(n: int, mid: str = "m", home: str | None = None, limit: int | None = None, seq: int = 1) -> Mission:
-    m = mission(mid, seq)
-    m.spec = spec(mid, n)
-    if limit is not None:
-        m.spec = m.spec.model_copy(update={"settings": m.spec.settings.model_copy(update={"max_concurrency": limit})})
-    m.home = home
-    for i in range(n):
-        t = task(m, i)
-        m.tasks[t.id] = t
-    return m
-
-
-async def offered(store: MemoryStore, m: Mission, *, agent: str = "shell", agent_limit: int | None = None) -> None:
-    tx = store.tx().mission(m)
-    for t in m.tasks.values():
-        tx.task(t).claim_offer(offer_row(t, m, agent, agent_limit))
-    await store.commit(tx)
 
 
 def queues(*names: str) -> tuple[MemoryDatabase, MemoryStore, list[MemoryClaims]]:

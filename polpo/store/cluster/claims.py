@@ -17,7 +17,7 @@ from typing import Any
 
 from polpo.model.records import Attempt, Mission, Task
 from polpo.store import rows as R
-from polpo.store.claim_records import Claim, DeadClaim
+from polpo.store.claim_records import Claim, DeadClaim, limit_keys, within_limits
 from polpo.store.cluster.relay import relay_command
 from polpo.store.cluster.timing import TAKE_AFTER
 from polpo.store.fencing import Fence, fenced_transaction
@@ -65,22 +65,13 @@ class ClaimQueue:
             rows = await c.fetch(_CANDIDATES, self.node, n * 4)
             if not rows:
                 return []
-            keys = sorted({k for r in rows for k in _limit_keys(r)})
+            keys = sorted({k for r in rows for k in limit_keys(r)})
             held: dict[str, int] = {}
             for key in keys:  # one order on every node: two claimers never wait on each other in a cycle
                 await c.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(key))
                 kind, _, name = key.partition(":")
                 held[key] = int(await c.fetchval(_HELD_AGENT if kind == "agent" else _HELD_MISSION, name))
-            taken: list[Claim] = []
-            for r in rows:
-                if len(taken) >= n:
-                    break
-                limits = _limit_keys(r)
-                if any(held[k] >= lim for k, lim in limits.items()):
-                    continue
-                for k in limits:
-                    held[k] += 1
-                taken.append(Claim(r["task_id"], r["mission_id"]))
+            taken = [Claim(rows[i]["task_id"], rows[i]["mission_id"]) for i in within_limits(rows, held, n)]
             if taken:
                 ids = [t.task_id for t in taken]
                 await c.execute(_TAKE, self.node, self.incarnation, ids)
@@ -174,12 +165,3 @@ class ClaimQueue:
     async def mission_gates(self, mission_id: str) -> dict[str, str]:
         rows = await self.pool.fetch("SELECT name, status FROM gates WHERE mission_id = $1", mission_id)
         return {r["name"]: r["status"] for r in rows}
-
-
-def _limit_keys(r: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if r["agent_limit"] is not None:
-        out[f"agent:{r['agent_key']}"] = r["agent_limit"]
-    if r["mission_limit"] is not None:
-        out[f"mission:{r['mission_id']}"] = r["mission_limit"]
-    return out
