@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
+from anyio.abc import TaskStatus
 
 from polpo import __version__, state_lock
 from polpo.agents.registry import AgentFactory
@@ -214,6 +215,8 @@ class Daemon:
         """Everything runs in one task group until a stop is requested; then stop in order and drain."""
         cfg = self.cfg
         async with anyio.create_task_group() as tg:
+            if self.handle_signals:  # before anything says the daemon started: a logrotate SIGHUP never kills it
+                await tg.start(self._signals)
             tg.start_soon(store.run_writer)
             tg.start_soon(store.watch_identity)
             await store.commit(store.tx().event(E.OrchestratorStarted(
@@ -257,8 +260,6 @@ class Daemon:
                 tg.start_soon(tracing.run)
             if self._printer is not None:
                 tg.start_soon(self._heartbeats)
-            if self.handle_signals:
-                tg.start_soon(self._signals)
             if cluster is None:
                 await intake.ready.wait()
             else:
@@ -297,9 +298,10 @@ class Daemon:
         with contextlib.suppress(StoreError):  # the store may be closing at shutdown
             self.store.submit(self.store.tx().event(payload))
 
-    async def _signals(self) -> None:
+    async def _signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """SIGTERM / SIGINT stop the daemon; SIGHUP reopens events.jsonl (after logrotate moved it)."""
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()  # the handlers are installed
             async for sig in signals:
                 if sig == signal.SIGHUP:
                     self.reopen_log()
@@ -372,6 +374,9 @@ def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
     logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
     become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
+    # a logrotate SIGHUP while the daemon starts must not end it (the default action): ignored until its own
+    # handler reopens the log (Daemon._signals); a log moved meanwhile is reopened at the next write anyway
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)
         anyio.run(daemon.run, backend="asyncio")

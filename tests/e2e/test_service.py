@@ -9,6 +9,8 @@ import os
 import signal
 import socket
 import sqlite3
+import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +19,8 @@ from tests.support.daemon import (
     REPO,
     daemon_process,
     mission_json,
+    polpo_cmd,
+    read_events,
     run_cli,
     shell_task,
     wait_events,
@@ -80,3 +84,32 @@ def test_the_shipped_unit_and_dockerfile_run_polpo_daemon_as_a_notify_service() 
     assert 'listen = "0.0.0.0:8765"' in toml  # the container's API needs POLPO_HTTP_TOKEN (refused without)
     r = run_cli("validate", str(REPO / "missions" / "calculator.json"), "--config", str(REPO / "docs" / "docker-polpo.toml"))
     assert r.returncode == 0, r.stdout + r.stderr  # the image's config parses and names real agents
+
+
+def test_sighups_while_the_daemon_starts_never_end_it(tmp_path: Path) -> None:
+    """logrotate may send SIGHUP at any moment, the daemon's start-up included: a stream of them from the moment
+    the daemon takes its state folder (store opening, recovery, ...) until well after it started leaves it
+    running, and it stops cleanly. (Before that, the interpreter is still importing; under systemd's Type=notify
+    no reload is sent before READY.)"""
+    config = write_config(tmp_path)
+    state = tmp_path / "state"
+    proc = subprocess.Popen(polpo_cmd("daemon", "--config", str(config)), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (state / "daemon.lock").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        sent, started_at = 0, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGHUP)
+            sent += 1
+            if started_at is None and any(e["event"] == "orchestrator:started" for e in read_events(state)):
+                started_at = time.monotonic()
+            if started_at is not None and time.monotonic() - started_at > 1.0:
+                break
+            time.sleep(0.005)
+        assert proc.poll() is None, f"ended by SIGHUP number {sent}: {proc.returncode}"
+        assert started_at is not None
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err[-2000:]
