@@ -19,7 +19,7 @@ from polpo.store.cluster.claims import ClaimQueue, DeadClaim
 from polpo.store.cluster.membership import Membership
 from polpo.store.fencing import LEADER_KEY, Fence, Fenced
 from polpo.store.postgres import PostgresStore
-from tests.integration.test_cluster_store import big_mission, offer
+from tests.support.stores import big_mission, offered
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +78,7 @@ def started() -> E.OrchestratorStarted:
 
 async def test_a_node_fenced_by_a_taker_cannot_commit_claim_or_renew(postgres_url: str) -> None:
     async with node(postgres_url, "a") as a, node(postgres_url, "b") as b:
-        await offer(a.store, big_mission(2))
+        await offered(a.store, big_mission(2))
         [c1, c2] = await a.queue.claim(2)
         await a.store.commit(a.store.tx().event(started()))  # while it holds its lease, it writes
         before = await event_count(postgres_url)
@@ -119,7 +119,7 @@ async def test_an_expired_lease_alone_refuses_every_write(postgres_url: str) -> 
 
 async def test_a_node_that_renewed_before_the_take_over_keeps_its_claim(postgres_url: str) -> None:
     async with node(postgres_url, "a") as a, node(postgres_url, "b") as b:
-        await offer(a.store, big_mission(1))
+        await offered(a.store, big_mission(1))
         [c] = await a.queue.claim(1)
         await expire(postgres_url, "a")
         [d] = await b.queue.dead()
