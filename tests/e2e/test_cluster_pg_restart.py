@@ -66,8 +66,8 @@ def _status(c: Cluster, name: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def test_a_postgres_restart_under_three_nodes_is_a_pause(cluster: tuple[Cluster, PgCluster]) -> None:
-    c, pg = cluster
+def _running_mission(c: Cluster) -> None:
+    """Three nodes (lease 30 s) started, the mission dropped, and its first agents running."""
     for name in NAMES:
         c.add(name, concurrency=4, lease=30)
         c.start(name)
@@ -76,6 +76,11 @@ def test_a_postgres_restart_under_three_nodes_is_a_pause(cluster: tuple[Cluster,
                                                 for e in evs), 30)
     (c.missions / "restart.json").write_text(json.dumps(_mission(c)))
     c.wait("a", lambda evs: sum(e["event"] == "agent:spawned" for e in evs) >= 8, 60)
+
+
+def test_a_postgres_restart_under_three_nodes_is_a_pause(cluster: tuple[Cluster, PgCluster]) -> None:
+    c, pg = cluster
+    _running_mission(c)
     pg.stop_server("fast")
     with open(c.root / "runs.log", "a") as f:
         f.write("db-stopped - - -\n")
@@ -112,14 +117,7 @@ def test_nodes_killed_during_a_postgres_restart_and_started_again_finish_the_mis
     """The issue's operator restarted every node by hand after the database came back: the mission stuck with
     dependent tasks never offered. Here each node is killed (-9) while the server is down, then started again."""
     c, pg = cluster
-    for name in NAMES:
-        c.add(name, concurrency=4, lease=30)
-        c.start(name)
-    for name in NAMES:
-        c.wait(name, lambda evs, name=name: any(e["event"] == "orchestrator:started" and e.get("node") == name
-                                                for e in evs), 30)
-    (c.missions / "restart.json").write_text(json.dumps(_mission(c)))
-    c.wait("a", lambda evs: sum(e["event"] == "agent:spawned" for e in evs) >= 8, 60)
+    _running_mission(c)
     pg.stop_server("fast")
     time.sleep(3)  # agents end meanwhile; their results wait in the writers' queues
     for name in NAMES:

@@ -78,24 +78,16 @@ check_timeout = 30
     return parse_config(tomllib.loads(path.read_text()), path)
 
 
-@dataclass
-class EngineRun:
-    engine: Engine
-    store: MemoryStore
-    clock: FakeClock
+class SeenEvents:
+    """What a harness saw committed, in order, and a bounded wait for an event (shared by the one-engine and the
+    in-memory cluster harnesses; each declares ``events`` and ``_changed``)."""
+
     events: list[Event]
-    _changed: anyio.Event = field(default_factory=anyio.Event)
+    _changed: anyio.Event
 
     def publish(self, ev: Event) -> None:
         self.events.append(ev)
         self._changed.set()
-
-    async def accept(self, doc: str | dict[str, Any], source: str = "/missions/m.json") -> Mission:
-        raw = doc.encode() if isinstance(doc, str) else orjson.dumps(doc)
-        loaded = load_mission(raw, known_agents=self.engine.agents.known_names())
-        assert loaded.spec is not None, loaded.problems
-        return await self.engine.admission.accept(spec=loaded.spec, source=source,
-                                                  digest=hashlib.sha256(raw).hexdigest(), warnings=[])
 
     def of(self, name: str, **match: Any) -> list[Event]:
         return [e for e in self.events if e.event == name and all(
@@ -109,6 +101,23 @@ class EngineRun:
                     return found[0]
                 self._changed = anyio.Event()
                 await self._changed.wait()
+
+
+@dataclass
+class EngineRun(SeenEvents):
+    engine: Engine
+    store: MemoryStore
+    clock: FakeClock
+    events: list[Event]
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+
+    async def accept(self, doc: str | dict[str, Any], source: str = "/missions/m.json") -> Mission:
+        raw = doc.encode() if isinstance(doc, str) else orjson.dumps(doc)
+        loaded = load_mission(raw, known_agents=self.engine.agents.known_names())
+        assert loaded.spec is not None, loaded.problems
+        return await self.engine.admission.accept(spec=loaded.spec, source=source,
+                                                  digest=hashlib.sha256(raw).hexdigest(), warnings=[])
+
 
 
 @asynccontextmanager

@@ -34,6 +34,7 @@ from polpo.mission.loader import load_mission
 from polpo.model.records import Mission
 from polpo.store.memory import MemoryDatabase, MemoryStore
 from polpo.store.memory_claims import MemoryClaims
+from tests.support.engine import SeenEvents
 
 LEASE = 2.0
 
@@ -50,7 +51,7 @@ class Node:
 
 
 @dataclass
-class MemoryCluster:
+class MemoryCluster(SeenEvents):
     cfg: Config
     db: MemoryDatabase
     clock: FakeClock
@@ -58,10 +59,6 @@ class MemoryCluster:
     nodes: dict[str, Node] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)  # every node's events, in commit order
     _changed: anyio.Event = field(default_factory=anyio.Event)
-
-    def _seen(self, ev: Event) -> None:
-        self.events.append(ev)
-        self._changed.set()
 
     async def add(self, name: str, agents: Mapping[str, Any], *, dispatch: bool = True) -> Node:
         """A node joins: its engine runs tasks it claims (``dispatch``) and follows the others' events."""
@@ -74,7 +71,7 @@ class MemoryCluster:
         assert role is not None
         node = Node(name, store, engine, queue)
         self.nodes[name] = node
-        store.subscribe(self._seen)
+        store.subscribe(self.publish)
         store.on_remote = role.on_remote
         self.db.claims.listeners.append(engine.dispatcher.wake)
         self.db.claims.heartbeat(name, queue.incarnation)
@@ -140,18 +137,6 @@ class MemoryCluster:
         return await engine.admission.accept(spec=loaded.spec, source=source, digest=hashlib.sha256(raw).hexdigest(),
                                              warnings=[])
 
-    def of(self, name: str, **match: Any) -> list[Event]:
-        return [e for e in self.events if e.event == name and all(
-            getattr(e, k, e.data.get(k)) == v for k, v in match.items())]
-
-    async def wait_event(self, name: str, timeout: float = 10.0, **match: Any) -> Event:
-        with anyio.fail_after(timeout):
-            while True:
-                found = self.of(name, **match)
-                if found:
-                    return found[0]
-                self._changed = anyio.Event()
-                await self._changed.wait()
 
     def rows(self, table: str, **eq: Any) -> list[dict[str, Any]]:
         return [dict(r) for r in self.db.tables[table].values() if all(r.get(k) == v for k, v in eq.items())]
