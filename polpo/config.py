@@ -73,6 +73,8 @@ class AgentConfig(_Base):
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)
     ignore_files: list[str] | None = None  # its own state files (kept out of its changes); None: [defaults]'
+    daily_usd: float | None = Field(None, gt=0)  # its LLM spend per UTC day; over it, its new work waits
+    daily_tokens: int | None = Field(None, gt=0)
 
 
 class Defaults(_Base):
@@ -122,6 +124,14 @@ class LlmSettings(_Base):
     max_concurrency_per_model: int = Field(4, ge=1)
     max_retries: int = Field(3, ge=0)  # 429s, timeouts, 5xx, connection errors
     request_timeout: Duration = Field(default_factory=lambda: _secs(120))
+
+
+class BudgetSettings(_Base):
+    """The daemon's LLM spend per UTC day (over it, new work waits for the next day) and when to warn."""
+
+    daily_usd: float | None = Field(None, gt=0)
+    daily_tokens: int | None = Field(None, gt=0)
+    warn_at: float = Field(0.8, gt=0, le=1)  # budget:warning once an account reaches this fraction of a budget
 
 
 class SlaSettings(_Base):
@@ -236,6 +246,7 @@ class Config(_Base):
     defaults: Defaults = Defaults()
     judge: JudgeSettings = JudgeSettings()
     llm: LlmSettings = LlmSettings()
+    budget: BudgetSettings = BudgetSettings()
     sla: SlaSettings = SlaSettings()
     security: SecuritySettings = SecuritySettings()
     store: StoreSettings = StoreSettings()

@@ -42,6 +42,7 @@ from polpo.engine.recovery import Recovery
 from polpo.engine.runner import TaskRunner
 from polpo.engine.sla import SlaKeeper
 from polpo.engine.sources import LocalSource, TaskSource
+from polpo.engine.spend_book import SpendBook
 from polpo.model.records import Mission, Task
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
@@ -66,14 +67,16 @@ class Engine:
         self.clock = clock
         self.agents = agents
         self._last_sweep = -math.inf
+        self.spend = SpendBook(cfg, store, clock)  # budgets (polpo.engine.spend_book)
         self._sweep_due = False
         self.board = MissionBoard(cfg, store, clock, on_ready=lambda t: self.dispatcher.make_ready(t),
-                                  on_forget=lambda m: self.dispatcher.forget(m))
+                                  on_forget=self._forget)
         source: TaskSource
         own: set[str] = set()  # with a cluster: the claims this node knowingly holds (its source's, its recoveries)
         if cluster is None:
             source = LocalSource(self.board, cfg.daemon.max_concurrency, slot_of=lambda t: self.dispatcher.slot(t),
-                                 wake=lambda: self.dispatcher.wake())
+                                 wake=lambda: self.dispatcher.wake(), paused=self.spend.paused_key)
+            self.spend.on_resume = source.unpause
         else:
             source = ClusterSource(store=store, board=self.board, queue=cluster,
                                    slot_of=lambda t: self.dispatcher.slot(t))
@@ -91,13 +94,17 @@ class Engine:
         self.assessor = Assessor(cfg, store, clock, agents.llm, workspace_of=self.isolation.workspace_of)
         self.runner = TaskRunner(cfg=cfg, store=store, clock=clock, board=self.board, agents=agents,
                                  slot_of=self.dispatcher.slot, assessor=self.assessor, tracker=self.tracker,
-                                 isolation=self.isolation)
+                                 isolation=self.isolation, spend=self.spend)
         self.recovery = Recovery(cfg=cfg, store=store, clock=clock, board=self.board, admission=self.admission,
                                  dispatcher=self.dispatcher, commands=self.commands,
                                  hooks=[self.isolation.reconcile])
         self.cluster = None if cluster is None else ClusterRole(
             store=store, board=self.board, dispatcher=self.dispatcher, recovery=self.recovery,
             commands=self.commands, queue=cluster, node=cluster.node, own=own)
+
+    def _forget(self, m: Mission) -> None:
+        self.dispatcher.forget(m)
+        self.spend.forget_mission(m.id, list(m.tasks))
 
     async def apply_command(self, kind: str, target: str) -> tuple[str, str]:
         """A command from this node's HTTP API (the leader applies it; another node relays it to the leader)."""
@@ -140,6 +147,7 @@ class Engine:
     async def load(self) -> None:
         """The state earlier daemons left: admitted files, unfinished missions, SLA marks."""
         await self.recovery.load_state()
+        await self.spend.load()
         await self.sla.load(list(self.board.missions))
 
     async def recover(self) -> None:
@@ -147,6 +155,7 @@ class Engine:
 
     async def run(self, tg: TaskGroup) -> None:
         tg.start_soon(self.isolation.janitor)
+        tg.start_soon(self.spend.keeper)
         await self.dispatcher.run(tg)
 
     async def stop(self, grace: float) -> None:

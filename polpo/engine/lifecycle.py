@@ -36,6 +36,7 @@ class Trigger(StrEnum):
     OUTAGE = "outage"
     REASSESS = "reassess"
     RESUME = "resume"
+    BUDGET = "budget"
 
 
 S = TaskStatus
@@ -65,6 +66,8 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.IN_PROGRESS, T.OUTAGE): S.ON_HOLD,             # the LLM agent's own model stayed unreachable
     (S.ON_HOLD, T.REASSESS): S.REVIEW,                # `polpo retry`: the assessment runs again, not the agent
     (S.ON_HOLD, T.RESUME): S.PENDING,                 # `polpo retry` after an agent's model outage
+    (S.PENDING, T.BUDGET): S.FAILED,                  # its task's or mission's budget is spent: it does not start
+    (S.REVIEW, T.BUDGET): S.FAILED,                   # the next call would not fit its budget: no fix, no retry
     **{(s, T.CANCEL): S.FAILED for s in _OPEN},
     **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
     **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task

@@ -14,6 +14,7 @@ most ``levels · (max_fix_attempts + 1)`` runs. Then the task fails.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,8 +69,11 @@ def escalation_targets(*, escalate_model: str | None, fallback_agent: str | None
 
 
 def decide(*, passed: bool, agent_ok: bool, counters: Counters, budget: Budget,
-           side_effects: bool = False, escalation: Escalation = NO_ESCALATION, permanent: str | None = None) -> Decision:
-    """``permanent``: why the agent cannot run for this task whatever is tried again (the task fails at once)."""
+           side_effects: bool = False, escalation: Escalation = NO_ESCALATION, permanent: str | None = None,
+           plateau: bool = False) -> Decision:
+    """``permanent``: why the agent cannot run for this task whatever is tried again (the task fails at once).
+    ``plateau``: the fix loop stopped improving the score (:func:`plateaued`): no more fixes, as when they are
+    used up."""
     if passed and agent_ok:
         return Decision("done", counters, "all checks passed")
     if permanent is not None:
@@ -77,7 +81,7 @@ def decide(*, passed: bool, agent_ok: bool, counters: Counters, budget: Budget,
     if side_effects:
         return Decision("block", counters, "task has side effects: approve a re-run with `polpo approve`")
     c = counters
-    if agent_ok and c.fix_attempts < budget.max_fix_attempts:
+    if agent_ok and c.fix_attempts < budget.max_fix_attempts and not plateau:
         return Decision("fix", Counters(c.retries, c.fix_attempts + 1, c.level),
                         f"fix attempt {c.fix_attempts + 1}/{budget.max_fix_attempts}")
     levels = len(escalation.targets)
@@ -94,7 +98,16 @@ def decide(*, passed: bool, agent_ok: bool, counters: Counters, budget: Budget,
                         f"retries exhausted ({budget.max_retries}); escalating to {target.kind} {target.value}",
                         target)
     return Decision("fail", counters, f"retries exhausted ({budget.max_retries})"
-                    + (", escalation exhausted" if levels else ""))
+                    + (", escalation exhausted" if levels else "")
+                    + ("; the fixes stopped improving the score" if plateau else ""))
+
+
+def plateaued(scores: Sequence[float], attempts: int, margin: float) -> bool:
+    """The last ``attempts`` scores of a fix loop (in order) did not beat the best before them by ``margin``:
+    another fix is not worth its cost (the quality-scoring plateau). False until there is a before."""
+    if len(scores) <= attempts:
+        return False
+    return max(scores[-attempts:]) < max(scores[:-attempts]) + margin
 
 
 def max_runs(budget: Budget, escalation: Escalation = NO_ESCALATION) -> int:

@@ -62,6 +62,12 @@ class ReadyQueue:
         if not parked:
             self._parked.pop(key, None)
 
+    def unpark(self, which: Callable[[str], bool]) -> None:
+        """Every task parked under a key ``which`` accepts goes back to the main heap (a limit that was 0)."""
+        for key in [k for k in self._parked if which(k)]:
+            for entry in self._parked.pop(key):
+                heapq.heappush(self._heap, entry)
+
     def started(self, keys: Sequence[str]) -> None:
         self.running_total += 1
         for k in keys:

@@ -34,6 +34,8 @@ from polpo.engine.handles import RunHandle
 from polpo.engine.isolation import Isolation
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.outage import OutageKeeper
+from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
+from polpo.engine.stops import QualityStops, refusal
 from polpo.events.catalog import (
     AgentFinished,
     AgentSpawned,
@@ -46,6 +48,7 @@ from polpo.events.catalog import (
     TaskTimeout,
 )
 from polpo.llm.secrets import redact
+from polpo.llm.spend import CURRENT_METER
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.status import AssessmentStatus, AttemptKind, AttemptStatus, StopReason, TaskStatus
 from polpo.store.protocol import Store
@@ -64,7 +67,7 @@ PROMPT_DESCRIPTION_MAX = 16 * 1024  # a longer description is not copied into ev
 class TaskRunner:
     def __init__(self, *, cfg: Config, store: Store, clock: Clock, board: MissionBoard, agents: AgentFactory,
                  slot_of: Callable[[Task], AgentSlot], assessor: Assessor, tracker: ChangeTracker,
-                 isolation: Isolation) -> None:
+                 isolation: Isolation, spend: SpendBook) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -76,8 +79,19 @@ class TaskRunner:
         self.isolation = isolation
         self.outage = OutageKeeper(cfg, store, board)  # judge and model-provider outages
         self.faults = FaultNotes(store, clock)  # passing faults of the environment (polpo.fsfaults)
+        self.spend = spend  # budgets: every LLM call of a turn is metered (polpo.engine.spend_book)
+        self.stops = QualityStops(store, board)  # scores, the plateau, the end of a task over its budget
 
     async def run(self, task: Task, handle: RunHandle) -> None:
+        m = self.board.mission_of(task)
+        meter = self.spend.meter(task.id, m.id, task.agent, task.spec, m.spec)
+        token = CURRENT_METER.set(meter)  # every LLM call of this turn, in whatever task it runs
+        try:
+            await self._turn(task, handle, meter)
+        finally:
+            CURRENT_METER.reset(token)
+
+    async def _turn(self, task: Task, handle: RunHandle, meter: TurnMeter) -> None:
         with anyio.CancelScope() as scope:
             handle.scope = scope
             if handle.stop_reason:
@@ -86,7 +100,10 @@ class TaskRunner:
             # A passing fault making it (a read-only or full disk…) is waited out: the task stays pending, not failed
             ws = await self._workspace(task)
             with self.tracker.activity(ws, task.id):
-                if task.status is TaskStatus.REVIEW:
+                spent = self.spend.spent_fixed(meter)
+                if spent is not None and task.status is TaskStatus.PENDING:
+                    self.stops.budget_end(task, None, spent)  # starts nothing
+                elif task.status is TaskStatus.REVIEW:
                     await self._resume_assessment(task, handle)
                 else:
                     await self._attempt(task, handle, ws)
@@ -180,6 +197,10 @@ class TaskRunner:
                                files_changed=files_count(files), files_note=files.get("note")), **ids)
         if result.timed_out:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
+        refused = refusal()
+        if refused is not None and refused in DAILY:  # a daily budget: the attempt waits for the next day
+            self.stops.interrupted(tx, task, attempt)
+            return
         if result.provider_error is not None:  # the model provider failed, not the agent: see engine/outage.py
             attempt.status = AttemptStatus.INTERRUPTED
             self.store.submit(tx.attempt(attempt))
@@ -189,6 +210,10 @@ class TaskRunner:
         self.outage.clear(task.id)
         self.board.transition(tx, task, Trigger.FINISHED, attempt=n, exit_code=result.exit_code)
         self.store.submit(tx)
+        if refused is not None:  # the task's or mission's budget stopped the agent at a turn boundary
+            self.stops.budget_end(task, attempt, attempt.error or "budget")
+            await self.isolation.release(m, task, self.slot_of(task).ignore_files)
+            return
         await self._assess_and_decide(m, task, attempt, None)
 
     async def _resume_assessment(self, task: Task, handle: RunHandle) -> None:
@@ -212,15 +237,20 @@ class TaskRunner:
         async def again(a: Assessment) -> Verdict:  # a judge outage: the same assessment, its missing checks
             return await self.assessor.assess(m, task, attempt, a)
 
-        verdict = await self.outage.through(m, task, await self.assessor.assess(m, task, attempt, existing), again)
+        ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
+        first = await self.assessor.assess(m, task, attempt, existing)
+        if self.stops.over_budget(m, task, attempt, first):  # a call did not fit: no fix, no retry
+            return await self.isolation.release(m, task, ignore)
+        verdict = await self.outage.through(m, task, first, again)
         if verdict is None:
             return  # on hold until `polpo retry`
         if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
-            verdict = await self.outage.through(
-                m, task, await self.assessor.judge_and_reassess(m, task, attempt, verdict), again)
+            judged = await self.assessor.judge_and_reassess(m, task, attempt, verdict)
+            if self.stops.over_budget(m, task, attempt, judged):  # a call did not fit: no fix, no retry
+                return await self.isolation.release(m, task, ignore)
+            verdict = await self.outage.through(m, task, judged, again)
             if verdict is None:
                 return
-        ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
         if verdict.passed and attempt.agent_ok:
             verdict = await self._land(m, task, attempt, verdict, ignore)
         self._decide(m, task, attempt, verdict)
@@ -246,11 +276,13 @@ class TaskRunner:
         counters = policy.Counters(task.retries, task.fix_attempts, task.escalation_level)
         ladder = escalation(task.spec, first_agent_is_llm=self._first_agent_is_llm(m, task))
         permanent = attempt.error if attempt.permanent else None
+        flat = self.stops.plateaued(m, task, attempt, verdict)
         decision = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters, budget=b,
-                                 side_effects=task.spec.side_effects, escalation=ladder, permanent=permanent)
+                                 side_effects=task.spec.side_effects, escalation=ladder, permanent=permanent,
+                                 plateau=flat)
         if decision.action == "block":
             underlying = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
-                                       budget=b, escalation=ladder)
+                                       budget=b, escalation=ladder, plateau=flat)
             decision = underlying if underlying.action == "fail" else policy.Decision(
                 "block", underlying.counters, f"{decision.reason}; then {underlying.action}")
             next_kind = underlying.action
@@ -264,6 +296,9 @@ class TaskRunner:
         attempt.verdict = "passed" if verdict.passed and attempt.agent_ok else "failed"
         tx = self.store.tx().attempt(attempt)
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
+        if next_kind != "fix":
+            self.stops.scores.pop(task.id, None)  # a new fix loop (or none): the plateau counts from here
+        best = self.stops.best.pop(task.id, None) if decision.action in ("done", "fail") else None
         if decision.action == "done":
             task.feedback = None
             task.score = combine_scores(verdict.checks)[0]
@@ -291,6 +326,8 @@ class TaskRunner:
                 self.board.transition(tx, task, Trigger.RETRY, first_line(feedback))
         else:
             task.feedback = feedback
+            if flat and best is not None:  # the fixes stopped improving it: its best attempt's score stands
+                task.score = best[0]
             tx.event(TaskMaxRetries(retries=task.retries, max_retries=b.max_retries), **ids)
             self.board.transition(tx, task, Trigger.EXHAUSTED, f"{decision.reason}: {first_line(feedback)}")
         self.store.submit(tx)

@@ -71,8 +71,11 @@ class LocalSource:
     sweep: float | None = None
 
     def __init__(self, board: MissionBoard, max_concurrency: int, *, slot_of: Callable[[Task], AgentSlot],
-                 wake: Callable[[], None]) -> None:
+                 wake: Callable[[], None], paused: Callable[[str], str | None] = lambda _agent: None) -> None:
+        """``paused(agent)``: the key of a daily budget holding the agent's new work back (polpo.engine.spend_book),
+        or None; such a task is parked under that key, with a limit of 0, until :meth:`unpause`."""
         self.board = board
+        self.paused = paused
         self.slot_of = slot_of
         self.wake = wake
         self.queue = ReadyQueue(max_concurrency)
@@ -103,7 +106,16 @@ class LocalSource:
         t = self.board.tasks[task_id]
         s = self.slot_of(t)
         m = self.board.missions[t.mission_id]
-        return [(f"agent:{s.limit_key}", s.max_concurrency), (f"mission:{m.id}", m.spec.settings.max_concurrency)]
+        limits = [(f"agent:{s.limit_key}", s.max_concurrency), (f"mission:{m.id}", m.spec.settings.max_concurrency)]
+        held = self.paused(t.agent)
+        if held is not None:
+            limits.append((held, 0))
+        return limits
+
+    def unpause(self) -> None:
+        """A new budget period: the tasks parked by a daily budget may start."""
+        self.queue.unpark(lambda key: key.startswith("budget:"))
+        self.wake()
 
     async def claim(self, n: int) -> list[Turn]:
         out: list[Turn] = []

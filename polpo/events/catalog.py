@@ -379,6 +379,35 @@ class SlaMet(Payload):
     margin_ms: int
 
 
+# --------------------------------------------------------------------------------------------------- budgets
+
+
+@_event("budget:warning")
+class BudgetWarning(Payload):
+    """An account's LLM spend reached ``[budget] warn_at`` of its budget (once per account and budget)."""
+
+    scope: str  # task | mission | agent | daemon
+    key: str  # the task id, mission id or agent name ("" for the daemon)
+    measure: str  # usd | tokens
+    spent: float
+    limit: float
+    period: str | None = None  # the UTC day of a daily budget
+
+
+@_event("budget:exceeded")
+class BudgetExceeded(Payload):
+    """A call did not fit in a budget (or the spend passed it): the task stops, the mission starts no more
+    tasks, or the agent's / daemon's new work waits for ``period``'s end (once per account and crossing)."""
+
+    scope: str
+    key: str
+    measure: str
+    spent: float
+    limit: float
+    needed: float | None = None  # what the refused call could have cost
+    period: str | None = None
+
+
 # ------------------------------------------------------------------------------------------ notifications
 
 

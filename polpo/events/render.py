@@ -173,6 +173,15 @@ def _generic(d: Data) -> str:
     return " ".join(f"{safe(k)}={safe(v)}" for k, v in keep.items())
 
 
+def _budget(d: Data) -> str:
+    who = safe(d.get("scope")) + (f" {safe(d.get('key'))}" if d.get("key") else "")
+    return f"{who} budget" + (f" of {safe(d.get('period'))}" if d.get("period") else "")
+
+
+def _spent(d: Data) -> str:
+    return f"{_num(d.get('spent'), 'g')} of {_num(d.get('limit'), 'g')} {safe(d.get('measure'))}"
+
+
 _FORMATS: dict[str, Callable[[Data], str]] = {
     "mission:accepted": _accepted,
     "mission:rejected": _rejected,
@@ -216,6 +225,9 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
     "quality:threshold:failed": lambda d: f"average score {d.get('avgScore')} below the mission threshold "
                                           f"{d.get('threshold')}",
     "sla:warning": _sla_warning,
+    "budget:warning": lambda d: f"{_budget(d)} at {_spent(d)}",
+    "budget:exceeded": lambda d: f"{_budget(d)} exceeded: {_spent(d)}"
+                                 + (f", the next call needed {_num(d.get('needed'), 'g')}" if d.get("needed") else ""),
     "sla:violated": lambda d: f"SLA violated: {_entity(d)} is {_dur_ms(d.get('overdueMs'))} past its deadline "
                               f"{safe(d.get('deadline'))}",
     "sla:met": lambda d: f"SLA met: {_entity(d)} finished {_dur_ms(d.get('marginMs'))} before its deadline "
@@ -269,7 +281,8 @@ def render(ev: Ev, *, color: bool = False) -> str:
 _SGR = {"ok": "32", "bad": "31", "warn": "33", "info": "36", "dim": "2", "bold": "1"}
 _BAD = frozenset({"mission:rejected", "task:error", "quality:gate:failed", "quality:threshold:failed",
                   "sla:violated", "notification:failed"})
-_WARN = frozenset({"task:fix", "task:retry", "task:retry:blocked", "sla:warning", "escalation:triggered",
+_WARN = frozenset({"task:fix", "task:retry", "task:retry:blocked", "sla:warning", "budget:warning",
+                   "budget:exceeded", "escalation:triggered",
                    "mission:cancelled", "task:timeout", "task:recovered", "assessment:corrected", "mission:resumed",
                    "fault:paused"})
 _OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved", "fault:resumed"})

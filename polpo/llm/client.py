@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import anyio
 
 from polpo.llm.secrets import redact
+from polpo.llm.spend import CURRENT_METER, DEFAULT_MAX_OUTPUT, BudgetRefused, estimate_prompt_tokens
 
 __all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
            "ToolCallOut", "effective_max_tokens", "load_litellm"]
@@ -244,6 +245,23 @@ class LLMClient:
         bound = effective_max_tokens(settings, max_tokens)
         if bound is not None:
             kwargs["max_tokens"] = bound
+        meter = CURRENT_METER.get()
+        if meter is None:
+            return await self._send(litellm, settings, kwargs)
+        try:  # the turn's budgets: a call that cannot fit is never sent (polpo.llm.spend)
+            ticket = meter.admit(settings.model, lambda: (estimate_prompt_tokens(messages, tools),
+                                                          bound or DEFAULT_MAX_OUTPUT))
+        except BudgetRefused as e:
+            raise LLMError("budget", str(e)) from None
+        used = (0, 0)
+        try:
+            reply = await self._send(litellm, settings, kwargs)
+            used = (reply.prompt_tokens, reply.completion_tokens)
+            return reply
+        finally:
+            meter.record(ticket, settings.model, *used)
+
+    async def _send(self, litellm: Any, settings: ModelSettings, kwargs: dict[str, Any]) -> ChatReply:
         errors: list[str] = []
         attempt = 0
         while True:

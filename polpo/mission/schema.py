@@ -118,6 +118,20 @@ class Tier(Model):
     expectations: list[Expectation] = Field(min_length=1)
 
 
+class Budget(Model):
+    """What LLM calls may spend: USD and/or tokens (input + output); either key may be left out."""
+
+    usd: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False)
+    tokens: int | None = Field(None, gt=0, le=10**12)
+
+
+class Plateau(Model):
+    """Stop fixing when the score has not improved by ``margin`` over the last ``attempts`` attempts."""
+
+    attempts: int = Field(2, ge=1, le=MAX_COUNT)
+    margin: float = Field(0.1, ge=0, le=4, allow_inf_nan=False)
+
+
 class TaskSpec(Model):
     TOLERATED = frozenset({"metrics", "confidence", "group", "phase"})
     title: Name
@@ -137,6 +151,8 @@ class TaskSpec(Model):
     side_effects: bool = False
     notifications: Notifications | None = None
     isolation: Isolation | None = None  # None: the mission's setting (see MissionSettings.isolation)
+    budget: Budget | None = None  # None: the mission's taskBudget (polpo.engine.spend_book)
+    plateau: Plateau | None = None  # None: the mission's
 
     @field_validator("depends_on", "expectations", "expected_outcomes")
     @classmethod
@@ -236,6 +252,10 @@ class MissionSettings(Model):
     auto_correct_expectations: bool | None = None
     isolation: Isolation | None = None
     affinity: Literal["node", "any"] | None = None
+    budget: Budget | None = None  # the whole mission's LLM spend
+    task_budget: Budget | None = None  # each task's, unless it sets its own
+    on_budget: Literal["fail", "hold"] | None = None  # a task over its budget: failed (default) or on_hold
+    plateau: Plateau | None = None  # None: fixes go on until maxFixAttempts
 
 
 class MissionSpec(Model):

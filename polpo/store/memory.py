@@ -161,6 +161,10 @@ class MemoryStore(StoreCore):
         return [(r["entity_id"], r["kind"]) for r in self.tables["sla_marks"].values()
                 if r["mission_id"] == mission_id]
 
+    async def spend_rows(self, period: str) -> list[dict[str, Any]]:
+        open_ = {r["id"] for r in self.tables["missions"].values() if r["status"] in ("running", "cancelling")}
+        return [dict(r) for r in self.tables["spend"].values() if r["period"] == period or r["mission_id"] in open_]
+
     async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
         row = self.tables["dimensions"].get((task_id, check_idx))
         return (row["source"], orjson.loads(row["data"])) if row else None

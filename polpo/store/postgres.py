@@ -266,6 +266,11 @@ class PostgresStore(StoreCore):
         rows = await self._all("SELECT entity_id, kind FROM sla_marks WHERE mission_id = $1", mission_id)
         return [(r["entity_id"], r["kind"]) for r in rows]
 
+    async def spend_rows(self, period: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._all(
+            "SELECT * FROM spend WHERE period = $1 OR mission_id IN "
+            "(SELECT id FROM missions WHERE status IN ('running', 'cancelling'))", period)]
+
     async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
         rows = await self._all("SELECT source, data FROM dimensions WHERE task_id = $1 AND check_idx = $2",
                                task_id, check_idx)

@@ -251,6 +251,24 @@ MIGRATIONS: list[str] = [
     """,
     # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
     FENCE_FUNCTION,
+    # v6: the SQLite schema v7: what LLM calls cost, per task, mission, agent-day and daemon-day.
+    f"""
+    CREATE TABLE spend (
+        scope       {T} NOT NULL,
+        key         {T} NOT NULL,
+        period      {T} NOT NULL,
+        mission_id  {T},
+        tokens_in   BIGINT NOT NULL DEFAULT 0,
+        tokens_out  BIGINT NOT NULL DEFAULT 0,
+        usd         DOUBLE PRECISION NOT NULL DEFAULT 0,
+        usd_known   BIGINT NOT NULL DEFAULT 1,
+        calls       BIGINT NOT NULL DEFAULT 0,
+        flags       BIGINT NOT NULL DEFAULT 0,
+        updated_at  {T} NOT NULL,
+        PRIMARY KEY (scope, key, period)
+    );
+    CREATE INDEX spend_mission ON spend (mission_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -121,6 +121,10 @@ class Store(Protocol):
         """(entity id, kind) of every SLA mark recorded for the mission and its tasks."""
         ...
 
+    async def spend_rows(self, period: str) -> list[dict[str, Any]]:
+        """The ``spend`` rows a daemon starts from: its open missions' and their tasks', and the day ``period``'s."""
+        ...
+
     async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
         """(source, dimension list) stored for a task's review check, if any."""
         ...

@@ -203,6 +203,24 @@ MIGRATIONS: list[str] = [
         value       TEXT NOT NULL
     );
     """,
+    # v7: what LLM calls cost, per task, mission, agent-day and daemon-day (budgets: polpo.engine.spend_book).
+    """
+    CREATE TABLE spend (
+        scope       TEXT NOT NULL,                           -- task | mission | agent | daemon
+        key         TEXT NOT NULL,                           -- task id, mission id, agent name, '' (daemon)
+        period      TEXT NOT NULL,                           -- '' or the UTC day (YYYY-MM-DD) of a daily budget
+        mission_id  TEXT,
+        tokens_in   INTEGER NOT NULL DEFAULT 0,
+        tokens_out  INTEGER NOT NULL DEFAULT 0,
+        usd         REAL NOT NULL DEFAULT 0,
+        usd_known   INTEGER NOT NULL DEFAULT 1,              -- 0: a call had no known price (usd is a floor)
+        calls       INTEGER NOT NULL DEFAULT 0,
+        flags       INTEGER NOT NULL DEFAULT 0,              -- 1 budget:warning sent, 2 budget:exceeded sent
+        updated_at  TEXT NOT NULL,
+        PRIMARY KEY (scope, key, period)
+    );
+    CREATE INDEX spend_mission ON spend(mission_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -97,6 +97,11 @@ class Tx:
         self.ops.append((R.SLA_MARKS, (entity_id, kind, entity_type, mission_id, data_json, iso(at))))
         return self
 
+    def spend(self, row: R.Row) -> Tx:
+        """One account's spend as it stands (``rows.SPEND``'s columns; polpo.engine.spend_book builds it)."""
+        self.ops.append((R.SPEND, row))
+        return self
+
     def command_done(self, command_id: int, status: str, result: str, at: datetime) -> Tx:
         self.ops.append((R.COMMANDS_DONE, (command_id, status, result, iso(at))))
         return self

@@ -29,6 +29,8 @@ EXPECTED = {
     ("in_progress", "outage"): "on_hold",
     ("on_hold", "reassess"): "review",
     ("on_hold", "resume"): "pending",
+    ("pending", "budget"): "failed",
+    ("review", "budget"): "failed",
     ("on_hold", "cancel"): "failed",
     ("on_hold", "sla_fail"): "failed",
     ("on_hold", "internal_error"): "failed",

@@ -1,0 +1,89 @@
+"""When the quality loop stops early: the plateau of a fix loop's scores, and a task over its budget.
+
+Both keep the task's *best* attempt's score (``task.score``), not the last one's: a loop that got worse before it
+was stopped still reports what it reached. The scores live in memory for the task's fix loop (a restart starts
+the plateau's count again, which only costs fixes the plateau would have spared).
+"""
+
+from __future__ import annotations
+
+from polpo.assessment.pipeline import Verdict, combine_scores
+from polpo.engine import policy
+from polpo.engine.board import MissionBoard
+from polpo.engine.lifecycle import Trigger
+from polpo.engine.spend_book import DAILY, TurnMeter
+from polpo.llm.spend import CURRENT_METER, BudgetRefused
+from polpo.model.records import Attempt, Mission, Task
+from polpo.model.status import AttemptStatus
+from polpo.store.protocol import Store
+from polpo.store.tx import Tx
+
+__all__ = ["QualityStops", "refusal"]
+
+
+def refused() -> BudgetRefused | None:
+    """The refusal of this turn's first call that did not fit a budget, if one did not."""
+    meter = CURRENT_METER.get()
+    return meter.refused if isinstance(meter, TurnMeter) else None
+
+
+def refusal() -> str | None:
+    """The scope of the budget that refused a call of this turn (task, mission, agent, daemon), if one did."""
+    r = refused()
+    return r.scope if r is not None else None
+
+
+class QualityStops:
+    def __init__(self, store: Store, board: MissionBoard) -> None:
+        self.store = store
+        self.board = board
+        self.scores: dict[str, list[tuple[int, float]]] = {}  # task id → (attempt, score) of its fix loop
+        self.best: dict[str, tuple[float, int]] = {}  # task id → its best (score, attempt) so far
+
+    def plateaued(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> bool:
+        """Record the attempt's score; whether the task's fix loop stopped improving (``plateau``)."""
+        score = combine_scores(verdict.checks)[0]
+        if score is None:
+            return False
+        loop = self.scores.setdefault(task.id, [])
+        if not loop or loop[-1][0] != attempt.number:
+            loop.append((attempt.number, score))
+        best = self.best.get(task.id)
+        if best is None or score > best[0]:
+            self.best[task.id] = (score, attempt.number)
+        plateau = task.spec.plateau or m.spec.settings.plateau
+        return plateau is not None and policy.plateaued([sc for _, sc in loop], plateau.attempts, plateau.margin)
+
+    def over_budget(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> bool:
+        """A call of the assessment did not fit the task's or mission's budget: end the task (True), unless the
+        verdict passed regardless. A daily budget's refusal is not the task's end (its work waits)."""
+        r = refused()
+        if r is None or r.scope in DAILY or (verdict.passed and verdict.error is None):
+            return False
+        self.plateaued(m, task, attempt, verdict)
+        self.budget_end(task, attempt, str(r))
+        return True
+
+    def interrupted(self, tx: Tx, task: Task, attempt: Attempt) -> None:
+        """A daily budget refused the agent's call: the attempt is interrupted, the task waits (pending, parked by
+        the dispatcher's source) without using a retry, and runs again when the day's budget allows."""
+        attempt.status = AttemptStatus.INTERRUPTED
+        self.board.transition(tx.attempt(attempt), task, Trigger.INTERRUPTED,
+                              f"{attempt.error}; the attempt runs again when the budget allows")
+        self.store.submit(tx)
+        self.board.after_change(task)
+
+    def budget_end(self, task: Task, attempt: Attempt | None, why: str) -> None:
+        """The task ends ``failed`` for its budget, with its best attempt's score (``task.score``)."""
+        best = self.best.pop(task.id, None)
+        self.scores.pop(task.id, None)
+        tx = self.store.tx()
+        if attempt is not None:
+            attempt.verdict = attempt.verdict or "failed"
+            tx.attempt(attempt)
+        if best is not None:
+            task.score = best[0]
+        suffix = f"; best score {best[0]:g} (attempt {best[1]})" if best is not None else ""
+        self.board.transition(tx, task, Trigger.BUDGET, f"budget: {why}{suffix}")
+        self.store.submit(tx)
+        self.board.after_change(task)
