@@ -80,7 +80,7 @@ class TaskRunner:
         self.outage = OutageKeeper(cfg, store, board)  # judge and model-provider outages
         self.faults = FaultNotes(store, clock)  # passing faults of the environment (polpo.fsfaults)
         self.spend = spend  # budgets: every LLM call of a turn is metered (polpo.engine.spend_book)
-        self.stops = QualityStops(store, board)  # scores, the plateau, the end of a task over its budget
+        self.stops = QualityStops(store, board, spend)  # scores, the plateau, the end of a task over its budget
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         m = self.board.mission_of(task)
@@ -238,14 +238,15 @@ class TaskRunner:
             return await self.assessor.assess(m, task, attempt, a)
 
         ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
-        first = await self.assessor.assess(m, task, attempt, existing)
+        first = await self.stops.through_day(await self.assessor.assess(m, task, attempt, existing), again)
         if self.stops.over_budget(m, task, attempt, first):  # a call did not fit: no fix, no retry
             return await self.isolation.release(m, task, ignore)
         verdict = await self.outage.through(m, task, first, again)
         if verdict is None:
             return  # on hold until `polpo retry`
         if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
-            judged = await self.assessor.judge_and_reassess(m, task, attempt, verdict)
+            judged = await self.stops.through_day(
+                await self.assessor.judge_and_reassess(m, task, attempt, verdict), again)
             if self.stops.over_budget(m, task, attempt, judged):  # a call did not fit: no fix, no retry
                 return await self.isolation.release(m, task, ignore)
             verdict = await self.outage.through(m, task, judged, again)

@@ -139,6 +139,7 @@ class SpendBook:
         self.sleep: Sleep = anyio.sleep
         self.on_resume: Callable[[], None] = lambda: None
         self._paused = anyio.Event()
+        self._new_day = anyio.Event()
 
     async def load(self) -> None:
         """The accounts of open missions and of today, as the last daemon left them."""
@@ -198,14 +199,16 @@ class SpendBook:
         return None
 
     # -- events and rows --------------------------------------------------------------------------------------
-    def exceeded(self, a: Account, lim: Limit, measure: str, needed: float | None) -> None:
+    def exceeded(self, a: Account, lim: Limit, measure: str, needed: float | None = None) -> None:
         if a.flags & EXCEEDED:
             return
         a.flags |= EXCEEDED
         spent, limit = _measure(a.spend, lim, measure)
         tx = self.store.tx().spend(self._row(a))
+        reserved = round(a.reserved_usd, 6) if measure == "usd" else float(a.reserved_tokens)
         tx.event(BudgetExceeded(scope=a.scope, key=a.key, measure=measure, spent=spent, limit=limit,
-                                needed=needed, period=a.period or None), **_ids(a))
+                                needed=needed, in_flight=reserved if needed is not None else None,
+                                period=a.period or None), **_ids(a))
         self.store.submit(tx)
         if a.scope in DAILY:
             log.warning("%s is spent: new work waits for the next UTC day", a.label)
@@ -251,7 +254,13 @@ class SpendBook:
             self._paused = anyio.Event()
             await self.sleep(self.seconds_to_reset())
             log.info("a new UTC day: daily budgets start again")
+            day, self._new_day = self._new_day, anyio.Event()
+            day.set()
             self.on_resume()
+
+    async def next_day(self) -> None:
+        """Wait for the keeper's next reset (work in flight that a daily budget refused)."""
+        await self._new_day.wait()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,13 +7,15 @@ the plateau's count again, which only costs fixes the plateau would have spared)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from polpo.assessment.pipeline import Verdict, combine_scores
 from polpo.engine import policy
 from polpo.engine.board import MissionBoard
 from polpo.engine.lifecycle import Trigger
-from polpo.engine.spend_book import DAILY, TurnMeter
+from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
 from polpo.llm.spend import CURRENT_METER, BudgetRefused
-from polpo.model.records import Attempt, Mission, Task
+from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.status import AttemptStatus
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
@@ -34,7 +36,8 @@ def refusal() -> str | None:
 
 
 class QualityStops:
-    def __init__(self, store: Store, board: MissionBoard) -> None:
+    def __init__(self, store: Store, board: MissionBoard, spend: SpendBook) -> None:
+        self.spend = spend
         self.store = store
         self.board = board
         self.scores: dict[str, list[tuple[int, float]]] = {}  # task id → (attempt, score) of its fix loop
@@ -72,6 +75,17 @@ class QualityStops:
                               f"{attempt.error}; the attempt runs again when the budget allows")
         self.store.submit(tx)
         self.board.after_change(task)
+
+    async def through_day(self, verdict: Verdict, again: Callable[[Assessment], Awaitable[Verdict]]) -> Verdict:
+        """An assessment a daily budget refused a call of: it waits for the next day, then its missing checks run
+        (the task keeps its slot meanwhile, as through a judge outage)."""
+        meter = CURRENT_METER.get()
+        while (isinstance(meter, TurnMeter) and meter.refused is not None and meter.refused.scope in DAILY
+               and verdict.assessment is not None and not (verdict.passed and verdict.error is None)):
+            await self.spend.next_day()
+            meter.refused = None
+            verdict = await again(verdict.assessment)
+        return verdict
 
     def budget_end(self, task: Task, attempt: Attempt | None, why: str) -> None:
         """The task ends ``failed`` for its budget, with its best attempt's score (``task.score``)."""

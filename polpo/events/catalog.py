@@ -405,6 +405,7 @@ class BudgetExceeded(Payload):
     spent: float
     limit: float
     needed: float | None = None  # what the refused call could have cost
+    in_flight: float | None = None  # what calls still running had reserved (they count before they end)
     period: str | None = None
 
 

@@ -1,0 +1,187 @@
+"""Budgets and what happens at the limit: the real engine on the memory store, the judge a real OpenAI-compatible
+HTTP server (tests/support/fake_llm.py) that reports ``usage``; the price is litellm's for the model name.
+
+A review that keeps failing would fix and retry until the counters ran out; a budget stops it before the next
+call would not fit, with ``budget:exceeded`` once and the best attempt's score on the failed task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from polpo.agents.base import AgentRequest
+from polpo.model.status import TaskStatus
+from tests.support.engine import EngineRun, ScriptAgent, config, engine_on_memory
+from tests.support.fake_llm import FakeLLM, RecordedRequest
+from tests.support.judges import ScriptedJudge
+
+pytestmark = pytest.mark.anyio
+
+KEY_ENV = "POLPO_BUDGET_TEST_KEY"
+MODEL = "openai/gpt-4o"  # priced in litellm's map: $2.50 / M input tokens, $10 / M output tokens
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-budget-test")
+
+
+@pytest.fixture
+def srv() -> Iterator[FakeLLM]:
+    with FakeLLM() as s:
+        yield s
+
+
+def cfg(root: Path, srv: FakeLLM, extra: str = "", *, retries: int = 5, fixes: int = 20) -> Any:
+    return config(root, f"""
+[judge]
+model = "{MODEL}"
+api_base = "{srv.base_url}"
+api_key_env = "{KEY_ENV}"
+seats = 2
+max_tokens = 1024
+outage_retries = 0
+[llm]
+max_retries = 0
+{extra}
+""", retries=retries, fixes=fixes)
+
+
+def writes(text: str = "hello\n") -> ScriptAgent:
+    def act(r: AgentRequest) -> int:
+        (r.workspace / f"out-{r.task_id.replace(':', '_')}.txt").write_text(text)
+        return 0
+    return ScriptAgent(act)
+
+
+def task(title: str, **extra: Any) -> dict[str, Any]:
+    return {"title": title, "description": "write the file", "assignTo": "fake", "expectations": [
+        {"type": "llm_review", "criteria": "the file greets the user", "threshold": 4.5}], **extra}
+
+
+def flat_judge(scores: list[float] | None = None, seats: int = 2) -> ScriptedJudge:
+    """Fails every review (threshold 4.5). The score of attempt n is ``scores[n-1]`` (the last one after them),
+    else 2.0: attempts are sequential, and each of the ``seats`` reviewers submits once per attempt."""
+    submitted = [0]
+
+    def score(_req: RecordedRequest) -> float:
+        submitted[0] += 1
+        if not scores:
+            return 2.0
+        return scores[min((submitted[0] - 1) // seats, len(scores) - 1)]
+    return ScriptedJudge(score_for=score)
+
+
+def spend_rows(run: EngineRun, scope: str) -> list[dict[str, Any]]:
+    return run.store.rows("spend", lambda r: r["scope"] == scope)
+
+
+def exceeded(run: EngineRun, scope: str) -> list[Any]:
+    return [e for e in run.of("budget:exceeded") if e.data["scope"] == scope]
+
+
+async def test_a_usd_task_budget_stops_a_failing_review_loop_before_it_is_exceeded(tmp_path: Path,
+                                                                                   srv: FakeLLM) -> None:
+    srv.responder = flat_judge()
+    agent = writes()
+    async with engine_on_memory(cfg(tmp_path, srv, "[budget]\nwarn_at = 0.5"), agents={"fake": agent}) as run:
+        m = await run.accept({"tasks": [task("greet", budget={"usd": 0.10})]})
+        done = await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    assert done.data["outcome"] == "failed"
+    [t] = run.store.rows("tasks")
+    assert t["status"] == TaskStatus.FAILED and t["reason"].startswith("budget: task ")
+    assert "cannot fit the next call" in t["reason"] and "best score 2 " in t["reason"]
+    assert t["score"] == 2.0  # its best attempt's score
+    [acct] = spend_rows(run, "task")
+    assert 0.05 < acct["usd"] <= 0.10  # it spent most of the budget, never more
+    assert acct["calls"] == len(srv.requests) - srv.unscripted  # every call the judge answered was counted
+    [mission] = spend_rows(run, "mission")
+    assert mission["usd"] == acct["usd"] and mission["tokens_in"] == acct["tokens_in"]
+    [ev] = exceeded(run, "task")
+    assert ev.data["measure"] == "usd" and ev.data["limit"] == 0.10 and ev.data["spent"] <= 0.10
+    assert ev.data["spent"] + ev.data["inFlight"] + ev.data["needed"] > 0.10  # the refused call would not fit
+    [warning] = run.of("budget:warning")  # at [budget] warn_at, once
+    assert warning.data["scope"] == "task" and 0.05 <= warning.data["spent"] < 0.10
+    # it stopped for the budget, long before the counters: no max-retries event, fewer runs than allowed
+    assert not run.of("task:max-retries") and 1 < len(agent.requests) < 20
+    assert [e.data["to"] for e in run.of("task:transition")][-1] == "failed"
+    assert run.of("task:transition")[-1].data["trigger"] == "budget"
+
+
+async def test_a_token_budget_counts_input_and_output_tokens(tmp_path: Path, srv: FakeLLM) -> None:
+    srv.responder = flat_judge()
+    async with engine_on_memory(cfg(tmp_path, srv), agents={"fake": writes()}) as run:
+        m = await run.accept({"tasks": [task("greet", budget={"tokens": 20000})]})
+        await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    [t] = run.store.rows("tasks")
+    assert t["status"] == TaskStatus.FAILED and t["reason"].startswith("budget: ") and t["score"] == 2.0
+    [acct] = spend_rows(run, "task")
+    assert 10000 < acct["tokens_in"] + acct["tokens_out"] <= 20000
+    [ev] = exceeded(run, "task")
+    assert ev.data["measure"] == "tokens" and ev.data["limit"] == 20000
+
+
+async def test_a_mission_budget_across_three_tasks_stops_starting_tasks(tmp_path: Path, srv: FakeLLM) -> None:
+    srv.responder = flat_judge()
+    agent = writes()
+    async with engine_on_memory(cfg(tmp_path, srv), agents={"fake": agent}) as run:
+        m = await run.accept({"settings": {"budget": {"usd": 0.10}},
+                              "tasks": [task("one"), task("two"), task("three")]})
+        await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    tasks = run.store.rows("tasks")
+    assert [t["status"] for t in tasks] == [TaskStatus.FAILED] * 3
+    assert all(t["reason"].startswith("budget: mission ") for t in tasks), [t["reason"] for t in tasks]
+    [mission] = spend_rows(run, "mission")
+    assert 0.05 < mission["usd"] <= 0.10
+    per_task = spend_rows(run, "task")
+    assert abs(sum(r["usd"] for r in per_task) - mission["usd"]) < 1e-9  # the mission is the sum of its tasks
+    assert len(exceeded(run, "mission")) == 1 and not exceeded(run, "task")
+
+
+async def test_a_flat_fix_loop_stops_at_the_plateau_before_max_fix_attempts(tmp_path: Path, srv: FakeLLM) -> None:
+    srv.responder = flat_judge([2.0, 3.0, 2.9, 2.95])  # attempt 2 is the best; 3 and 4 do not beat it by 0.1
+    agent = writes()
+    async with engine_on_memory(cfg(tmp_path, srv, retries=0, fixes=10).model_copy(update={"judge": cfg(
+            tmp_path, srv).judge.model_copy(update={"correct_expectations": False})}), agents={"fake": agent}) as run:
+        m = await run.accept({"settings": {"plateau": {"attempts": 2, "margin": 0.1}}, "tasks": [task("greet")]})
+        await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    [t] = run.store.rows("tasks")
+    assert t["status"] == TaskStatus.FAILED and "the fixes stopped improving the score" in t["reason"]
+    assert len(agent.requests) == 4 and t["fix_attempts"] == 3  # of 10 allowed
+    assert t["score"] == 3.0  # the best attempt's (2), not the last one's (2.95)
+
+
+async def test_a_daemon_daily_budget_pauses_new_work_and_resumes_the_next_day(tmp_path: Path, srv: FakeLLM) -> None:
+    srv.responder = ScriptedJudge(score=5.0)  # every review passes: only the budget holds work back
+    agent = writes()
+    new_day = anyio.Event()
+    slept: list[float] = []
+    async with engine_on_memory(cfg(tmp_path, srv, "[budget]\ndaily_tokens = 5000"), agents={"fake": agent}) as run:
+        async def sleep(seconds: float) -> None:  # the keeper's wait for the day's end, on the fake clock
+            slept.append(seconds)
+            await new_day.wait()
+            run.clock.advance(seconds)
+        run.engine.spend.sleep = sleep
+        one = await run.accept({"tasks": [task("one")]}, source="/missions/one.json")
+        ev = await run.wait_event("budget:exceeded", timeout=60)
+        assert (ev.data["scope"], ev.data["measure"], ev.data["period"]) == ("daemon", "tokens", "2026-01-01")
+        two = await run.accept({"tasks": [task("two")]}, source="/missions/two.json")
+        with anyio.move_on_after(0.5):  # give the dispatcher every chance to start it
+            await run.wait_event("task:transition", task_id=f"{two.id}:1", to="assigned")
+        assert [r.task_id for r in agent.requests] == [f"{one.id}:1"]  # the new work waits for the next day
+        assert run.store.rows("tasks", lambda r: r["id"] == f"{two.id}:1")[0]["status"] == TaskStatus.PENDING
+        assert slept == [86400.0]  # 2026-01-01T00:00Z to midnight
+        new_day.set()
+        for m in (one, two):
+            done = await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+            assert done.data["outcome"] == "completed"
+    days = {r["period"]: r for r in spend_rows(run, "daemon")}
+    assert "2026-01-01" in days and "2026-01-02" in days
+    assert all(r["tokens_in"] + r["tokens_out"] <= 5000 for r in days.values())
+    assert len([e for e in exceeded(run, "daemon") if e.data["period"] == "2026-01-01"]) == 1
+    assert sorted(r.task_id for r in agent.requests) == sorted([f"{one.id}:1", f"{two.id}:1"])  # no re-run
