@@ -302,7 +302,8 @@ class TurnMeter:
                 self.refused = BudgetRefused(
                     f"{a.label} cannot fit the next call ({_describe(a, lim)}; the call could need {need})"
                     + ("; new work waits for the next UTC day" if a.scope in DAILY else
-                       "; raise the budget and `polpo retry` the task to go on"), scope=a.scope)
+                       "; to go on, give it a larger budget in the mission file and submit it again"),
+                    scope=a.scope)
                 raise self.refused
         for a, _ in limited:
             a.reserved_usd += usd or 0.0

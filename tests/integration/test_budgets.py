@@ -108,7 +108,7 @@ async def test_a_usd_task_budget_stops_a_failing_review_loop_before_it_is_exceed
     [warning] = run.of("budget:warning")  # at [budget] warn_at, once
     assert warning.data["scope"] == "task" and 0.05 <= warning.data["spent"] < 0.10
     # it stopped for the budget, long before the counters: no max-retries event, fewer runs than allowed
-    assert not run.of("task:max-retries") and 1 < len(agent.requests) < 20
+    assert not run.of("task:maxRetries") and 1 < len(agent.requests) < 20
     assert [e.data["to"] for e in run.of("task:transition")][-1] == "failed"
     assert run.of("task:transition")[-1].data["trigger"] == "budget"
 
