@@ -1,6 +1,10 @@
 """Review panel wall time: three reviewers in parallel vs. one reviewer doing the same work, against FakeLLM.
 
-Usage: .venv/bin/python scripts/bench_panel.py [--runs 5] [--delay 0.1] [--keep-nagle]
+Usage: .venv/bin/python scripts/bench_panel.py [--runs 5] [--delay 0.1] [--keep-nagle] [--budget]
+
+``--budget`` runs every call under a task's turn meter with a task, a mission and a daily budget (the engine's
+real :class:`~polpo.engine.spend_book.SpendBook` on a memory store whose writer runs): each call is estimated,
+priced, checked, counted and written, as in the daemon.
 
 Every reviewer follows the same script, each reply held ``--delay`` seconds by FakeLLM (standing in for the
 model's own time): phase 1 reads a file, greps, then writes its analysis (3 calls, with real tool dispatch on a
@@ -29,13 +33,14 @@ loopback, see bench_agent.py) is turned off unless ``--keep-nagle``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +184,42 @@ async def http_floor(srv: FakeLLM, bodies: list[Mapping[str, Any]], seconds: flo
     return (wall - len(bodies) * seconds) / len(bodies) * 1000
 
 
-async def bench(runs: int, seconds: float) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def metered(on: bool) -> AsyncIterator[None]:
+    """With ``on``: every call of the block under a real turn meter with budgets, its rows written as it goes."""
+    if not on:
+        yield
+        return
+    from polpo.clock import FakeClock
+    from polpo.config import Config
+    from polpo.engine.spend_book import SpendBook
+    from polpo.llm.spend import CURRENT_METER
+    from polpo.mission.schema import MissionSpec
+    from polpo.store.memory import MemoryStore
+
+    clock = FakeClock()
+    store = MemoryStore(clock)
+    spec = MissionSpec.model_validate({"settings": {"budget": {"usd": 1e5, "tokens": 10**11}}, "tasks": [
+        {"title": "t", "description": "d", "budget": {"usd": 1e5, "tokens": 10**11}}]})
+    book = SpendBook(Config.model_validate({"budget": {"daily_tokens": 10**11}}), store, clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.run_writer)
+        token = CURRENT_METER.set(book.meter("m:1", "m", "coder", spec.tasks[0], spec))
+        try:
+            yield
+        finally:
+            CURRENT_METER.reset(token)
+            await store.flush()
+            tg.cancel_scope.cancel()
+    print(f"metered: {book.spend_of('task', 'm:1').calls} calls counted", file=sys.stderr)
+
+
+async def bench(runs: int, seconds: float, budget: bool = False) -> dict[str, Any]:
+    async with metered(budget):
+        return await _bench(runs, seconds)
+
+
+async def _bench(runs: int, seconds: float) -> dict[str, Any]:
     with FakeLLM(models=MODELS) as srv, tempfile.TemporaryDirectory(prefix="polpo-bench-panel-") as tmp:
         srv.responder = responder(seconds)
         models = [ModelSettings(f"openai/{m}", api_base=srv.base_url, api_key_env=KEY_ENV, timeout=60)
@@ -214,13 +254,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--delay", type=float, default=0.1, help="server delay per reply, seconds (default 0.1)")
     ap.add_argument("--keep-nagle", action="store_true", help="leave Nagle on in FakeLLM (adds ~40 ms per call)")
+    ap.add_argument("--budget", action="store_true", help="every call metered under budgets (polpo.engine.spend_book)")
     args = ap.parse_args()
     if args.runs < 1 or args.delay < 0:
         ap.error("--runs must be ≥ 1 and --delay ≥ 0")
     os.environ[KEY_ENV] = "sk-bench-not-a-real-key"
     if not args.keep_nagle:
         fake_llm._Handler.disable_nagle_algorithm = True
-    out = anyio.run(bench, args.runs, args.delay)
+    out = anyio.run(bench, args.runs, args.delay, args.budget)
     d, seq = args.delay, SEQUENTIAL_CALLS
     served = seq * d
 

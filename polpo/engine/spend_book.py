@@ -135,6 +135,7 @@ class SpendBook:
         self.daemon_limit = Limit(cfg.budget.daily_usd, cfg.budget.daily_tokens)
         self.agent_limits = {n: Limit(a.daily_usd, a.daily_tokens) for n, a in cfg.agents.items()
                              if a.daily_usd is not None or a.daily_tokens is not None}
+        self.daily_limits = self.daemon_limit.any or bool(self.agent_limits)
         self.warn_at = cfg.budget.warn_at
         self.sleep: Sleep = anyio.sleep
         self.on_resume: Callable[[], None] = lambda: None
@@ -173,9 +174,8 @@ class SpendBook:
 
     # -- a turn ---------------------------------------------------------------------------------------------
     def meter(self, task_id: str, mission_id: str, agent: str, task: TaskSpec, mission: MissionSpec) -> TurnMeter:
-        fixed = [(self.account("task", task_id, "", mission_id), task_limit(task, mission)),
-                 (self.account("mission", mission_id, "", mission_id), limit_of(mission.settings.budget))]
-        return TurnMeter(self, fixed, agent, mission_id, task_id)
+        limits = (task_limit(task, mission), limit_of(mission.settings.budget))
+        return TurnMeter(self, limits, agent, mission_id, task_id)
 
     def daily(self, agent: str) -> list[tuple[Account, Limit]]:
         """Today's accounts of ``agent`` and of the daemon (a new day, new accounts)."""
@@ -185,17 +185,23 @@ class SpendBook:
 
     def spent_fixed(self, meter: TurnMeter) -> str | None:
         """Why the task may not start: its task's or mission's budget already spent (None: it may)."""
-        for a, lim in meter.fixed:
-            measure = spent_over(a.spend, lim) if lim.any else None
-            if measure is not None or (a.flags & EXCEEDED and lim.any):
+        for key, lim in ((("task", meter.task_id, ""), meter.limits[0]),
+                         (("mission", meter.mission_id, ""), meter.limits[1])):
+            a = self.accounts.get(key) if lim.any else None  # no account made here: most turns spend nothing
+            if a is not None and (a.flags & EXCEEDED or spent_over(a.spend, lim) is not None):
                 return f"{a.label} is spent ({_describe(a, lim)})"
         return None
 
     def paused_key(self, agent: str) -> str | None:
         """The limit key holding ``agent``'s new work until the day ends (None: it may start)."""
-        for a, lim in self.daily(agent):
-            if lim.any and (a.flags & EXCEEDED or spent_over(a.spend, lim) is not None):
-                return f"budget:{a.scope}:{a.key}"
+        if not self.daily_limits:
+            return None  # asked for every task the dispatcher pops: nothing to look up without a daily budget
+        day = self.today()
+        for scope, key, lim in (("agent", agent, self.agent_limits.get(agent, NO_LIMIT)),
+                                ("daemon", "", self.daemon_limit)):
+            a = self.accounts.get((scope, key, day)) if lim.any else None
+            if a is not None and (a.flags & EXCEEDED or spent_over(a.spend, lim) is not None):
+                return f"budget:{scope}:{key}"
         return None
 
     # -- events and rows --------------------------------------------------------------------------------------
@@ -275,14 +281,25 @@ class _Ticket:
 class TurnMeter:
     """One task turn's accounts: what :class:`~polpo.llm.client.LLMClient` asks before and after each call."""
 
-    def __init__(self, book: SpendBook, fixed: list[tuple[Account, Limit]], agent: str, mission_id: str,
+    def __init__(self, book: SpendBook, limits: tuple[Limit, Limit], agent: str, mission_id: str,
                  task_id: str) -> None:
         self.book = book
-        self.fixed = fixed
+        self.limits = limits  # the task's, the mission's
+        self._fixed: list[tuple[Account, Limit]] | None = None
         self.agent = agent
         self.mission_id = mission_id
         self.task_id = task_id
         self.refused: BudgetRefused | None = None  # the first refusal of the turn
+
+    @property
+    def fixed(self) -> list[tuple[Account, Limit]]:
+        """The task's and the mission's accounts, made on the turn's first call (a command agent's turn makes
+        none)."""
+        if self._fixed is None:
+            b = self.book
+            self._fixed = [(b.account("task", self.task_id, "", self.mission_id), self.limits[0]),
+                           (b.account("mission", self.mission_id, "", self.mission_id), self.limits[1])]
+        return self._fixed
 
     def admit(self, model: str, estimate: Estimate) -> object:
         if self.refused is not None and self.refused.scope not in DAILY:

@@ -17,7 +17,7 @@ import pytest
 from polpo.agents.base import AgentRequest
 from polpo.model.status import TaskStatus
 from tests.support.engine import EngineRun, ScriptAgent, config, engine_on_memory
-from tests.support.fake_llm import FakeLLM, RecordedRequest
+from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, tool_call
 from tests.support.judges import ScriptedJudge
 
 pytestmark = pytest.mark.anyio
@@ -185,3 +185,40 @@ async def test_a_daemon_daily_budget_pauses_new_work_and_resumes_the_next_day(tm
     assert all(r["tokens_in"] + r["tokens_out"] <= 5000 for r in days.values())
     assert len([e for e in exceeded(run, "daemon") if e.data["period"] == "2026-01-01"]) == 1
     assert sorted(r.task_id for r in agent.requests) == sorted([f"{one.id}:1", f"{two.id}:1"])  # no re-run
+
+
+async def test_an_llm_agents_tool_loop_stops_at_a_turn_boundary_when_the_next_call_would_not_fit(
+        tmp_path: Path, srv: FakeLLM) -> None:
+    """The agent keeps writing files, one tool call a turn; the task's token budget refuses the call after the
+    last one that fits: every tool call made was answered, the file it wrote is whole, nothing runs after."""
+    turns = [0]
+
+    def agent_model(req: RecordedRequest) -> Reply:
+        turns[0] += 1
+        return tool_call("write_file", {"path": f"part{turns[0]}.txt", "content": f"part {turns[0]}\n" * 50})
+    srv.responder = agent_model
+    extra = f"""
+[agents.bot]
+type = "llm"
+model = "{MODEL}"
+api_base = "{srv.base_url}"
+api_key_env = "{KEY_ENV}"
+max_tokens = 512
+max_turns = 40
+"""
+    async with engine_on_memory(cfg(tmp_path, srv, extra)) as run:
+        m = await run.accept({"tasks": [{"title": "t", "description": "write the parts", "assignTo": "bot",
+                                         "budget": {"tokens": 12000},
+                                         "expectations": [{"type": "file_exists", "path": "part1.txt"}]}]})
+        await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    [t] = run.store.rows("tasks")
+    assert t["status"] == TaskStatus.FAILED and t["reason"].startswith("budget: ")
+    assert "cannot fit the next call" in t["reason"]
+    [acct] = spend_rows(run, "task")
+    assert acct["tokens_in"] + acct["tokens_out"] <= 12000 and acct["calls"] == turns[0] == len(srv.requests)
+    assert 1 < turns[0] < 40  # stopped by the budget, not by max_turns
+    ws = Path(run.store.rows("missions")[0]["workspace"])
+    assert sorted(p.name for p in ws.glob("part*.txt")) == sorted(f"part{n}.txt" for n in range(1, turns[0] + 1))
+    assert all(p.read_text() == f"part {p.stem[4:]}\n" * 50 for p in ws.glob("part*.txt"))  # each write whole
+    [attempt] = run.store.rows("attempts")
+    assert "budget" in attempt["error"] and not run.of("assessment:started")  # no checks after a budget stop
