@@ -43,12 +43,14 @@ def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
     raise click.ClickException(message)
 
 
-def _queue(kind: str, target: str, config_path: str | None) -> None:
+def _queue(kind: str, target: str, config_path: str | None, options: str = "") -> None:
+    """``options``: the command's own arguments after the target (``usd=0.5``); such a command goes through the
+    inbox (the API's routes take none)."""
     from polpo.daemon_probe import daemon_pid
     from polpo.store import read
 
     cfg = load_config_or_exit(config_path)
-    if _via_api(kind, target, cfg, daemon_pid(cfg.state_dir)):
+    if not options and _via_api(kind, target, cfg, daemon_pid(cfg.state_dir)):
         return
     try:
         con = read.open_reader(cfg)
@@ -59,7 +61,7 @@ def _queue(kind: str, target: str, config_path: str | None) -> None:
         raise click.ClickException(f"no {'task' if kind != 'cancel' else 'mission'} {target!r}; "
                                    "see `polpo status --all`")
     target = exists["id"]
-    cid = read.queue_command(con, kind, target, datetime.now(UTC).isoformat())
+    cid = read.queue_command(con, kind, f"{target} {options}".strip(), datetime.now(UTC).isoformat())
     if daemon_pid(cfg.state_dir) is None:
         click.echo(f"queued {kind} {target}: no daemon is running; it applies when the daemon starts")
         return
@@ -77,10 +79,14 @@ def _queue(kind: str, target: str, config_path: str | None) -> None:
 
 @click.command()
 @click.argument("task_id", metavar="TASK")
+@click.option("--budget", "usd", type=click.FloatRange(min=0, min_open=True),
+              help="the task's LLM budget in USD from now on (a task stopped by its budget)")
+@click.option("--tokens", type=click.IntRange(min=1), help="the task's LLM budget in tokens from now on")
 @config_option
-def retry(task_id: str, config_path: str | None) -> None:
+def retry(task_id: str, usd: float | None, tokens: int | None, config_path: str | None) -> None:
     """Run a failed task again with a fresh retry budget (tasks that failed because of it re-open too)."""
-    _queue("retry", task_id, config_path)
+    options = " ".join(f"{k}={v}" for k, v in (("usd", usd), ("tokens", tokens)) if v is not None)
+    _queue("retry", task_id, config_path, options)
 
 
 @click.command()

@@ -20,6 +20,7 @@ from polpo.engine.board import MissionBoard, wire
 from polpo.engine.budget import budget
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.lifecycle import Trigger
+from polpo.engine.spend_book import Limit, SpendBook
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
@@ -42,10 +43,31 @@ class CommandRefused(Exception):
     """A command that does not apply; the message says why."""
 
 
+def retry_target(target: str) -> tuple[str, Limit | None]:
+    """``TASK`` or ``TASK usd=0.5 tokens=200000`` (what ``polpo retry --budget/--tokens`` queues): the task and
+    its raised budget."""
+    task_id, *opts = target.split()
+    if not opts:
+        return task_id, None
+    values: dict[str, float] = {}
+    for opt in opts:
+        key, _, value = opt.partition("=")
+        try:
+            values[key] = float(value)
+        except ValueError:
+            raise CommandRefused(f"retry {task_id}: {opt!r} is not usd=AMOUNT or tokens=COUNT") from None
+        if key not in ("usd", "tokens") or not 0 < values[key] < 1e12:
+            raise CommandRefused(f"retry {task_id}: {opt!r} is not usd=AMOUNT or tokens=COUNT (positive)")
+    tokens = values.get("tokens")
+    return task_id, Limit(values.get("usd"), int(tokens) if tokens is not None else None)
+
+
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
-                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
+                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None,
+                 spend: SpendBook | None = None) -> None:
         self.cfg = cfg
+        self.spend = spend  # `polpo retry TASK --budget`: the task's raised budget (polpo.engine.spend_book)
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
@@ -94,11 +116,15 @@ class Commands:
             self.board.complete_mission(m)
         return f"cancelling mission {mid}"
 
-    async def retry_task(self, task_id: str) -> str:
+    async def retry_task(self, task_id: str, raised: Limit | None = None) -> str:
+        """``raised``: the task's budget from now on (``polpo retry TASK --budget USD --tokens N``)."""
         mid = task_id.rsplit(":", 1)[0]
         loaded = mid not in self.board.missions
         m = self.board.missions.get(mid) or await self._load(mid)
         task = m.tasks.get(task_id) if m else None
+        if raised is not None and self.spend is not None and m is not None and task is not None and (
+                task.status in (TaskStatus.ON_HOLD, TaskStatus.FAILED)):
+            self.spend.raise_task(task_id, m.id, raised)
         if m is not None and task is not None and task.status is TaskStatus.ON_HOLD:
             return self._release_hold(task)
         if m is None or task is None or task.status is not TaskStatus.FAILED:
@@ -215,7 +241,7 @@ class Commands:
             if kind == "cancel":
                 return "done", await self.cancel(target)
             if kind == "retry":
-                return "done", await self.retry_task(target)
+                return "done", await self.retry_task(*retry_target(target))
             if kind == "approve":
                 return "done", self.approve_task(target)
             if kind == "rerun":

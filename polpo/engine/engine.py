@@ -86,7 +86,8 @@ class Engine:
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
-                                 load=lambda mid: self.recovery.load_mission(mid), admission=self.admission)
+                                 load=lambda mid: self.recovery.load_mission(mid), admission=self.admission,
+                                 spend=self.spend)
         self.sla = SlaKeeper(cfg.sla, store, self.board, self.commands.fail_for_sla)
         self.tracker = ChangeTracker(exclude=(cfg.state_dir,))
         self.isolation = Isolation(cfg, store, forget_root=self.tracker.forget)

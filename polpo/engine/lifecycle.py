@@ -37,6 +37,7 @@ class Trigger(StrEnum):
     REASSESS = "reassess"
     RESUME = "resume"
     BUDGET = "budget"
+    BUDGET_HOLD = "budget_hold"
 
 
 S = TaskStatus
@@ -68,6 +69,7 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.ON_HOLD, T.RESUME): S.PENDING,                 # `polpo retry` after an agent's model outage
     (S.PENDING, T.BUDGET): S.FAILED,                  # its task's or mission's budget is spent: it does not start
     (S.REVIEW, T.BUDGET): S.FAILED,                   # the next call would not fit its budget: no fix, no retry
+    (S.REVIEW, T.BUDGET_HOLD): S.ON_HOLD,             # the same with onBudget "hold": `polpo retry --budget`
     **{(s, T.CANCEL): S.FAILED for s in _OPEN},
     **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
     **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task

@@ -35,7 +35,7 @@ from polpo.engine.isolation import Isolation
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.outage import OutageKeeper
 from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
-from polpo.engine.stops import QualityStops, refusal
+from polpo.engine.stops import QualityStops, hold, refusal
 from polpo.events.catalog import (
     AgentFinished,
     AgentSpawned,
@@ -211,8 +211,9 @@ class TaskRunner:
         self.board.transition(tx, task, Trigger.FINISHED, attempt=n, exit_code=result.exit_code)
         self.store.submit(tx)
         if refused is not None:  # the task's or mission's budget stopped the agent at a turn boundary
-            self.stops.budget_end(task, attempt, attempt.error or "budget")
-            await self.isolation.release(m, task, self.slot_of(task).ignore_files)
+            self.stops.budget_end(task, attempt, attempt.error or "budget", hold=hold(m, refused))
+            if task.terminal:  # not when it waits on hold for a larger budget
+                await self.isolation.release(m, task, self.slot_of(task).ignore_files)
             return
         await self._assess_and_decide(m, task, attempt, None)
 
@@ -240,7 +241,7 @@ class TaskRunner:
         ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
         first = await self.stops.through_day(await self.assessor.assess(m, task, attempt, existing), again)
         if self.stops.over_budget(m, task, attempt, first):  # a call did not fit: no fix, no retry
-            return await self.isolation.release(m, task, ignore)
+            return await self.isolation.release(m, task, ignore) if task.terminal else None
         verdict = await self.outage.through(m, task, first, again)
         if verdict is None:
             return  # on hold until `polpo retry`
@@ -248,7 +249,7 @@ class TaskRunner:
             judged = await self.stops.through_day(
                 await self.assessor.judge_and_reassess(m, task, attempt, verdict), again)
             if self.stops.over_budget(m, task, attempt, judged):  # a call did not fit: no fix, no retry
-                return await self.isolation.release(m, task, ignore)
+                return await self.isolation.release(m, task, ignore) if task.terminal else None
             verdict = await self.outage.through(m, task, judged, again)
             if verdict is None:
                 return

@@ -76,6 +76,7 @@ class Account:
     mission_id: str | None
     spend: Spend = field(default_factory=Spend)
     flags: int = 0
+    raised: Limit | None = None  # a task's budget as `polpo retry --budget` raised it
     reserved_usd: float = 0.0
     reserved_tokens: int = 0
 
@@ -149,6 +150,8 @@ class SpendBook:
             a.spend = Spend(int(r["tokens_in"]), int(r["tokens_out"]), float(r["usd"]), bool(r["usd_known"]),
                             int(r["calls"]))
             a.flags = int(r["flags"])
+            if r["limit_usd"] is not None or r["limit_tokens"] is not None:
+                a.raised = Limit(r["limit_usd"], r["limit_tokens"])
             if a.scope in DAILY and a.flags & EXCEEDED:
                 self._paused.set()
 
@@ -174,8 +177,16 @@ class SpendBook:
 
     # -- a turn ---------------------------------------------------------------------------------------------
     def meter(self, task_id: str, mission_id: str, agent: str, task: TaskSpec, mission: MissionSpec) -> TurnMeter:
-        limits = (task_limit(task, mission), limit_of(mission.settings.budget))
-        return TurnMeter(self, limits, agent, mission_id, task_id)
+        raised = self.accounts.get(("task", task_id, ""))
+        own = raised.raised if raised is not None and raised.raised is not None else task_limit(task, mission)
+        return TurnMeter(self, (own, limit_of(mission.settings.budget)), agent, mission_id, task_id)
+
+    def raise_task(self, task_id: str, mission_id: str, limit: Limit) -> None:
+        """``polpo retry TASK --budget``: the task's budget from now on (the crossing flags start again)."""
+        a = self.account("task", task_id, "", mission_id)
+        a.raised = limit
+        a.flags = 0
+        self.store.submit(self.store.tx().spend(self._row(a)))
 
     def daily(self, agent: str) -> list[tuple[Account, Limit]]:
         """Today's accounts of ``agent`` and of the daemon (a new day, new accounts)."""
@@ -244,8 +255,10 @@ class SpendBook:
 
     def _row(self, a: Account) -> tuple[object, ...]:
         s = a.spend
+        r = a.raised
         return (a.scope, a.key, a.period, a.mission_id, s.tokens_in, s.tokens_out, round(s.usd, 9),
-                int(s.usd_known), s.calls, a.flags, iso(self.clock.now()))
+                int(s.usd_known), s.calls, a.flags, r.usd if r else None, r.tokens if r else None,
+                iso(self.clock.now()))
 
     # -- the daily pause --------------------------------------------------------------------------------------
     def seconds_to_reset(self) -> float:
@@ -318,9 +331,7 @@ class TurnMeter:
                 need = f"${needed:.4f}" if measure == "usd" else f"{tokens} tokens"
                 self.refused = BudgetRefused(
                     f"{a.label} cannot fit the next call ({_describe(a, lim)}; the call could need {need})"
-                    + ("; new work waits for the next UTC day" if a.scope in DAILY else
-                       "; to go on, give it a larger budget in the mission file and submit it again"),
-                    scope=a.scope)
+                    + _next_step(a), scope=a.scope)
                 raise self.refused
         for a, _ in limited:
             a.reserved_usd += usd or 0.0
@@ -339,6 +350,14 @@ class TurnMeter:
         for a, _ in accounts:
             a.spend.add(tokens_in, tokens_out, usd)
         self.book.write(accounts)
+
+
+def _next_step(a: Account) -> str:
+    if a.scope in DAILY:
+        return "; new work waits for the next UTC day"
+    if a.scope == "task":
+        return f"; `polpo retry {a.key} --budget USD` (or --tokens N) raises it"
+    return "; the mission starts no more tasks (a larger settings.budget needs a new run of its file)"
 
 
 def _describe(a: Account, lim: Limit) -> str:

@@ -29,6 +29,11 @@ def refused() -> BudgetRefused | None:
     return meter.refused if isinstance(meter, TurnMeter) else None
 
 
+def hold(m: Mission, scope: str | None) -> bool:
+    """Whether a task its own budget stopped waits on hold (``onBudget: "hold"``) rather than failing."""
+    return scope == "task" and m.spec.settings.on_budget == "hold"
+
+
 def refusal() -> str | None:
     """The scope of the budget that refused a call of this turn (task, mission, agent, daemon), if one did."""
     r = refused()
@@ -64,7 +69,7 @@ class QualityStops:
         if r is None or r.scope in DAILY or (verdict.passed and verdict.error is None):
             return False
         self.plateaued(m, task, attempt, verdict)
-        self.budget_end(task, attempt, str(r))
+        self.budget_end(task, attempt, str(r), hold=hold(m, r.scope))
         return True
 
     def interrupted(self, tx: Tx, task: Task, attempt: Attempt) -> None:
@@ -87,8 +92,17 @@ class QualityStops:
             verdict = await again(verdict.assessment)
         return verdict
 
-    def budget_end(self, task: Task, attempt: Attempt | None, why: str) -> None:
-        """The task ends ``failed`` for its budget, with its best attempt's score (``task.score``)."""
+    def budget_end(self, task: Task, attempt: Attempt | None, why: str, *, hold: bool = False) -> None:
+        """The task ends ``failed`` for its budget, with its best attempt's score (``task.score``); with ``hold``
+        (``onBudget: "hold"``, its own budget) it waits ``on_hold`` for ``polpo retry TASK --budget USD``."""
+        if hold:
+            tx = self.store.tx()
+            if attempt is not None:
+                tx.attempt(attempt)
+            self.board.transition(tx, task, Trigger.BUDGET_HOLD, f"budget: {why}; `polpo retry {task.id} --budget "
+                                  "USD` (or --tokens N) raises it and goes on")
+            self.store.submit(tx)
+            return
         best = self.best.pop(task.id, None)
         self.scores.pop(task.id, None)
         tx = self.store.tx()

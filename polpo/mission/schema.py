@@ -254,6 +254,7 @@ class MissionSettings(Model):
     affinity: Literal["node", "any"] | None = None
     budget: Budget | None = None  # the whole mission's LLM spend
     task_budget: Budget | None = None  # each task's, unless it sets its own
+    on_budget: Literal["fail", "hold"] | None = None  # a task over its own budget: failed (default) or on_hold
     plateau: Plateau | None = None  # None: fixes go on until maxFixAttempts
 
 

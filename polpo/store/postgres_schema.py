@@ -264,6 +264,8 @@ MIGRATIONS: list[str] = [
         usd_known   BIGINT NOT NULL DEFAULT 1,
         calls       BIGINT NOT NULL DEFAULT 0,
         flags       BIGINT NOT NULL DEFAULT 0,
+        limit_usd   DOUBLE PRECISION,
+        limit_tokens BIGINT,
         updated_at  {T} NOT NULL,
         PRIMARY KEY (scope, key, period)
     );

@@ -69,9 +69,10 @@ DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "cre
 SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at"),
                   ("entity_id", "kind"), ("data", "created_at"))
 # what LLM calls cost, per account: a task, a mission (period ""), an agent's or the daemon's day (period
-# "YYYY-MM-DD", UTC; key "" for the daemon); flags: 1 budget:warning sent, 2 budget:exceeded sent (polpo.engine.spend_book)
+# "YYYY-MM-DD", UTC; key "" for the daemon); flags: 1 budget:warning sent, 2 budget:exceeded sent; limit_*: a task's budget
+# as `polpo retry --budget` raised it (polpo.engine.spend_book)
 SPEND = Table("spend", ("scope", "key", "period", "mission_id", "tokens_in", "tokens_out", "usd", "usd_known", "calls",
-                        "flags", "updated_at"), ("scope", "key", "period"), ("mission_id",))
+                        "flags", "limit_usd", "limit_tokens", "updated_at"), ("scope", "key", "period"), ("mission_id",))
 COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
 # PostgreSQL only (several daemons): a ready task offered to the cluster (insert if absent) and the end of a

@@ -216,6 +216,8 @@ MIGRATIONS: list[str] = [
         usd_known   INTEGER NOT NULL DEFAULT 1,              -- 0: a call had no known price (usd is a floor)
         calls       INTEGER NOT NULL DEFAULT 0,
         flags       INTEGER NOT NULL DEFAULT 0,              -- 1 budget:warning sent, 2 budget:exceeded sent
+        limit_usd   REAL,                                    -- a task's budget raised by `polpo retry --budget`
+        limit_tokens INTEGER,
         updated_at  TEXT NOT NULL,
         PRIMARY KEY (scope, key, period)
     );

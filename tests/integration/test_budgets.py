@@ -266,3 +266,26 @@ daily_tokens = 5000
     assert (ev.data["key"], ev.data["period"], ev.data["measure"]) == ("bot", "2026-01-01", "tokens")
     days = {r["period"]: r["tokens_in"] + r["tokens_out"] for r in spend_rows(run, "agent")}
     assert set(days) == {"2026-01-01", "2026-01-02"} and all(v <= 5000 for v in days.values())
+
+
+async def test_on_budget_hold_waits_on_hold_until_retry_raises_the_budget(tmp_path: Path, srv: FakeLLM) -> None:
+    srv.responder = flat_judge()
+    agent = writes()
+    async with engine_on_memory(cfg(tmp_path, srv), agents={"fake": agent}) as run:
+        m = await run.accept({"settings": {"onBudget": "hold"}, "tasks": [task("greet", budget={"usd": 0.05})]})
+        tid = f"{m.id}:1"
+        await run.wait_event("task:transition", task_id=tid, to="on_hold", timeout=60)
+        [t] = run.store.rows("tasks")
+        assert t["reason"].startswith("budget: ") and f"polpo retry {tid} --budget USD" in t["reason"]
+        assert not run.of("mission:completed") and len(exceeded(run, "task")) == 1
+        held = spend_rows(run, "task")[0]["usd"]
+        assert await run.engine.commands.apply("retry", f"{tid} usd=lots") == (
+            "refused", f"retry {tid}: 'usd=lots' is not usd=AMOUNT or tokens=COUNT")
+        srv.responder = ScriptedJudge(score=5.0)
+        assert (await run.engine.commands.apply("retry", f"{tid} usd=1.0"))[0] == "done"
+        done = await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    assert done.data["outcome"] == "completed"
+    [acct] = spend_rows(run, "task")
+    assert acct["limit_usd"] == 1.0 and held < acct["usd"] <= 1.0  # its calls went on under the raised budget
+    transitions = [(e.data["from"], e.data["to"]) for e in run.of("task:transition", task_id=tid)]
+    assert ("review", "on_hold") in transitions and transitions[-1] == ("review", "done")

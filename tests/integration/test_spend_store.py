@@ -4,13 +4,22 @@ not sent twice for one crossing), and the first state written after a start is n
 
 from __future__ import annotations
 
-import pytest
+import sqlite3
+from pathlib import Path
 
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from polpo.cli.control import retry
 from polpo.clock import FakeClock
-from polpo.config import Config
+from polpo.config import Config, load_config
+from polpo.engine.commands import retry_target
 from polpo.engine.spend_book import EXCEEDED, Limit, SpendBook
 from polpo.mission.schema import MissionSpec
-from tests.support.stores import Backend, mission, writing
+from polpo.model.status import TaskStatus
+from polpo.store.sqlite import SqliteStore
+from tests.support.stores import Backend, mission, task, writing
 
 pytestmark = pytest.mark.anyio
 
@@ -37,6 +46,7 @@ async def test_spend_and_its_flags_are_read_back_after_a_restart(backend: Backen
         meter.record(ticket, "openai/fake-model", 120, 80)
         with pytest.raises(Exception, match="cannot fit the next call"):
             meter.admit("openai/fake-model", lambda: (100, 201))  # 200 spent + 301 > 500 tokens
+        spend.raise_task("m:2", "m", Limit(0.5, None))  # `polpo retry m:2 --budget 0.5`
         await store.flush()
     store = await backend.open()
     async with writing(store):
@@ -50,3 +60,28 @@ async def test_spend_and_its_flags_are_read_back_after_a_restart(backend: Backen
         assert again.spend_of("agent", "coder", "2026-01-01").calls == 1
         assert again.spent_fixed(again.meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)) is not None
         assert again.daemon_limit == Limit(None, 10_000)
+        assert again.meter("m:2", "m", "coder", SPEC.tasks[0], SPEC).limits == (Limit(0.5, None), Limit(1.0, None))
+
+
+async def test_polpo_retry_budget_queues_the_raised_budget_in_the_inbox(tmp_path: Path) -> None:
+    """The CLI as a user runs it, on a real SQLite store with no daemon running: the command waits in the inbox
+    with the budget, in the form the engine's command reads."""
+    path = tmp_path / "polpo.toml"
+    path.write_text('[daemon]\nstate_dir = "state"\nmissions_dir = "missions"\n')
+    (tmp_path / "missions").mkdir()
+    cfg = load_config(path)
+    cfg.state_dir.mkdir(parents=True)
+    store = await SqliteStore.open(cfg.db_path, clock=FakeClock())
+    m = mission()
+    async with writing(store):
+        await store.commit(store.tx().mission(m).task(task(m, 0, TaskStatus.FAILED)))
+    res = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(
+        retry, ["m:1", "--budget", "0.5", "--tokens", "200000", "--config", str(path)]))
+    assert res.exit_code == 0, res.output
+    assert "queued retry m:1: no daemon is running" in res.output
+    with sqlite3.connect(cfg.db_path) as con:
+        [(kind, target)] = con.execute("SELECT kind, target FROM commands").fetchall()
+    assert kind == "retry" and retry_target(target) == ("m:1", Limit(0.5, 200000))
+    bad = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(
+        retry, ["m:1", "--budget", "-1", "--config", str(path)]))
+    assert bad.exit_code != 0 and "--budget" in bad.output

@@ -31,6 +31,7 @@ EXPECTED = {
     ("on_hold", "resume"): "pending",
     ("pending", "budget"): "failed",
     ("review", "budget"): "failed",
+    ("review", "budget_hold"): "on_hold",
     ("on_hold", "cancel"): "failed",
     ("on_hold", "sla_fail"): "failed",
     ("on_hold", "internal_error"): "failed",
