@@ -90,6 +90,7 @@ class TaskRunner:
             await self._turn(task, handle, meter)
         finally:
             CURRENT_METER.reset(token)
+            meter.close()  # a context a library copied meanwhile (litellm's background tasks) keeps only a shell
 
     async def _turn(self, task: Task, handle: RunHandle, meter: TurnMeter) -> None:
         with anyio.CancelScope() as scope:
@@ -100,6 +101,8 @@ class TaskRunner:
             # A passing fault making it (a read-only or full disk…) is waited out: the task stays pending, not failed
             ws = await self._workspace(task)
             with self.tracker.activity(ws, task.id):
+                while task.status is TaskStatus.PENDING and self.spend.paused_key(task.agent) is not None:
+                    await self.spend.next_day()  # a daily budget, and a source that did not park it (a cluster's)
                 spent = self.spend.spent_fixed(meter)
                 if spent is not None and task.status is TaskStatus.PENDING:
                     self.stops.budget_end(task, None, spent)  # starts nothing

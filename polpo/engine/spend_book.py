@@ -296,7 +296,7 @@ class TurnMeter:
 
     def __init__(self, book: SpendBook, limits: tuple[Limit, Limit], agent: str, mission_id: str,
                  task_id: str) -> None:
-        self.book = book
+        self.book: SpendBook | None = book
         self.limits = limits  # the task's, the mission's
         self._fixed: list[tuple[Account, Limit]] | None = None
         self.agent = agent
@@ -309,15 +309,28 @@ class TurnMeter:
         """The task's and the mission's accounts, made on the turn's first call (a command agent's turn makes
         none)."""
         if self._fixed is None:
-            b = self.book
+            b = self._book()
             self._fixed = [(b.account("task", self.task_id, "", self.mission_id), self.limits[0]),
                            (b.account("mission", self.mission_id, "", self.mission_id), self.limits[1])]
         return self._fixed
 
+    def _book(self) -> SpendBook:
+        if self.book is None:
+            raise RuntimeError("the turn is over")
+        return self.book
+
+    def close(self) -> None:
+        """The turn is over: nothing more is metered through this meter, and it holds nothing of the engine."""
+        self.book = None
+        self._fixed = None
+
     def admit(self, model: str, estimate: Estimate) -> object:
+        book = self.book
+        if book is None:
+            return None  # a call made after its turn (from a task a library started in it): not the turn's
         if self.refused is not None and self.refused.scope not in DAILY:
             raise BudgetRefused(str(self.refused), scope=self.refused.scope)  # the turn's loop stops here
-        limited = [(a, lim) for a, lim in (*self.fixed, *self.book.daily(self.agent)) if lim.any]
+        limited = [(a, lim) for a, lim in (*self.fixed, *book.daily(self.agent)) if lim.any]
         if not limited:
             return None
         tokens_in, most_out = estimate()
@@ -327,7 +340,7 @@ class TurnMeter:
             measure = over(a.spend, a.reserved_usd, a.reserved_tokens, lim, usd, tokens)
             if measure is not None:
                 needed = round(usd, 6) if measure == "usd" and usd is not None else float(tokens)
-                self.book.exceeded(a, lim, measure, needed)
+                book.exceeded(a, lim, measure, needed)
                 need = f"${needed:.4f}" if measure == "usd" else f"{tokens} tokens"
                 self.refused = BudgetRefused(
                     f"{a.label} cannot fit the next call ({_describe(a, lim)}; the call could need {need})"
@@ -339,6 +352,9 @@ class TurnMeter:
         return _Ticket(limited, usd or 0.0, tokens)
 
     def record(self, ticket: object, model: str, tokens_in: int, tokens_out: int) -> None:
+        book = self.book
+        if book is None:
+            return
         if isinstance(ticket, _Ticket):
             for a, _ in ticket.accounts:
                 a.reserved_usd -= ticket.usd
@@ -346,10 +362,10 @@ class TurnMeter:
         if not tokens_in and not tokens_out:
             return  # the call failed: nothing the provider reported using
         usd = price(model, tokens_in, tokens_out)
-        accounts = [*self.fixed, *self.book.daily(self.agent)]
+        accounts = [*self.fixed, *book.daily(self.agent)]
         for a, _ in accounts:
             a.spend.add(tokens_in, tokens_out, usd)
-        self.book.write(accounts)
+        book.write(accounts)
 
 
 def _next_step(a: Account) -> str:
