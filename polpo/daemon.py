@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-from anyio.abc import TaskStatus
 
 from polpo import __version__, state_lock
 from polpo.agents.registry import AgentFactory
@@ -43,6 +42,7 @@ from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
 from polpo.sdnotify import notify as sd_notify
 from polpo.sla.monitor import SlaMonitor
+from polpo.stop_signals import StopControls, receive_signals
 from polpo.store import read
 from polpo.store.identity import StoreLost, verify
 from polpo.store.open import open_store
@@ -216,7 +216,7 @@ class Daemon:
         cfg = self.cfg
         async with anyio.create_task_group() as tg:
             if self.handle_signals:  # before anything says the daemon started: a logrotate SIGHUP never kills it
-                await tg.start(self._signals)
+                await tg.start(receive_signals, self._stop_controls())
             tg.start_soon(store.run_writer)
             tg.start_soon(store.watch_identity)
             await store.commit(store.tx().event(E.OrchestratorStarted(
@@ -298,16 +298,15 @@ class Daemon:
         with contextlib.suppress(StoreError):  # the store may be closing at shutdown
             self.store.submit(self.store.tx().event(payload))
 
-    async def _signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """SIGTERM / SIGINT stop the daemon; SIGHUP reopens events.jsonl (after logrotate moved it)."""
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            task_status.started()  # the handlers are installed
-            async for sig in signals:
-                if sig == signal.SIGHUP:
-                    self.reopen_log()
-                    continue
-                self.request_stop()
-                return
+    def _stop_controls(self) -> StopControls:
+        def running() -> list[str]:
+            return list(self.engine.dispatcher.running) if self.engine is not None else []
+
+        def cut_grace() -> list[str]:
+            return self.engine.dispatcher.cut_grace() if self.engine is not None else []
+
+        return StopControls(self.request_stop, self.reopen_log, running, cut_grace,
+                            self.cfg.daemon.shutdown_grace.total_seconds())
 
     async def _janitor(self, engine: Engine) -> None:
         """Every few seconds: end what finished attempts left behind (escapees adopted late)."""
@@ -375,7 +374,7 @@ def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
     become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
     # a logrotate SIGHUP while the daemon starts must not end it (the default action): ignored until its own
-    # handler reopens the log (Daemon._signals); a log moved meanwhile is reopened at the next write anyway
+    # handler reopens the log (polpo.stop_signals); a log moved meanwhile is reopened at the next write anyway
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)
