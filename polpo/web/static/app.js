@@ -51,8 +51,12 @@ function elapsed(start, end) {
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
 
+// Every request names the page's origin: opened as http://user:TOKEN@host/, the page's own URL carries the
+// credentials and fetch refuses a URL built from it; the browser still sends the password it was given.
+const at = (path) => location.origin + path;
+
 async function api(path) {
-  const r = await fetch(path, { headers: { accept: "application/json" }, credentials: "same-origin" });
+  const r = await fetch(at(path), { headers: { accept: "application/json" }, credentials: "same-origin" });
   if (r.status === 404) return null;
   if (!r.ok) throw new Error(`${path}: HTTP ${r.status} ${(await r.json().catch(() => ({}))).message || ""}`);
   return r.json();
@@ -65,7 +69,7 @@ let lastAnswer = null;  // { key, state: "done" | "refused", text }
 async function command(path, key) {
   let state = "refused", text;
   try {
-    const r = await fetch(path, { method: "POST", credentials: "same-origin", body: "{}",
+    const r = await fetch(at(path), { method: "POST", credentials: "same-origin", body: "{}",
       headers: { "content-type": "application/json", accept: "application/json" } });
     const body = await r.json().catch(() => ({}));
     state = r.ok ? "done" : "refused";
@@ -355,7 +359,7 @@ function affects(ev) {
 }
 
 function follow() {
-  const source = new EventSource("/api/events/stream");
+  const source = new EventSource(at("/api/events/stream"));
   source.onopen = () => { $conn.dataset.state = "live"; $conn.textContent = "live"; };
   source.onerror = () => {
     $conn.dataset.state = "lost"; $conn.textContent = "reconnecting…";
