@@ -40,6 +40,7 @@ from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
+from polpo.oplog import configure_oplog
 from polpo.sdnotify import notify as sd_notify
 from polpo.sla.monitor import SlaMonitor
 from polpo.stop_signals import StopControls, receive_signals
@@ -370,7 +371,7 @@ def check_extras(cfg: Config) -> None:
 def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
                archive_log: bool = False) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
+    configure_oplog()  # JSON lines when stderr is not a terminal (journald, Loki), readable on one
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
     become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
     # a logrotate SIGHUP while the daemon starts must not end it (the default action): ignored until its own

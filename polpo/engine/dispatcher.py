@@ -23,6 +23,7 @@ from polpo.engine.handles import RunHandle
 from polpo.engine.sources import TaskSource, Turn
 from polpo.model.records import Mission, Task
 from polpo.model.status import StopReason
+from polpo.oplog import bind_task
 from polpo.store.identity import StoreLost
 from polpo.store.outage_wait import OutageWait
 from polpo.tools.proctable import kill_group
@@ -139,6 +140,7 @@ class Dispatcher:
 
     async def _guarded(self, task: Task, turn: Turn) -> None:
         handle = turn.handle
+        bind_task(task.mission_id, task.id)  # this run's log records name its task
         try:
             await self.run_task(task, handle)
         except StoreLost:  # the database is gone: nothing about the task can be recorded, and the daemon stops
