@@ -32,14 +32,14 @@ def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
         answer = call(base, "POST", _PATHS[kind].format(target), cfg.http.token_env)
     except OSError:
         return False  # the inbox still works
-    message = str(answer.body.get("message") or answer.body)
+    message = str(answer.body.get("message") or answer.body.get("detail") or answer.body)
     if answer.status == 200:
         click.echo(message)
         return True
     if answer.status == 401:
         raise click.ClickException(f"the daemon's API needs its token: set ${cfg.http.token_env}")
     if answer.status == 404:
-        raise click.ClickException(f"{message}; see `polpo status --all`")
+        raise click.ClickException(message)  # the detail says where to look
     raise click.ClickException(message)
 
 

@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from polpo.http.context import ApiContext, json_response
 from polpo.http.hub import event_line
+from polpo.http.problem import problem_response
 from polpo.store import read, views
 from polpo.store.read import Conn
 
@@ -105,12 +106,13 @@ class Api:
         if row is None:
             return _not_found(what, ident)
         status, answer = await self.ctx.apply_command(kind, row["id"])
-        return json_response({"status": status, "message": answer, "target": row["id"]},
-                             200 if status == "done" else 409)
+        if status != "done":  # refused: a problem answer that keeps the command's own fields
+            return problem_response(409, "refused", answer, message=answer, target=row["id"])
+        return json_response({"status": status, "message": answer, "target": row["id"]})
 
 
 def _not_found(what: str, ident: str) -> Response:
-    return json_response({"error": "not found", "message": f"no {what} {ident!r}"}, 404)
+    return problem_response(404, "not found", f"no {what} {ident!r}; `polpo status --all` lists them")
 
 
 def _int(raw: str | None, default: int, lo: int, hi: int | None) -> int:

@@ -11,9 +11,10 @@ from starlette.staticfiles import StaticFiles
 
 from polpo.http.api import Api
 from polpo.http.auth import TokenAuth
-from polpo.http.context import ApiContext, json_response
+from polpo.http.context import ApiContext
 from polpo.http.guard import BrowserGuard, GuardPolicy
 from polpo.http.openapi import openapi_document
+from polpo.http.problem import problem_response
 from polpo.http.sse import StreamSlots, event_stream
 from polpo.http.submit import submit_mission
 from polpo.store.errors import StoreUnavailable
@@ -74,4 +75,5 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
 
 async def _unavailable(_request: Request, exc: Exception) -> Response:
     """The database is restarting or unreachable: 503 with the reason and when to ask again, not a 500."""
-    return json_response({"error": str(exc)}, 503, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+    return problem_response(503, "unavailable", f"{exc}; try again in {UNAVAILABLE_RETRY_AFTER} s",
+                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from polpo.config import Config, ConfigError
+from polpo.http.problem import PROBLEM_JSON, problem
 
 __all__ = ["HttpPlan", "TokenAuth", "http_plan"]
 
@@ -66,9 +67,9 @@ class TokenAuth:
         if self.token is None or scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._ok(scope):
             await self.app(scope, receive, send)
             return
-        body = b'{"error":"unauthorized","message":"send Authorization: Bearer <token>"}'
+        body = problem(401, "unauthorized", "send Authorization: Bearer <token>")
         await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", b'Basic realm="polpo", charset="UTF-8"')]})
         await send({"type": "http.response.body", "body": body})
 

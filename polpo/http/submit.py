@@ -23,6 +23,7 @@ from polpo.engine.admission import slugify
 from polpo.events import catalog as E
 from polpo.http.body import BodyRefused, read_body
 from polpo.http.context import ApiContext, json_response
+from polpo.http.problem import problem_response
 from polpo.intake.scoped import scoped_problems
 from polpo.intake.watcher import is_mission_file
 from polpo.mission.loader import load_mission
@@ -75,7 +76,9 @@ def body_limit(cfg: Config) -> tuple[int, str]:
 
 
 def _problems(errors: list[dict[str, Any]]) -> Response:
-    return json_response({"error": "invalid mission", "errors": errors}, 422)
+    detail = "; ".join(f"{e.get('path', '$')}: {e.get('message', '')}" for e in errors[:3])
+    return problem_response(422, "invalid mission", detail + (f"; and {len(errors) - 3} more" if len(errors) > 3 else ""),
+                            errors=errors)
 
 
 def _target(folder: Path, name: str | None, mission_name: str | None) -> Path | None:

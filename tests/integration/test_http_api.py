@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,11 @@ async def test_submit_follow_and_read_a_mission(api: tuple[Daemon, httpx.AsyncCl
 
     bad = await client.post("/api/missions", content=json.dumps({"name": "bad", "tasks": [{"title": "x",
                                                                                          "assignTo": "nobody"}]}))
-    assert bad.status_code == 422
-    paths = {e["path"] for e in bad.json()["errors"]}
+    assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
+    problem = bad.json()  # RFC 9457, with the errors list as an extension member
+    assert (problem["type"], problem["title"], problem["status"]) == ("about:blank", HTTPStatus(422).phrase, 422)
+    assert "$.tasks[0]" in problem["detail"]
+    paths = {e["path"] for e in problem["errors"]}
     assert {"$.tasks[0].assignTo", "$.tasks[0].description"} <= paths
     assert list(daemon.cfg.missions_dir.iterdir()) == []  # nothing written for a bad document
 

@@ -58,7 +58,7 @@ const at = (path) => location.origin + path;
 async function api(path) {
   const r = await fetch(at(path), { headers: { accept: "application/json" }, credentials: "same-origin" });
   if (r.status === 404) return null;
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status} ${(await r.json().catch(() => ({}))).message || ""}`);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status} ${(await r.json().catch(() => ({}))).detail || ""}`);
   return r.json();
 }
 
@@ -73,7 +73,7 @@ async function command(path, key) {
       headers: { "content-type": "application/json", accept: "application/json" } });
     const body = await r.json().catch(() => ({}));
     state = r.ok ? "done" : "refused";
-    text = body.message || `HTTP ${r.status}`;
+    text = body.detail || body.message || `HTTP ${r.status}`;
   } catch (e) {
     text = e.message;
   }
