@@ -154,7 +154,7 @@ class Daemon:
                 from polpo.http.service import HttpService
 
                 self.http = HttpService(cfg, self.http_plan, store, engine, channels=set(self.notify.channels),
-                                        readers=self.readers, reviews=self._reviews)
+                                        readers=self.readers, reviews=self._reviews, offer=intake.offer)
                 try:
                     self.http.bind()
                 except OSError as e:

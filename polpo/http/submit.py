@@ -56,6 +56,8 @@ async def submit_mission(ctx: ApiContext, request: Request) -> Response:
     listener = ctx.hub.listen(verdict, capacity=100)  # before the file exists
     try:
         await anyio.to_thread.run_sync(_write, target, raw)
+        if ctx.offer is not None:  # taken in now, without the folder's latency
+            await ctx.offer(target, raw)
         ev = await listener.first(INTAKE_WAIT)
     finally:
         listener.close()
