@@ -14,6 +14,7 @@ from polpo.http.auth import TokenAuth
 from polpo.http.context import ApiContext, json_response
 from polpo.http.guard import BrowserGuard, GuardPolicy
 from polpo.http.openapi import openapi_document
+from polpo.http.schedules import ScheduleRoutes
 from polpo.http.sse import StreamSlots, event_stream
 from polpo.http.submit import submit_mission
 from polpo.store.errors import StoreUnavailable
@@ -31,6 +32,7 @@ INDEX_HEADERS = {"cache-control": "no-cache", "x-frame-options": "DENY",
 
 def build_app(ctx: ApiContext, token: str | None) -> Starlette:
     api = Api(ctx)
+    schedules = ScheduleRoutes(ctx)
     spec = openapi_document(ctx.version)
     streams = StreamSlots(ctx.cfg.http.max_stream_clients)
 
@@ -62,6 +64,8 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Route("/api/tasks/{task_id}", api.task, methods=["GET"]),
         Route("/api/tasks/{task_id}/retry", api.retry, methods=["POST"]),
         Route("/api/tasks/{task_id}/approve", api.approve, methods=["POST"]),
+        Route("/api/schedules", schedules.list, methods=["GET"]),
+        Route("/api/schedules/{schedule_id}/{action}", schedules.act, methods=["POST"]),
         Route("/api/events", api.events, methods=["GET"]),
         Route("/api/events/stream", stream, methods=["GET"]),
         Route("/", index, methods=["GET"]),
