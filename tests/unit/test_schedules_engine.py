@@ -235,3 +235,39 @@ async def test_an_edit_replaces_the_schedule_and_the_same_bytes_change_nothing(t
 
 def digest(doc: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(doc)).hexdigest()
+
+
+async def test_in_a_cluster_only_the_leader_fires_and_a_new_leader_goes_on_from_the_stored_cursor(
+        tmp_path: Path) -> None:
+    from tests.support.memory_cluster import memory_cluster
+
+    async with memory_cluster(config(tmp_path)) as c:
+        c.clock.set(START)
+        for name in ("L", "W"):
+            await c.add(name, {"fake": ScriptAgent()})
+        c.heartbeat()
+        await c.lead("L")
+        leader = c.nodes["L"].engine
+        handler = IntakeHandler(leader.admission, known_agents=leader.agents.known_names(), channels=None,
+                                schedules=leader.schedules)
+        doc = scheduled(settings={"affinity": "any"})  # its runs' tasks go to whichever node claims them
+        assert await handler(Path("/missions/report.json"), orjson.dumps(doc)) == "scheduled"
+
+        async def reach(when: datetime, runs: int) -> None:
+            c.clock.set(when)
+            c.heartbeat()
+            for n in c.nodes.values():
+                n.engine.schedules.wake()
+            with anyio.fail_after(10):
+                while len(c.of("schedule:triggered")) < runs:
+                    await anyio.sleep(0.01)
+            await c.wait_event("mission:completed", mission_id=c.of("schedule:triggered")[-1].mission_id)
+
+        await reach(minute(1), 1)
+        c.depose("L")
+        await c.lead("W")
+        await reach(minute(1, 30), 1)  # the new leader read the cursor: 00:01 is not fired again
+        await reach(minute(2), 2)
+        fired = c.of("schedule:triggered")
+        assert [(e.node, e.mission_id, e.data["scheduledFor"]) for e in fired] == [
+            ("L", "report", "2026-03-23T00:01:00.000Z"), ("W", "report#2", "2026-03-23T00:02:00.000Z")]
