@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Self
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from polpo.docmodel import Model
 from polpo.durations import Duration
@@ -46,29 +46,55 @@ class ScheduleFields(Model):
     one for all of them, ``all`` runs each (the newest 100). ``misfireGrace`` (default one minute): a firing
     this late still counts as on time."""
 
-    schedule: str | None = Field(None, min_length=1)
-    timezone: str | None = None
+    timezone: str | None = None  # before schedule and endDate: they are read in it
     end_date: Instant | None = None
+    schedule: str | None = Field(None, min_length=1)
     overlap: Overlap | None = None
     catch_up: CatchUp | None = None
     misfire_grace: Duration | None = None
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        from polpo.schedules.triggers import timezone_of
+
+        timezone_of(v)  # raises what is wrong
+        return v
+
+    @field_validator("end_date")
+    @classmethod
+    def _end_in_zone(cls, v: datetime | None, info: ValidationInfo) -> datetime | None:
+        from polpo.schedules.triggers import ScheduleError, timezone_of
+
+        if v is None or v.tzinfo is not None:
+            return v
+        try:
+            return v.replace(tzinfo=timezone_of(info.data.get("timezone")))
+        except ScheduleError:
+            return v  # the timezone's own error says what is wrong
+
+    @field_validator("schedule")
+    @classmethod
+    def _buildable(cls, v: str | None, info: ValidationInfo) -> str | None:
+        from polpo.schedules.triggers import ScheduleError, build, timezone_of
+
+        if v is None:
+            return v
+        try:
+            tz = timezone_of(info.data.get("timezone"))
+        except ScheduleError:
+            return v  # the timezone's own error says what is wrong
+        build(v, tz, anchor=datetime(2000, 1, 1, tzinfo=tz), end=info.data.get("end_date"))  # raises what is wrong
+        return v
+
     @model_validator(mode="after")
-    def _check_schedule(self) -> Self:
+    def _needs_schedule(self) -> Self:
         if self.schedule is None:
             given = [k for k, v in (("timezone", self.timezone), ("endDate", self.end_date), ("overlap", self.overlap),
                                     ("catchUp", self.catch_up), ("misfireGrace", self.misfire_grace)) if v is not None]
             if given:
                 raise ValueError(f"{', '.join(given)} without a schedule: add \"schedule\" (a cron expression, an "
                                  "ISO instant or an ISO interval such as PT15M) or remove them")
-            return self
-        from polpo.schedules.triggers import build, timezone_of
-
-        tz = timezone_of(self.timezone)
-        end = self.end_date
-        if end is not None and end.tzinfo is None:
-            object.__setattr__(self, "end_date", end.replace(tzinfo=tz))  # frozen model: set once, while validating
         if self.misfire_grace is not None and self.misfire_grace > _MAX_GRACE:
             raise ValueError("misfireGrace is too long: at most a year (P366D)")
-        build(self.schedule, tz, anchor=datetime(2000, 1, 1, tzinfo=tz), end=self.end_date)  # raises what is wrong
         return self
