@@ -110,11 +110,11 @@ class Scheduler:
                      last_run=old.last_run if old is not None else None)
         nxt = self.next_run(s, now)
         tx = self.store.tx().schedule(s).source(source, digest, SourceOutcome.SCHEDULED, sid, now)
-        tx.event(ScheduleCreated(file=source, expression=s.expr, timezone=s.timezone or "UTC",
+        tx.event(ScheduleCreated(schedule_id=sid, file=source, expression=s.expr, timezone=s.timezone or "UTC",
                                  next_run_at=None if nxt is None else iso(nxt)), mission_id=sid)
         if nxt is None:
             s.status = ScheduleStatus.ENDED
-            tx.schedule(s).event(ScheduleExpired(end_date=_end_of(spec)), mission_id=sid)
+            tx.schedule(s).event(ScheduleExpired(schedule_id=sid, end_date=_end_of(spec)), mission_id=sid)
         await self.store.commit(tx)
         self.admission.sources[source] = SourceRecord(source, digest, SourceOutcome.SCHEDULED, sid)
         self.by_id[sid] = s
@@ -170,8 +170,8 @@ class Scheduler:
         decided = plan(pending, s.cursor, now, policy)
         first: list[Payload] = []
         if decided.missed or decided.dropped:
-            first.append(ScheduleSkipped(reason=_MISSED, scheduled_for=iso(decided.missed[-1] if decided.missed
-                                                                              else decided.fire[0]),
+            newest = decided.missed[-1] if decided.missed else decided.fire[0]
+            first.append(ScheduleSkipped(schedule_id=s.id, reason=_MISSED, scheduled_for=iso(newest),
                                          count=len(decided.missed) + decided.dropped))
         late = bool(decided.missed) or any(now - t > policy.misfire_grace for t in decided.fire)
         for t in decided.fire:
@@ -184,17 +184,19 @@ class Scheduler:
             else:
                 after = replace(s, cursor=t, updated_at=now, queued=s.queued + (action == "queue"))
                 assert active is not None
-                note: Payload = (ScheduleQueued(scheduled_for=iso(t), behind=active.id, queued=after.queued)
-                                 if action == "queue" else
-                                 ScheduleSkipped(reason="queue full" if policy.overlap == "queue"
-                                                 else f"a run is active ({active.id})", scheduled_for=iso(t), count=1))
+                note: Payload
+                if action == "queue":
+                    note = ScheduleQueued(schedule_id=s.id, scheduled_for=iso(t), behind=active.id, queued=after.queued)
+                else:
+                    reason = "queue full" if policy.overlap == "queue" else f"a run is active ({active.id})"
+                    note = ScheduleSkipped(schedule_id=s.id, reason=reason, scheduled_for=iso(t), count=1)
                 await self._save(after, [*first, note])
             first = []
         if first or (decided.cursor is not None and decided.cursor != s.cursor):
             await self._save(replace(s, cursor=decided.cursor, updated_at=now), first)
         if s.queued == 0 and next_fire(trigger, s.cursor, s.anchor, now) is None:
             await self._save(replace(s, status=ScheduleStatus.ENDED, updated_at=now),
-                             [ScheduleExpired(end_date=_end_of(head))])
+                             [ScheduleExpired(schedule_id=s.id, end_date=_end_of(head))])
 
     async def _start(self, s: Schedule, at: datetime, after: Schedule, *, catch_up: bool,
                      extra: list[Payload] | None = None) -> None:
@@ -258,7 +260,7 @@ class Scheduler:
             _, trigger, _ = self._parts(s)
             passed = due(trigger, s.cursor, s.anchor, now, keep=1).instants
             after.cursor = passed[-1] if passed else s.cursor
-        await self._save(after, [ScheduleChanged(action=action, by=by)])
+        await self._save(after, [ScheduleChanged(schedule_id=s.id, action=action, by=by)])
         if status is ScheduleStatus.REMOVED:
             self.by_id.pop(s.id, None)
         self.wake()

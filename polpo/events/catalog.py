@@ -95,6 +95,7 @@ class MissionResumed(Payload):
 
 @_event("schedule:created")
 class ScheduleCreated(Payload):
+    schedule_id: str
     file: str
     expression: str
     timezone: str
@@ -111,6 +112,7 @@ class ScheduleTriggered(Payload):
 
 @_event("schedule:skipped")
 class ScheduleSkipped(Payload):
+    schedule_id: str
     reason: str  # a run is active | missed while the daemon was down | queue full
     scheduled_for: str  # the newest firing let go
     count: int  # firings let go (at least: a long downtime is counted in part)
@@ -118,6 +120,7 @@ class ScheduleSkipped(Payload):
 
 @_event("schedule:queued")
 class ScheduleQueued(Payload):
+    schedule_id: str
     scheduled_for: str
     behind: str  # the run it waits for
     queued: int  # firings waiting now
@@ -125,12 +128,14 @@ class ScheduleQueued(Payload):
 
 @_event("schedule:changed")
 class ScheduleChanged(Payload):
+    schedule_id: str
     action: str  # paused | resumed | removed
     by: str
 
 
 @_event("schedule:expired")
 class ScheduleExpired(Payload):
+    schedule_id: str
     end_date: str | None = None  # None: its only instant has fired
 
 

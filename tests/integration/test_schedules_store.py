@@ -28,7 +28,8 @@ async def test_a_schedule_round_trips_and_moves_with_its_firing(backend: Backend
     s = schedule()
     async with writing(store):
         await store.commit(store.tx().schedule(s).event(E.ScheduleCreated(
-            file=s.source, expression=s.expr, timezone="Europe/Rome", next_run_at=None), mission_id="report"))
+            schedule_id="report", file=s.source, expression=s.expr, timezone="Europe/Rome", next_run_at=None),
+            mission_id="report"))
         s.cursor, s.last_run, s.queued = T0 + timedelta(minutes=1), "report", 1
         await store.commit(store.tx().schedule(s).event(E.ScheduleTriggered(
             schedule_id="report", expression=s.expr, scheduled_for="2026-01-01T00:01:00.000Z", catch_up=False),
