@@ -144,7 +144,7 @@ class Daemon:
         monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
         self.sla_monitor = monitor
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
-                                channels=set(self.notify.channels))
+                                channels=set(self.notify.channels), schedules=engine.schedules)
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
                         max_bytes=cfg.daemon.max_mission_bytes, faults=handler)
         self.intake = intake
@@ -232,6 +232,7 @@ class Daemon:
                 monitor.start()
                 tg.start_soon(intake.run)
                 tg.start_soon(engine.commands.run_inbox)
+                tg.start_soon(engine.schedules.run)
             else:
                 role = engine.cluster
                 assert role is not None
@@ -239,7 +240,7 @@ class Daemon:
                 async def elected() -> None:  # this node now leads: it accepts files and decides for missions
                     await role.lead(engine.load)
                     monitor.start()
-                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps])
+                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps, engine.schedules.run])
 
                 async def deposed(_reason: str) -> None:  # its lock is gone: no decision from now on, at once
                     role.abdicate()  # (and the term's loops end)

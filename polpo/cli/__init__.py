@@ -17,7 +17,7 @@ __all__ = ["main"]
 COMMANDS = {
     "daemon": "daemon_cmd", "validate": "validate_cmd", "submit": "missions", "status": "inspect_cmds",
     "show": "inspect_cmds", "tail": "tail_cmd", "retry": "control", "cancel": "control", "approve": "control",
-    "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd",
+    "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd", "schedules": "schedules_cmd",
 }
 # commands that build pydantic models and start without pydantic's plugin discovery (polpo.cli.pydantic_plugins)
 NO_PYDANTIC_PLUGINS = frozenset({"validate", "submit", "schema"})

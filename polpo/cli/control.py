@@ -18,7 +18,9 @@ import click
 
 from polpo.cli.common import config_option, load_config_or_exit
 
-_PATHS = {"cancel": "/api/missions/{}/cancel", "retry": "/api/tasks/{}/retry", "approve": "/api/tasks/{}/approve"}
+_PATHS = {"cancel": "/api/missions/{}/cancel", "retry": "/api/tasks/{}/retry", "approve": "/api/tasks/{}/approve",
+          "schedule-pause": "/api/schedules/{}/pause", "schedule-resume": "/api/schedules/{}/resume",
+          "schedule-remove": "/api/schedules/{}/remove"}
 
 
 def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
@@ -43,6 +45,11 @@ def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
     raise click.ClickException(message)
 
 
+def queue_or_call(kind: str, target: str, config_path: str | None) -> None:
+    """The command through the daemon's API, else its command inbox (and wait a little for the answer)."""
+    _queue(kind, target, config_path)
+
+
 def _queue(kind: str, target: str, config_path: str | None) -> None:
     from polpo.daemon_probe import daemon_pid
     from polpo.store import read
@@ -54,7 +61,10 @@ def _queue(kind: str, target: str, config_path: str | None) -> None:
         con = read.open_reader(cfg)
     except read.NoState as e:
         raise click.ClickException(str(e)) from None
-    exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)
+    if kind.startswith("schedule-"):
+        exists: dict[str, Any] | None = {"id": target}  # the daemon knows its schedules and refuses unknown ones
+    else:
+        exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)
     if exists is None:
         raise click.ClickException(f"no {'task' if kind != 'cancel' else 'mission'} {target!r}; "
                                    "see `polpo status --all`")

@@ -20,6 +20,7 @@ from polpo.engine.board import MissionBoard, wire
 from polpo.engine.budget import budget
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.lifecycle import Trigger
+from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
@@ -44,8 +45,10 @@ class CommandRefused(Exception):
 
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
-                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
+                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None,
+                 schedules: Scheduler | None = None) -> None:
         self.cfg = cfg
+        self.schedules = schedules  # pause / resume / remove a schedule
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
@@ -220,8 +223,10 @@ class Commands:
                 return "done", self.approve_task(target)
             if kind == "rerun":
                 return "done", self.rerun_source(target)
+            if kind in SCHEDULE_COMMANDS and self.schedules is not None:
+                return "done", await self.schedules.command(kind, target)
             return "refused", f"unknown command {kind!r}"
-        except CommandRefused as e:
+        except (CommandRefused, ScheduleRefused) as e:
             return "refused", str(e)
 
     async def run_inbox(self, poll: float = COMMAND_POLL) -> None:

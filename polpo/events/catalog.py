@@ -90,6 +90,55 @@ class MissionResumed(Payload):
     task_id: str
 
 
+# ----------------------------------------------------------------------------- schedules (polpo.schedules)
+
+
+@_event("schedule:created")
+class ScheduleCreated(Payload):
+    schedule_id: str
+    file: str
+    expression: str
+    timezone: str
+    next_run_at: str | None  # None: nothing left to fire
+
+
+@_event("schedule:triggered")
+class ScheduleTriggered(Payload):
+    schedule_id: str
+    expression: str
+    scheduled_for: str  # the instant the firing belongs to (later than it when caught up or queued)
+    catch_up: bool  # a firing missed while the daemon was down (catchUp)
+
+
+@_event("schedule:skipped")
+class ScheduleSkipped(Payload):
+    schedule_id: str
+    reason: str  # a run is active | missed while the daemon was down | queue full
+    scheduled_for: str  # the newest firing let go
+    count: int  # firings let go (at least: a long downtime is counted in part)
+
+
+@_event("schedule:queued")
+class ScheduleQueued(Payload):
+    schedule_id: str
+    scheduled_for: str
+    behind: str  # the run it waits for
+    queued: int  # firings waiting now
+
+
+@_event("schedule:changed")
+class ScheduleChanged(Payload):
+    schedule_id: str
+    action: str  # paused | resumed | removed
+    by: str
+
+
+@_event("schedule:expired")
+class ScheduleExpired(Payload):
+    schedule_id: str
+    end_date: str | None = None  # None: its only instant has fired
+
+
 # --------------------------------------------------------------------------------------------------- tasks
 
 

@@ -15,6 +15,7 @@ from polpo.http.context import ApiContext
 from polpo.http.guard import BrowserGuard, GuardPolicy
 from polpo.http.openapi import openapi_document
 from polpo.http.problem import problem_response
+from polpo.http.schedules import ScheduleRoutes
 from polpo.http.sse import StreamSlots, event_stream
 from polpo.http.submit import submit_mission
 from polpo.store.errors import StoreUnavailable
@@ -32,6 +33,7 @@ INDEX_HEADERS = {"cache-control": "no-cache", "x-frame-options": "DENY",
 
 def build_app(ctx: ApiContext, token: str | None) -> Starlette:
     api = Api(ctx)
+    schedules = ScheduleRoutes(ctx)
     spec = openapi_document(ctx.version)
     streams = StreamSlots(ctx.cfg.http.max_stream_clients)
 
@@ -63,6 +65,8 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Route("/api/tasks/{task_id}", api.task, methods=["GET"]),
         Route("/api/tasks/{task_id}/retry", api.retry, methods=["POST"]),
         Route("/api/tasks/{task_id}/approve", api.approve, methods=["POST"]),
+        Route("/api/schedules", schedules.list, methods=["GET"]),
+        Route("/api/schedules/{schedule_id}/{action}", schedules.act, methods=["POST"]),
         Route("/api/events", api.events, methods=["GET"]),
         Route("/api/events/stream", stream, methods=["GET"]),
         Route("/", index, methods=["GET"]),

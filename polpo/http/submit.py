@@ -51,7 +51,8 @@ async def submit_mission(ctx: ApiContext, request: Request) -> Response:
     source = str(target)
 
     def verdict(ev: E.Event) -> bool:
-        return ev.event in ("mission:accepted", "mission:rejected") and ev.data.get("file") == source
+        return (ev.event in ("mission:accepted", "mission:rejected", "schedule:created")
+                and ev.data.get("file") == source)
 
     listener = ctx.hub.listen(verdict, capacity=100)  # before the file exists
     try:
@@ -68,6 +69,9 @@ async def submit_mission(ctx: ApiContext, request: Request) -> Response:
         await anyio.to_thread.run_sync(lambda: target.unlink(missing_ok=True))
         errors: list[dict[str, Any]] = ev.data.get("errors") or []
         return _problems(errors)
+    if ev.event == "schedule:created":  # a scheduled mission: nothing runs until its first firing
+        return json_response({"scheduleId": ev.mission_id, "file": source, "nextRunAt": ev.data.get("nextRunAt")},
+                             201)
     return json_response({"missionId": ev.mission_id, "file": source, "warnings": ev.data.get("warnings") or []}, 201)
 
 

@@ -23,6 +23,7 @@ from polpo.docmodel import Model, Name, NonEmpty
 from polpo.durations import Deadline as _Deadline
 from polpo.durations import Duration as _Duration
 from polpo.mission.notifications import RULE_TOLERATED, current_event_name
+from polpo.mission.schedule import ScheduleFields
 
 MAX_COUNT = 100  # retries, fix attempts, escalation steps
 MAX_CONCURRENCY = 1000
@@ -238,7 +239,7 @@ class MissionSettings(Model):
     affinity: Literal["node", "any"] | None = None
 
 
-class MissionSpec(Model):
+class MissionSpec(ScheduleFields):  # schedule, timezone, endDate, overlap, catchUp, misfireGrace
     TOLERATED = frozenset({"checkpoints", "delays", "expectedOutcomes", "prompt"})
     schema_version: Literal[1] | None = None
     name: str | None = None

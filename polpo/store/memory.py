@@ -22,6 +22,7 @@ import orjson
 from polpo.clock import Clock, iso
 from polpo.events.catalog import Event
 from polpo.model.records import Assessment
+from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
@@ -171,3 +172,7 @@ class MemoryStore(StoreCore):
 
     async def events_after(self, seq: int) -> list[Event]:
         return [ev for ev in self.events if ev.seq > seq]
+
+    async def schedules(self) -> list[Schedule]:
+        return [R.schedule_from_row(r) for r in sorted(self.tables["schedules"].values(), key=lambda r: r["id"])
+                if r["status"] != "removed"]

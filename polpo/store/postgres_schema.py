@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polpo.store.errors import StoreError
 from polpo.store.fencing import FENCE_FUNCTION
+from polpo.store.schema import SCHEDULES_TABLE
 
 if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
     from asyncpg import Connection
@@ -251,6 +252,8 @@ MIGRATIONS: list[str] = [
     """,
     # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
     FENCE_FUNCTION,
+    # v6: the SQLite schema v7: scheduled missions (polpo.schedules).
+    SCHEDULES_TABLE.format(T=T, I="BIGINT"),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

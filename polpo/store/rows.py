@@ -20,6 +20,7 @@ from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
 from polpo.model.doc import MissionDoc
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.schedule import Schedule, ScheduleStatus
 from polpo.model.status import (
     AssessmentStatus,
     AttemptKind,
@@ -68,6 +69,8 @@ DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "cre
                    ("data", "source"))
 SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at"),
                   ("entity_id", "kind"), ("data", "created_at"))
+SCHEDULES = Table("schedules", ("id", "source", "hash", "spec", "expr", "timezone", "status", "anchor", "updated_at",
+                                "cursor_at", "queued", "last_run"), ("id",))  # polpo.model.schedule
 COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
 # PostgreSQL only (several daemons): a ready task offered to the cluster (insert if absent) and the end of a
@@ -79,7 +82,7 @@ CLAIM_REQUEUES = Table("claims", ("task_id", "node", "incarnation"), ("task_id",
 CLAIM_DROPS = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("drop",))  # turn over: gone
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, SLA_MARKS)
+                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES)
 
 
 def _ts(v: datetime | None) -> str | None:
@@ -176,6 +179,18 @@ def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]
                                      details=c["details"], duration=c["duration"], index=c["idx"],
                                      **CheckOutcome.fields_from_row_json(extra)))
     return a
+
+
+def schedule_row(s: Schedule) -> Row:
+    return (s.id, s.source, s.hash, s.spec, s.expr, s.timezone, s.status.value, iso(s.anchor), iso(s.updated_at),
+            _ts(s.cursor), s.queued, s.last_run)
+
+
+def schedule_from_row(r: Mapping[str, Any]) -> Schedule:
+    return Schedule(id=r["id"], source=r["source"], hash=r["hash"], spec=r["spec"], expr=r["expr"],
+                    timezone=r["timezone"], status=ScheduleStatus(r["status"]), anchor=parse_iso(r["anchor"]),
+                    updated_at=parse_iso(r["updated_at"]), cursor=_dt(r["cursor_at"]), queued=r["queued"],
+                    last_run=r["last_run"])
 
 
 def gate_status(v: str) -> GateStatus:

@@ -6,6 +6,23 @@ transaction at open time, so a daemon never sees a half-migrated file.
 
 from __future__ import annotations
 
+SCHEDULES_TABLE = """
+    CREATE TABLE schedules (
+        id          {T} PRIMARY KEY,          -- the mission file's stem (its runs are ID, ID#2, …)
+        source      {T} NOT NULL UNIQUE,      -- the mission file
+        hash        {T} NOT NULL,             -- sha256 of the bytes it was made from
+        spec        {T} NOT NULL,             -- the validated mission document (JSON) each run starts from
+        expr        {T} NOT NULL,             -- cron expression, ISO instant or ISO interval
+        timezone    {T},
+        status      {T} NOT NULL,             -- active | paused | ended | removed
+        anchor      {T} NOT NULL,             -- when the file was read
+        updated_at  {T} NOT NULL,
+        cursor_at   {T},                      -- the newest scheduled instant dealt with
+        queued      {I} NOT NULL DEFAULT 0,   -- firings waiting for the active run (overlap "queue")
+        last_run    {T}                       -- the newest run's mission id
+    );
+"""  # shared with the PostgreSQL migration (polpo.store.postgres_schema)
+
 MIGRATIONS: list[str] = [
     # v1: the foundation.
     """
@@ -203,6 +220,8 @@ MIGRATIONS: list[str] = [
         value       TEXT NOT NULL
     );
     """,
+    # v7: scheduled missions (polpo.schedules): one row per scheduled mission file.
+    SCHEDULES_TABLE.format(T="TEXT", I="INTEGER"),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

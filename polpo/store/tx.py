@@ -14,6 +14,7 @@ from polpo.checks.base import CheckOutcome
 from polpo.clock import iso
 from polpo.events.catalog import Event, Payload
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 
@@ -95,6 +96,10 @@ class Tx:
     def sla_mark(self, entity_id: str, kind: str, entity_type: str, mission_id: str, data_json: str,
                  at: datetime) -> Tx:
         self.ops.append((R.SLA_MARKS, (entity_id, kind, entity_type, mission_id, data_json, iso(at))))
+        return self
+
+    def schedule(self, s: Schedule) -> Tx:
+        self.ops.append((R.SCHEDULES, R.schedule_row(s)))
         return self
 
     def command_done(self, command_id: int, status: str, result: str, at: datetime) -> Tx:
