@@ -251,6 +251,21 @@ MIGRATIONS: list[str] = [
     """,
     # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
     FENCE_FUNCTION,
+    # v6: the SQLite schema v7: checkpoints and delays (polpo.engine.holds).
+    f"""
+    CREATE TABLE holds (
+        mission_id  {T} NOT NULL,
+        kind        {T} NOT NULL,
+        name        {T} NOT NULL,
+        status      {T} NOT NULL,
+        at          {T} NOT NULL,
+        expires_at  {T},
+        released_at {T},
+        resumed_by  {T},
+        note        {T},
+        PRIMARY KEY (mission_id, kind, name)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -203,6 +203,21 @@ MIGRATIONS: list[str] = [
         value       TEXT NOT NULL
     );
     """,
+    # v7: checkpoints and delays (polpo.engine.holds): one row per hold once its afterTasks finished.
+    """
+    CREATE TABLE holds (
+        mission_id  TEXT NOT NULL,
+        kind        TEXT NOT NULL,            -- checkpoint | delay
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,            -- reached | started | released
+        at          TEXT NOT NULL,            -- reached or started
+        expires_at  TEXT,                     -- a delay's end (stored: a restart keeps it)
+        released_at TEXT,
+        resumed_by  TEXT,                     -- who resumed a checkpoint
+        note        TEXT,
+        PRIMARY KEY (mission_id, kind, name)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
