@@ -50,7 +50,7 @@ class People:
             return self.reject(target, by, str(args.get("reason") or "rejected"))
         if kind == "override":
             return await override_verdict(self.store, self.clock, target, passed=bool(args.get("passed")),
-                                          reason=str(args.get("reason") or ""), by=by)
+                                          reason=str(args.get("reason") or ""), by=by, score=args.get("score"))
         raise Refused(f"unknown command {kind!r}")
 
     # -- approval before the first attempt -----------------------------------------------------------------

@@ -251,8 +251,20 @@ MIGRATIONS: list[str] = [
     """,
     # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
     FENCE_FUNCTION,
-    # v6: the SQLite schema v7: checkpoints and delays (polpo.engine.holds).
+    # v6: the SQLite schema v7: checkpoints, delays and approvals (polpo.engine.holds), verdict overrides.
     f"""
+    CREATE TABLE overrides (
+        task_id      {T} PRIMARY KEY,
+        mission_id   {T} NOT NULL,
+        passed       BIGINT NOT NULL,
+        score        DOUBLE PRECISION NOT NULL,
+        judge_passed BIGINT,
+        judge_score  DOUBLE PRECISION,
+        attempt_id   {T},
+        reason       {T} NOT NULL,
+        by_person    {T} NOT NULL,
+        created_at   {T} NOT NULL
+    );
     CREATE TABLE holds (
         mission_id  {T} NOT NULL,
         kind        {T} NOT NULL,

@@ -63,6 +63,8 @@ CHECKS = Table("checks", ("assessment_id", "idx", "task_id", "type", "label", "p
 GATES = Table("gates", ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at"), ("mission_id", "name"))
 HOLDS = Table("holds", ("mission_id", "kind", "name", "status", "at", "expires_at", "released_at", "resumed_by", "note"),
               ("mission_id", "kind", "name"))
+OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "judge_passed", "judge_score", "attempt_id",
+                                "reason", "by_person", "created_at"), ("task_id",))
 SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
 REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at"),
@@ -82,7 +84,7 @@ CLAIM_REQUEUES = Table("claims", ("task_id", "node", "incarnation"), ("task_id",
 CLAIM_DROPS = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("drop",))  # turn over: gone
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, SLA_MARKS, HOLDS)
+                                    REVIEWS, DIMENSIONS, SLA_MARKS, HOLDS, OVERRIDES)
 
 
 def _ts(v: datetime | None) -> str | None:

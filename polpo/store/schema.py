@@ -203,8 +203,21 @@ MIGRATIONS: list[str] = [
         value       TEXT NOT NULL
     );
     """,
-    # v7: checkpoints and delays (polpo.engine.holds): one row per hold once its afterTasks finished.
+    # v7: checkpoints, delays and approvals (polpo.engine.holds, people): one row per hold once it is reached;
+    # a person's verdict on a task over the judge's (polpo.engine.overrides), kept beside the judge's.
     """
+    CREATE TABLE overrides (
+        task_id      TEXT PRIMARY KEY,
+        mission_id   TEXT NOT NULL,
+        passed       INTEGER NOT NULL,        -- the person's verdict
+        score        REAL NOT NULL,           -- the person's score, 1..5 (what `polpo labels export` writes)
+        judge_passed INTEGER,                 -- the verdict it replaced (the task's status then)
+        judge_score  REAL,                    -- the judge's global score then
+        attempt_id   TEXT,                    -- the attempt judged (its assessment holds the judge's scores)
+        reason       TEXT NOT NULL,
+        by_person    TEXT NOT NULL,
+        created_at   TEXT NOT NULL
+    );
     CREATE TABLE holds (
         mission_id  TEXT NOT NULL,
         kind        TEXT NOT NULL,            -- checkpoint | delay

@@ -80,6 +80,11 @@ class Tx:
         self.ops.append((R.HOLDS, R.hold_row(mission_id, h)))
         return self
 
+    def override(self, row: R.Row) -> Tx:
+        """A person's verdict on a task (``R.OVERRIDES`` columns, in order)."""
+        self.ops.append((R.OVERRIDES, row))
+        return self
+
     def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime) -> Tx:
         self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at))))
         return self
