@@ -92,7 +92,8 @@ def test_a_checkpoint_stops_deploy_survives_kill_9_and_resumes_from_the_cli(tmp_
 
 
 def test_resume_over_http_and_approval_before_from_the_cli(tmp_path: Path) -> None:
-    config = write_config(tmp_path, extra=CHANNEL + HTTP)
+    rule = '[[notify.rules]]\nevents = ["approval:requested"]\nchannels = ["ops"]\n'
+    config = write_config(tmp_path, extra=CHANNEL + rule + HTTP)
     state = tmp_path / "state"
     with daemon_process(config):
         wait_events(state, has("orchestrator:started"))
@@ -111,6 +112,10 @@ def test_resume_over_http_and_approval_before_from_the_cli(tmp_path: Path) -> No
             shell_task("Send", "echo sent > sent.txt", approval="before"),
             shell_task("Call", "echo called > called.txt", approval="before"), name="ask"))
         wait_events(state, lambda es: sum(e["event"] == "approval:requested" for e in es) == 2)
+        wait_events(state, lambda es: sum(e["event"] == "notification:sent" and e["data"]["event"] ==
+                                          "approval:requested" for e in es) == 2)
+        asked = (config.parent / "ops.jsonl").read_text()
+        assert "polpo approve ask:1" in asked and "polpo reject ask:2 --reason" in asked
         out = run_cli("approve", "ask:1", "--config", str(config))
         assert out.returncode == 0 and out.stdout.strip() == "approved ask:1: its first attempt runs next", out
         out = run_cli("reject", "ask:2", "--reason", "not today", "--by", "bob", "--config", str(config))
