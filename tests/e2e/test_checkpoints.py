@@ -53,8 +53,11 @@ def names(evs: list[dict[str, Any]], mission: str) -> list[str]:
     return [e["event"] for e in evs if e.get("missionId") == mission]
 
 
-def test_a_checkpoint_stops_deploy_survives_kill_9_and_resumes_from_the_cli(tmp_path: Path) -> None:
-    config = write_config(tmp_path, extra=CHANNEL)
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_checkpoint_stops_deploy_survives_kill_9_and_resumes_from_the_cli(
+        tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
+    pg = f'[store]\nurl = "{request.getfixturevalue("postgres_url")}"\n' if store == "postgres" else ""
+    config = write_config(tmp_path, extra=CHANNEL + pg)
     state = tmp_path / "state"
     (tmp_path / "missions" / "rel.json").write_text(release("rel"))
     with daemon_process(config) as proc:
@@ -84,9 +87,10 @@ def test_a_checkpoint_stops_deploy_survives_kill_9_and_resumes_from_the_cli(tmp_
     assert (resumed["data"]["by"], resumed["data"]["note"]) == ("ada", "staging looks right")
     deploy_start = next(i for i, e in enumerate(evs) if e["event"] == "agent:spawned" and e.get("taskId") == "rel:2")
     assert deploy_start > evs.index(resumed)
-    con = sqlite3.connect(state / "polpo.db")
-    assert con.execute("SELECT kind, name, status, resumed_by FROM holds").fetchall() == [
-        ("checkpoint", "go-live", "released", "ada")]
+    if store == "sqlite":
+        con = sqlite3.connect(state / "polpo.db")
+        assert con.execute("SELECT kind, name, status, resumed_by FROM holds").fetchall() == [
+            ("checkpoint", "go-live", "released", "ada")]
     shown = run_cli("show", "rel", "--config", str(config)).stdout
     assert "checkpoint go-live: released" in shown and "by ada: staging looks right" in shown
 
