@@ -66,7 +66,7 @@ class People:
             return False  # granted once: the task's later attempts (fixes, retries) need no new approval
         timeout, action = wanted
         now = self.clock.now()
-        if state is None:
+        if state is None or state.status is HoldStatus.REFUSED:  # a retry of a rejected task asks again
             state = HoldState(HoldKind.APPROVAL, task.id, HoldStatus.REACHED, now,
                               expires_at=None if timeout is None else now + timeout)
             m.holds[key] = state
@@ -117,7 +117,7 @@ class People:
         return f"rejected {task_id}: {reason}"
 
     def _refuse(self, task: Task, state: HoldState, by: str, reason: str, status: str) -> None:
-        state.status, state.released_at, state.by, state.note = HoldStatus.RELEASED, self.clock.now(), by, reason
+        state.status, state.released_at, state.by, state.note = HoldStatus.REFUSED, self.clock.now(), by, reason
         tx = self.store.tx().hold(task.mission_id, state)
         tx.event(ApprovalResolved(status=status, by=by, reason=reason), mission_id=task.mission_id, task_id=task.id)
         self.board.transition(tx, task, Trigger.REJECT, f"{status} by {by}: {reason}")

@@ -26,6 +26,7 @@ class HoldStatus(StrEnum):
     REACHED = "reached"      # a checkpoint: its blocksTasks wait for a person
     STARTED = "started"      # a delay: its blocksTasks wait until expires_at
     RELEASED = "released"    # resumed by a person, or the delay expired: its blocksTasks may run
+    REFUSED = "refused"      # an approval rejected (or timed out with action fail): a retry asks again
 
     @property
     def holding(self) -> bool:

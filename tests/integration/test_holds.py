@@ -145,9 +145,15 @@ async def test_a_rejection_fails_the_task_with_the_reason(tmp_path: Path) -> Non
         status, _ = await run.engine.commands.apply("reject", encode(f"{m.id}:1", by="bob", reason="wrong client"))
         assert status == "done"
         done = await run.wait_event("mission:completed", mission_id=m.id)
-    assert done.data["outcome"] == "failed" and agent.requests == []
-    failed = run.of("task:transition", task_id=f"{m.id}:1", to="failed")[0]
-    assert failed.data["reason"] == "rejected by bob: wrong client"
+        assert done.data["outcome"] == "failed" and agent.requests == []
+        failed = run.of("task:transition", task_id=f"{m.id}:1", to="failed")[0]
+        assert failed.data["reason"] == "rejected by bob: wrong client"
+        assert (await run.engine.commands.apply("retry", f"{m.id}:1"))[0] == "done"
+        with anyio.fail_after(10):
+            while len(run.of("approval:requested")) < 2:  # a retry asks again
+                await anyio.sleep(0.01)
+        assert run.engine.board.tasks[f"{m.id}:1"].status == "awaiting_approval" and agent.requests == []
+        await run.engine.commands.apply("cancel", m.id)
 
 
 @pytest.mark.parametrize(("action", "outcome", "runs"), [("fail", "failed", 0), ("approve", "completed", 1)])
