@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
-from polpo.cli.people_view import hold_lines, override_line, paused_note
+from polpo.cli.people_view import hold_lines, override_line, paused_at, paused_note
 from polpo.cli.review_view import assessment_lines
 
 
@@ -125,6 +125,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         {m["home"] for m in ms if m["home"]} - {n["name"] for n in nodes} if cfg.store.url else set())
     for m in ms:
         m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in _LIVE else None
+        m["pausedAt"] = paused_at(read.holds(con, m["id"])) if m["status"] == "running" else []
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
                     "missions": ms, "total": total, "truncated": len(ms) < total,
@@ -143,7 +144,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     now = datetime.now(UTC)
     for m in ms:
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
-        paused = paused_note(read.holds(con, m["id"])) if m["status"] == "running" else ""
+        paused = paused_note(m["id"], m["pausedAt"])
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
                    f"{_elapsed(m['created_at'], m['finished_at'], now)}{paused}")
         if m["waitingForNode"]:

@@ -6,16 +6,19 @@ from typing import Any
 
 from polpo.cli.common import term
 
-__all__ = ["hold_lines", "override_line", "paused_note"]
+__all__ = ["hold_lines", "override_line", "paused_at", "paused_note"]
 
 
-def paused_note(holds: list[dict[str, Any]]) -> str:
-    """``"; paused at go-live (polpo resume M go-live)"`` for a mission paused at checkpoints, else ``""``."""
-    names = [h["name"] for h in holds if h["kind"] == "checkpoint" and h["status"] == "reached"]
+def paused_at(holds: list[dict[str, Any]]) -> list[str]:
+    """The checkpoints a running mission is paused at (reached, not resumed)."""
+    return [h["name"] for h in holds if h["kind"] == "checkpoint" and h["status"] == "reached"]
+
+
+def paused_note(mission_id: str, names: list[str]) -> str:
+    """``"; paused at go-live (polpo resume M)"`` for a mission paused at checkpoints, else ``""``."""
     if not names:
         return ""
-    mid = holds[0]["mission_id"]
-    return f"; paused at {term(', '.join(names))} (polpo resume {term(mid)})"
+    return f"; paused at {term(', '.join(names))} (polpo resume {term(mission_id)})"
 
 
 def hold_lines(m: dict[str, Any]) -> list[str]:

@@ -70,6 +70,8 @@ def test_a_checkpoint_stops_deploy_survives_kill_9_and_resumes_from_the_cli(
     assert [s["event"] for s in sent] == ["checkpoint:reached"] and MESSAGE in json.dumps(sent[0])
     status = run_cli("status", "--config", str(config))
     assert "paused at go-live (polpo resume rel)" in status.stdout, status.stdout
+    as_json = json.loads(run_cli("status", "--json", "--config", str(config)).stdout)
+    assert as_json["missions"][0]["pausedAt"] == ["go-live"]
     with daemon_process(config):
         wait_events(state, has("orchestrator:started"))
         wait_events(state, lambda es: [e["event"] for e in es].count("orchestrator:started") == 2)
@@ -153,3 +155,31 @@ def test_the_web_view_resume_button_releases_the_checkpoint(tmp_path: Path) -> N
     resumed = next(e for e in evs if e["event"] == "checkpoint:resumed")
     assert resumed["data"]["note"] == "checked from the page"
     assert resumed["data"]["by"] == "api"  # no token, no Basic login: the API's name for an anonymous person
+
+
+@pytest.mark.slow
+def test_the_task_page_rejects_an_approval_and_overrides_a_verdict(tmp_path: Path) -> None:
+    config = write_config(tmp_path, extra=HTTP)
+    state = tmp_path / "state"
+    with launched_chromium() as browser, daemon_process(config):
+        wait_events(state, has("orchestrator:started"))
+        url = json.loads((state / "http.json").read_text())["url"]
+        (tmp_path / "missions" / "ask.json").write_text(mission_json(
+            shell_task("Send", "echo sent > sent.txt", approval="before"), name="ask"))
+        wait_events(state, has("approval:requested", taskId="ask:1"))
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.goto(url + "/#/task/ask:1")
+        page.wait_for_selector('#task-summary[data-status="awaiting_approval"]')
+        page.fill("#reject-reason", "not to this client")
+        page.click("#reject")
+        page.wait_for_selector('#answer[data-state="done"]')
+        page.wait_for_selector('#task-summary[data-status="failed"]')
+        page.fill("#override-reason", "it would have been fine")
+        page.click("#override")
+        page.wait_for_selector("#override-note")
+        note = page.inner_text("#override-note")
+    assert "to pass by api: it would have been fine" in note
+    evs = read_events(state)
+    assert not any(e["event"] == "agent:spawned" for e in evs)
+    failed = next(e for e in evs if e["event"] == "task:transition" and e["data"]["to"] == "failed")
+    assert failed["data"]["reason"] == "rejected by api: not to this client"
