@@ -97,7 +97,7 @@ class Api:
         return await self._command("retry", request.path_params["task_id"], read.task, "task")
 
     async def approve(self, request: Request) -> Response:
-        return await self._command("approve", request.path_params["task_id"], read.task, "task")
+        return await self._said("approve", request, request.path_params["task_id"], read.task, "task", ("note",))
 
     async def resume(self, request: Request) -> Response:
         return await self._said("resume", request, request.path_params["mission_id"], read.mission, "mission",

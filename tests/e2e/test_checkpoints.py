@@ -122,8 +122,8 @@ def test_resume_over_http_and_approval_before_from_the_cli(tmp_path: Path) -> No
                                           "approval:requested" for e in es) == 2)
         asked = (config.parent / "ops.jsonl").read_text()
         assert "polpo approve ask:1" in asked and "polpo reject ask:2 --reason" in asked
-        out = run_cli("approve", "ask:1", "--config", str(config))
-        assert out.returncode == 0 and out.stdout.strip() == "approved ask:1: its first attempt runs next", out
+        r = httpx.post(f"{url}/api/tasks/ask:1/approve", json={"by": "carol", "note": "go"}, timeout=30)
+        assert r.status_code == 200 and r.json()["message"] == "approved ask:1: its first attempt runs next", r.text
         out = run_cli("reject", "ask:2", "--reason", "not today", "--by", "bob", "--config", str(config))
         assert out.returncode == 0, out.stderr
         evs = wait_events(state, has("mission:completed", missionId="ask"))
@@ -132,6 +132,8 @@ def test_resume_over_http_and_approval_before_from_the_cli(tmp_path: Path) -> No
     failed = next(e for e in evs if e["event"] == "task:transition" and e.get("taskId") == "ask:2"
                   and e["data"]["to"] == "failed")
     assert failed["data"]["reason"] == "rejected by bob: not today"
+    approved = next(e for e in evs if e["event"] == "approval:resolved" and e.get("taskId") == "ask:1")
+    assert approved["data"] == {"status": "approved", "by": "carol", "reason": "go"}
 
 
 @pytest.mark.slow
