@@ -178,6 +178,7 @@ def test_the_task_page_rejects_an_approval_and_overrides_a_verdict(tmp_path: Pat
         page.wait_for_selector('#task-summary[data-status="failed"]')
         page.fill("#override-reason", "it would have been fine")
         page.click("#override")
+        page.wait_for_function("(document.querySelector('#answer') || {}).textContent.includes('overridden')")
         page.wait_for_selector("#override-note")
         note = page.inner_text("#override-note")
     assert "to pass by api: it would have been fine" in note

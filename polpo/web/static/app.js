@@ -61,6 +61,7 @@ async function api(path) {
 // Commands (cancel, retry, approve): a same-origin POST with a JSON body, as the API asks of every POST (a page
 // of another origin cannot send one). The daemon's answer stays shown across the re-renders events cause.
 let lastAnswer = null;  // { key, state: "done" | "refused", text }
+const drafts = new Map();  // a note or reason being typed, by page and field
 
 async function command(path, key, payload = {}) {
   let state = "refused", text;
@@ -84,10 +85,13 @@ function actions(key, buttons) {
   if (!buttons.length && !answer) return null;
   // a button may take what a person says (a note, a reason) from a text field of its own: sent as b.field
   return el("div", { class: "actions" }, buttons.map((b) => {
-    const input = b.field ? el("input", { type: "text", id: `${b.id}-${b.field}`, placeholder: b.placeholder || b.field }) : null;
+    const fieldId = `${key}/${b.id}-${b.field}`;  // what was typed survives the re-renders events cause
+    const input = b.field ? el("input", { type: "text", id: `${b.id}-${b.field}`, placeholder: b.placeholder || b.field,
+      value: drafts.get(fieldId) || null, oninput: (ev) => drafts.set(fieldId, ev.target.value) }) : null;
     const button = el("button", { type: "button", id: b.id, onclick: (ev) => {
       if (b.confirm && !window.confirm(b.confirm)) return;
       ev.target.disabled = true;
+      drafts.delete(fieldId);
       command(b.path, key, { ...(b.body || {}), ...(input && input.value ? { [b.field]: input.value } : {}) });
     } }, b.label);
     return input ? el("span", { class: "said" }, input, button) : button;
