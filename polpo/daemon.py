@@ -355,9 +355,12 @@ class Daemon:
             self._lock_file = None
 
 
+_OWN_CHANNELS = ("quality:gate:", "checkpoint:", "delay:")  # events that carry their element's notifyChannels
+
+
 def _extra_channels(cfg: Config, ev: Event) -> list[str]:
-    """Channels an event goes to on top of the notify rules: a gate's own, the SLA's own."""
-    gate = list(ev.data.get("notifyChannels") or []) if ev.event.startswith("quality:gate:") else []
+    """Channels an event goes to on top of the notify rules: a gate's, checkpoint's or delay's own, the SLA's."""
+    gate = list(ev.data.get("notifyChannels") or []) if ev.event.startswith(_OWN_CHANNELS) else []
     return gate + extra_channels(cfg.sla, ev.event)
 
 

@@ -444,6 +444,79 @@ class NotificationFailed(Payload):
     error: str
 
 
+# ------------------------------------------------- people and time in the loop (polpo.engine.holds, approvals)
+
+
+@_event("checkpoint:reached")
+class CheckpointReached(Payload):
+    """Every afterTask finished: the blocksTasks wait for a person (``resume`` says how to let them run)."""
+
+    mission_id: str
+    checkpoint_name: str
+    after_tasks: list[str]
+    blocks_tasks: list[str]
+    resume: str  # the command that releases it
+    message: str | None = None
+    notify_channels: list[str] | None = None
+
+
+@_event("checkpoint:resumed")
+class CheckpointResumed(Payload):
+    mission_id: str
+    checkpoint_name: str
+    by: str
+    note: str | None = None
+    notify_channels: list[str] | None = None
+
+
+@_event("delay:started")
+class DelayStarted(Payload):
+    mission_id: str
+    delay_name: str
+    duration: str  # ISO-8601
+    after_tasks: list[str]
+    blocks_tasks: list[str]
+    started_at: str
+    expires_at: str
+    message: str | None = None
+    notify_channels: list[str] | None = None
+
+
+@_event("delay:expired")
+class DelayExpired(Payload):
+    mission_id: str
+    delay_name: str
+    notify_channels: list[str] | None = None
+
+
+@_event("approval:requested")
+class ApprovalRequested(Payload):
+    """A task with ``approval: "before"`` waits for a person before its first attempt."""
+
+    title: str
+    approve: str  # the command that approves it
+    reject: str  # and the one that rejects it
+    timeout_at: str | None = None
+    timeout_action: str | None = None
+
+
+@_event("approval:resolved")
+class ApprovalResolved(Payload):
+    status: str  # approved | rejected | timeout
+    by: str
+    reason: str | None = None
+
+
+@_event("task:verdict:overridden")
+class VerdictOverridden(Payload):
+    """A person overrode the judge's verdict on a task (the judge's scores are kept beside it)."""
+
+    passed: bool
+    was_passed: bool | None
+    reason: str
+    by: str
+
+
 # --------------------------------------------------------------------------------------------------- daemon
 
 

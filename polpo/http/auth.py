@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from polpo.config import Config, ConfigError
 from polpo.http.problem import PROBLEM_JSON, problem
 
-__all__ = ["HttpPlan", "TokenAuth", "http_plan"]
+__all__ = ["HttpPlan", "TokenAuth", "basic_user", "http_plan"]
 
 OPEN_PATHS = frozenset({"/healthz"})
 
@@ -88,3 +88,18 @@ class TokenAuth:
                 return False
             return hmac.compare_digest(cred.strip(), self.token)
         return False
+
+
+def basic_user(header: str | None) -> str | None:
+    """The user name of an HTTP Basic ``Authorization`` header (the web view's login: who a person said they
+    are; the password is the token, checked by :class:`TokenAuth`), else None."""
+    if not header:
+        return None
+    kind, _, cred = header.partition(" ")
+    if kind.lower() != "basic":
+        return None
+    try:
+        user = base64.b64decode(cred.strip(), validate=True).partition(b":")[0].decode()
+    except (binascii.Error, ValueError):
+        return None
+    return user or None

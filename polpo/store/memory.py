@@ -137,6 +137,10 @@ class MemoryStore(StoreCore):
         for g in self.tables["gates"].values():
             if g["mission_id"] == mission_id:
                 m.gate_state[g["name"]] = GateStatus(g["status"])
+        for h in self.tables["holds"].values():
+            if h["mission_id"] == mission_id:
+                hold = R.hold_from_row(h)
+                m.holds[(hold.kind, hold.name)] = hold
         for t in sorted((t for t in self.tables["tasks"].values() if t["mission_id"] == mission_id),
                         key=lambda t: t["idx"]):
             task = R.task_from_row(t, m)

@@ -254,6 +254,33 @@ MIGRATIONS: list[str] = [
     FENCE_FUNCTION,
     # v6: the SQLite schema v7: scheduled missions (polpo.schedules).
     SCHEDULES_TABLE.format(T=T, I="BIGINT"),
+    # v7: the SQLite schema v8: checkpoints, delays and approvals (polpo.engine.holds), verdict overrides.
+    f"""
+    CREATE TABLE overrides (
+        task_id      {T} PRIMARY KEY,
+        mission_id   {T} NOT NULL,
+        passed       BIGINT NOT NULL,
+        score        DOUBLE PRECISION NOT NULL,
+        judge_passed BIGINT,
+        judge_score  DOUBLE PRECISION,
+        attempt_id   {T},
+        reason       {T} NOT NULL,
+        by_person    {T} NOT NULL,
+        created_at   {T} NOT NULL
+    );
+    CREATE TABLE holds (
+        mission_id  {T} NOT NULL,
+        kind        {T} NOT NULL,
+        name        {T} NOT NULL,
+        status      {T} NOT NULL,
+        at          {T} NOT NULL,
+        expires_at  {T},
+        released_at {T},
+        resumed_by  {T},
+        note        {T},
+        PRIMARY KEY (mission_id, kind, name)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

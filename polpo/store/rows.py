@@ -19,6 +19,7 @@ import orjson
 from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
 from polpo.model.doc import MissionDoc
+from polpo.model.holds import HoldKind, HoldState, HoldStatus
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.schedule import Schedule, ScheduleStatus
 from polpo.model.status import (
@@ -61,6 +62,10 @@ ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "s
 CHECKS = Table("checks", ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
                           "duration", "created_at", "scores"), ("assessment_id", "idx"))
 GATES = Table("gates", ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at"), ("mission_id", "name"))
+HOLDS = Table("holds", ("mission_id", "kind", "name", "status", "at", "expires_at", "released_at", "resumed_by", "note"),
+              ("mission_id", "kind", "name"))
+OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "judge_passed", "judge_score", "attempt_id",
+                                "reason", "by_person", "created_at"), ("task_id",))
 SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
 REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at"),
@@ -82,7 +87,7 @@ CLAIM_REQUEUES = Table("claims", ("task_id", "node", "incarnation"), ("task_id",
 CLAIM_DROPS = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("drop",))  # turn over: gone
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES)
+                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES)
 
 
 def _ts(v: datetime | None) -> str | None:
@@ -191,6 +196,14 @@ def schedule_from_row(r: Mapping[str, Any]) -> Schedule:
                     timezone=r["timezone"], status=ScheduleStatus(r["status"]), anchor=parse_iso(r["anchor"]),
                     updated_at=parse_iso(r["updated_at"]), cursor=_dt(r["cursor_at"]), queued=r["queued"],
                     last_run=r["last_run"])
+def hold_row(mission_id: str, h: HoldState) -> Row:
+    return (mission_id, h.kind.value, h.name, h.status.value, iso(h.at), _ts(h.expires_at), _ts(h.released_at),
+            h.by, h.note)
+
+
+def hold_from_row(r: Mapping[str, Any]) -> HoldState:
+    return HoldState(kind=HoldKind(r["kind"]), name=r["name"], status=HoldStatus(r["status"]), at=parse_iso(r["at"]),
+                     expires_at=_dt(r["expires_at"]), released_at=_dt(r["released_at"]), by=r["resumed_by"], note=r["note"])
 
 
 def gate_status(v: str) -> GateStatus:

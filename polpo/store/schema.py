@@ -222,6 +222,34 @@ MIGRATIONS: list[str] = [
     """,
     # v7: scheduled missions (polpo.schedules): one row per scheduled mission file.
     SCHEDULES_TABLE.format(T="TEXT", I="INTEGER"),
+    # v8: checkpoints, delays and approvals (polpo.engine.holds, people): one row per hold once it is reached;
+    # a person's verdict on a task over the judge's (polpo.engine.overrides), kept beside the judge's.
+    """
+    CREATE TABLE overrides (
+        task_id      TEXT PRIMARY KEY,
+        mission_id   TEXT NOT NULL,
+        passed       INTEGER NOT NULL,        -- the person's verdict
+        score        REAL NOT NULL,           -- the person's score, 1..5 (what `polpo labels export` writes)
+        judge_passed INTEGER,                 -- the verdict it replaced (the task's status then)
+        judge_score  REAL,                    -- the judge's global score then
+        attempt_id   TEXT,                    -- the attempt judged (its assessment holds the judge's scores)
+        reason       TEXT NOT NULL,
+        by_person    TEXT NOT NULL,
+        created_at   TEXT NOT NULL
+    );
+    CREATE TABLE holds (
+        mission_id  TEXT NOT NULL,
+        kind        TEXT NOT NULL,            -- checkpoint | delay
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,            -- reached | started | released
+        at          TEXT NOT NULL,            -- reached or started
+        expires_at  TEXT,                     -- a delay's end (stored: a restart keeps it)
+        released_at TEXT,
+        resumed_by  TEXT,                     -- who resumed a checkpoint
+        note        TEXT,
+        PRIMARY KEY (mission_id, kind, name)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -164,6 +164,9 @@ class SqliteStore(StoreCore):
         m = R.mission_from_row(rows[0])
         for g in await self._all("SELECT name, status FROM gates WHERE mission_id = ?", (mission_id,)):
             m.gate_state[g["name"]] = GateStatus(g["status"])
+        for h in await self._all("SELECT * FROM holds WHERE mission_id = ?", (mission_id,)):
+            hold = R.hold_from_row(h)
+            m.holds[(hold.kind, hold.name)] = hold
         for t in await self._all("SELECT * FROM tasks WHERE mission_id = ? ORDER BY idx", (mission_id,)):
             task = R.task_from_row(t, m)
             m.tasks[task.id] = task

@@ -13,6 +13,7 @@ import anyio
 from polpo.checks.base import CheckOutcome
 from polpo.clock import iso
 from polpo.events.catalog import Event, Payload
+from polpo.model.holds import HoldState
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
@@ -74,6 +75,15 @@ class Tx:
     def gate(self, mission_id: str, name: str, status: GateStatus, reason: str | None, avg_score: float | None,
              at: datetime) -> Tx:
         self.ops.append((R.GATES, (mission_id, name, status.value, reason, avg_score, iso(at))))
+        return self
+
+    def hold(self, mission_id: str, h: HoldState) -> Tx:
+        self.ops.append((R.HOLDS, R.hold_row(mission_id, h)))
+        return self
+
+    def override(self, row: R.Row) -> Tx:
+        """A person's verdict on a task (``R.OVERRIDES`` columns, in order)."""
+        self.ops.append((R.OVERRIDES, row))
         return self
 
     def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime) -> Tx:

@@ -65,11 +65,12 @@ async function api(path) {
 // Commands (cancel, retry, approve): a same-origin POST with a JSON body, as the API asks of every POST (a page
 // of another origin cannot send one). The daemon's answer stays shown across the re-renders events cause.
 let lastAnswer = null;  // { key, state: "done" | "refused", text }
+const drafts = new Map();  // a note or reason being typed, by page and field
 
-async function command(path, key) {
+async function command(path, key, payload = {}) {
   let state = "refused", text;
   try {
-    const r = await fetch(at(path), { method: "POST", credentials: "same-origin", body: "{}",
+    const r = await fetch(at(path), { method: "POST", credentials: "same-origin", body: JSON.stringify(payload),
       headers: { "content-type": "application/json", accept: "application/json" } });
     const body = await r.json().catch(() => ({}));
     state = r.ok ? "done" : "refused";
@@ -86,11 +87,19 @@ function actions(key, buttons) {
     ? el("span", { class: "answer", id: "answer", "data-state": lastAnswer.state }, `${lastAnswer.state}: ${lastAnswer.text}`)
     : null;
   if (!buttons.length && !answer) return null;
-  return el("div", { class: "actions" }, buttons.map((b) => el("button", { type: "button", id: b.id, onclick: (ev) => {
-    if (b.confirm && !window.confirm(b.confirm)) return;
-    ev.target.disabled = true;
-    command(b.path, key);
-  } }, b.label)), answer);
+  // a button may take what a person says (a note, a reason) from a text field of its own: sent as b.field
+  return el("div", { class: "actions" }, buttons.map((b) => {
+    const fieldId = `${key}/${b.id}-${b.field}`;  // what was typed survives the re-renders events cause
+    const input = b.field ? el("input", { type: "text", id: `${b.id}-${b.field}`, placeholder: b.placeholder || b.field,
+      value: drafts.get(fieldId) || null, oninput: (ev) => drafts.set(fieldId, ev.target.value) }) : null;
+    const button = el("button", { type: "button", id: b.id, onclick: (ev) => {
+      if (b.confirm && !window.confirm(b.confirm)) return;
+      ev.target.disabled = true;
+      drafts.delete(fieldId);
+      command(b.path, key, { ...(b.body || {}), ...(input && input.value ? { [b.field]: input.value } : {}) });
+    } }, b.label);
+    return input ? el("span", { class: "said" }, input, button) : button;
+  }), answer);
 }
 
 // --------------------------------------------------------------------------------------------- routing
@@ -138,6 +147,7 @@ async function renderMission(id) {
   if (!m) { $view.replaceChildren(el("p", {}, `No mission ${id}`)); return; }
   crumbs(link("#/", "missions"), m.id);
   const q = m.quality || {};
+  const paused = m.status === "running" ? (m.pausedAt || []) : [];
   const summary = el("div", { class: "card", id: "mission-summary", "data-status": m.status },
     el("h1", {}, `${m.name} `, badge(m.status)),
     el("div", { class: "kv" },
@@ -148,8 +158,13 @@ async function renderMission(id) {
         q.threshold != null ? ` · threshold ${q.threshold}` : ""),
       m.report ? el("span", {}, el("b", {}, "report "), m.report.summary) : null),
     m.reason ? el("p", { class: "muted" }, m.reason) : null,
-    actions(`mission/${m.id}`, m.status === "running" ? [{ id: "cancel", label: "Cancel mission",
-      path: `/api/missions/${enc(m.id)}/cancel`, confirm: `Cancel mission ${m.id}? Its running agents are stopped.` }] : []));
+    paused.length ? el("p", { id: "paused", "data-checkpoints": paused.join(",") },
+      el("b", {}, "paused "), `at checkpoint ${paused.join(", ")}: its blocked tasks wait for a person`) : null,
+    actions(`mission/${m.id}`, m.status === "running" ? [
+      ...paused.map((name, i) => ({ id: i ? `resume-${i}` : "resume", label: `Resume ${name}`, field: "note",
+        placeholder: "note (optional)", path: `/api/missions/${enc(m.id)}/resume`, body: { checkpoint: name } })),
+      { id: "cancel", label: "Cancel mission",
+        path: `/api/missions/${enc(m.id)}/cancel`, confirm: `Cancel mission ${m.id}? Its running agents are stopped.` }] : []));
   const parts = [summary];
   if (m.tasks.length <= GRAPH_MAX_TASKS) parts.push(graph(m));
   else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
@@ -261,7 +276,15 @@ async function renderTask(id) {
       ...(t.status === "failed" || t.status === "on_hold"
         ? [{ id: "retry", label: "Retry", path: `/api/tasks/${enc(t.id)}/retry` }] : []),
       ...(t.status === "awaiting_approval"
-        ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` }] : [])]));
+        ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` },
+           { id: "reject", label: "Reject", field: "reason", placeholder: "reason (required)",
+             path: `/api/tasks/${enc(t.id)}/reject` }] : []),
+      ...(t.status === "done" || t.status === "failed"
+        ? [{ id: "override", label: t.status === "done" ? "Override: fail it" : "Override: pass it", field: "reason",
+             placeholder: "reason (required)", path: `/api/tasks/${enc(t.id)}/override`,
+             body: { passed: t.status !== "done" } }] : [])]),
+    t.override ? el("p", { id: "override-note" }, el("b", {}, "verdict overridden "),
+      `to ${t.override.passed ? "pass" : "fail"} by ${t.override.byPerson}: ${t.override.reason}`) : null);
   $view.replaceChildren(head, ...t.attempts.slice().reverse().map(attemptCard));
 }
 
