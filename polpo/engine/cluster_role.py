@@ -29,7 +29,8 @@ from polpo.engine.lifecycle import Trigger
 from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event
 from polpo.model.records import Mission
 from polpo.model.status import GateStatus, MissionStatus, StopReason, TaskStatus
-from polpo.store.cluster.claims import DeadClaim, offer_row
+from polpo.store.claim_records import DeadClaim
+from polpo.store.claim_writes import offer_row
 from polpo.store.identity import StoreLost
 from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store

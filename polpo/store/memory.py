@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -31,7 +31,16 @@ from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry
 __all__ = ["MemoryDatabase", "MemoryStore"]
 
 Rec = dict[str, Any]
-_CLAIM_TABLES = (R.CLAIM_OFFERS, R.CLAIM_STOPS, R.CLAIM_REQUEUES, R.CLAIM_DROPS)
+
+
+class TableOwner(Protocol):
+    """What keeps, in memory, a table whose statements live with the module that owns it (``Table.write``: the
+    cluster's claims); the store hands it that table's rows of each batch."""
+
+    def apply(self, table: R.Table, rows: Sequence[R.Row]) -> None: ...
+
+    def committed(self) -> None:
+        """After the batch's events were handed on (PostgreSQL's NOTIFY is delivered at the commit)."""
 
 
 @dataclass
@@ -45,9 +54,11 @@ class MemoryDatabase:
     stores: list[MemoryStore] = field(default_factory=list)
     next_command: int = 0
     claims: ClaimTable = field(init=False)
+    owners: dict[str, TableOwner] = field(init=False)  # table name -> what applies its rows
 
     def __post_init__(self) -> None:
         self.claims = ClaimTable(self.clock.monotonic)
+        self.owners = {"claims": self.claims}
 
     def queue_command(self, kind: str, target: str) -> int:
         """Queue a retry / cancel / approve as the CLI would."""
@@ -73,10 +84,13 @@ class MemoryStore(StoreCore):
             for row in group:
                 if len(row) != len(table.cols):
                     raise ValueError(f"{table.name}: row of {len(row)} values for {len(table.cols)} columns")
-        offered = False
+        owners: list[TableOwner] = []
         for table, group in rows.items():
-            if table in _CLAIM_TABLES:
-                offered |= self.db.claims.apply(table, group)
+            if table.write is not None:  # a table another module owns
+                owner = self.db.owners[table.name]
+                owner.apply(table, group)
+                if owner not in owners:
+                    owners.append(owner)
                 continue
             target = self.tables[table.name]
             for row in group:
@@ -99,8 +113,8 @@ class MemoryStore(StoreCore):
         for other in self.db.stores:
             if other is not self and other.on_remote is not None and events:
                 other.on_remote(events)
-        if offered:
-            self.db.claims.notify()
+        for owner in owners:
+            owner.committed()
         return seqs if renumbered else None
 
     async def _close_backend(self) -> None:

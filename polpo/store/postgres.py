@@ -51,7 +51,7 @@ from polpo.store.postgres_schema import migrate
 from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
 from polpo.store.sql import statement
 
-__all__ = ["CLAIMS_CHANNEL", "EVENTS_CHANNEL", "InDoubt", "PostgresStore"]
+__all__ = ["EVENTS_CHANNEL", "InDoubt", "PostgresStore"]
 
 log = logging.getLogger("polpo.store")
 
@@ -59,7 +59,6 @@ _NUMBER = "UPDATE event_clock SET seq = seq + $1 RETURNING seq"
 _NOTIFY = "SELECT pg_notify($1, $2)"
 _IDENTITY = "SELECT value FROM meta WHERE key = 'store_id'"
 EVENTS_CHANNEL = "polpo_events"  # payload: the last seq of a committed batch
-CLAIMS_CHANNEL = "polpo_claims"  # a task was offered to the cluster
 _INSERT_EVENT = ("INSERT INTO events (seq, ts, event, mission_id, task_id, data, node) "
                  "VALUES ($1, $2, $3, $4, $5, $6, $7)")
 
@@ -197,13 +196,14 @@ class PostgresStore(StoreCore):
 
         A batch without events is rows only, and rows are upserts of whole states: one written twice in doubt is
         the same state."""
-        offers = False
+        channels: list[str] = []
         for table, group in rows.items():
             sql, params = statement(table, group, "$")
             await conn.executemany(sql, [_no_nul(r) for r in params])
-            offers = offers or table is R.CLAIM_OFFERS or table is R.CLAIM_REQUEUES
-        if offers:  # delivered at the commit: idle nodes claim at once (polpo.store.cluster.claims)
-            await conn.execute(_NOTIFY, CLAIMS_CHANNEL, "")
+            if table.notify is not None and table.notify not in channels:
+                channels.append(table.notify)
+        for channel in channels:  # delivered at the commit (a task offered: idle nodes claim at once)
+            await conn.execute(_NOTIFY, channel, "")
         if not events:
             return 0, 0
         last = int(await conn.fetchval(_NUMBER, len(events)))  # locks the clock until the commit

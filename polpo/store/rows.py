@@ -8,7 +8,7 @@ prompt, a task's dimension set).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,9 +30,11 @@ from polpo.model.status import (
 )
 
 Row = tuple[Any, ...]
+Statement = Callable[[Sequence[Row], str], tuple[str, Sequence[Row]]]
+"""A table's own statement: (rows, placeholder "?" or "$") → (SQL text, parameter rows)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object a table: compared and hashed by identity (the writer's dict keys)
 class Table:
     name: str
     cols: tuple[str, ...]
@@ -41,6 +43,12 @@ class Table:
     """Columns an upsert writes when it inserts and never updates: what is stored once (a prompt, a spec) and
     what never changes for a record (its mission, its position). Leaving the latter out of the UPDATE spares the
     indexes on them a delete and re-insert on every write (7.6 → 4.3 µs a task row)."""
+    write: Statement | None = None
+    """The statement of a table another module owns (the cluster's claims, :mod:`polpo.store.claim_writes`): its
+    SQL lives with its owner, not here or in :mod:`polpo.store.sql`, and its rows still ride in a :class:`Tx`,
+    atomic with the state that causes them. None: an upsert of ``cols``."""
+    notify: str | None = None
+    """A channel told at the commit of a batch that wrote this table (PostgreSQL's NOTIFY)."""
 
 
 MISSIONS = Table("missions", ("id", "seq", "name", "source", "hash", "run", "spec", "workspace", "status", "reason",
@@ -70,13 +78,6 @@ SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id"
                   ("entity_id", "kind"), ("data", "created_at"))
 COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
-# PostgreSQL only (several daemons): a ready task offered to the cluster (insert if absent) and the end of a
-# claim (its holder gives it back or drops it); see polpo.store.cluster.claims
-CLAIM_OFFERS = Table("claims", ("task_id", "mission_id", "home", "prio", "mseq", "idx", "agent_key", "agent_limit",
-                                "mission_limit"), ("task_id",))
-CLAIM_STOPS = Table("claims", ("task_id", "stop"), ("task_id",))  # an update: ask the holder to stop its run
-CLAIM_REQUEUES = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("requeue",))  # back to the queue
-CLAIM_DROPS = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("drop",))  # turn over: gone
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
                                     REVIEWS, DIMENSIONS, SLA_MARKS)

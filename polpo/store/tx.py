@@ -1,7 +1,8 @@
 """A unit of change: row upserts and the events that announce them, committed together.
 
 Backend-neutral: a ``Tx`` holds (table, row) pairs and typed event payloads; the store it is submitted to turns
-them into statements. Building one does no I/O, so state code can describe a change without awaiting.
+them into statements. A table whose SQL lives with another module (the cluster's claims) rides in the same way,
+through :meth:`Tx.put`, so what it writes stays atomic with the state that causes it. Building one does no I/O, so state code can describe a change without awaiting.
 """
 
 from __future__ import annotations
@@ -101,21 +102,13 @@ class Tx:
         self.ops.append((R.COMMANDS_DONE, (command_id, status, result, iso(at))))
         return self
 
+    def put(self, table: R.Table, row: R.Row) -> Tx:
+        """A row of a table another module owns, whose statement comes with the table (:attr:`R.Table.write`:
+        the cluster's claims, :mod:`polpo.store.claim_writes`): written in this transaction, with the rest."""
+        self.ops.append((table, row))
+        return self
+
     # -- events ---------------------------------------------------------------------------------------------
-    def claim_offer(self, row: R.Row) -> Tx:
-        """A ready task offered to the cluster's nodes (PostgreSQL only; see polpo.store.cluster.claims)."""
-        self.ops.append((R.CLAIM_OFFERS, row))
-        return self
-
-    def claim_end(self, row: R.Row, *, requeue: bool) -> Tx:
-        """The holder's turn is over: the task goes back to the queue (``requeue``) or the claim goes."""
-        self.ops.append((R.CLAIM_REQUEUES if requeue else R.CLAIM_DROPS, row))
-        return self
-
-    def claim_stop(self, task_id: str, reason: str) -> Tx:
-        self.ops.append((R.CLAIM_STOPS, (task_id, reason)))
-        return self
-
     def event(self, payload: Payload, *, mission_id: str | None = None, task_id: str | None = None) -> Tx:
         self.pending.append((payload, mission_id, task_id))
         return self

@@ -16,6 +16,7 @@ from polpo.clock import FakeClock
 from polpo.engine.board import MissionBoard
 from polpo.engine.lifecycle import Trigger
 from polpo.model.status import AttemptStatus
+from polpo.store import claim_writes
 from polpo.store.claim_records import DeadClaim
 from polpo.store.memory import MemoryDatabase, MemoryStore
 from polpo.store.memory_claims import MemoryClaims
@@ -88,10 +89,10 @@ async def test_only_the_holder_ends_its_claim_and_an_offer_never_takes_it_back()
         [c] = await a.claim(1)
         await offered(store, m)  # offered again (a stale event): the claim stays with a
         await b.end(c.task_id, requeue=True)  # not b's claim: nothing happens
-        await store.commit(store.tx().claim_end(b.end_row(c.task_id), requeue=False))  # nor through a write
+        await store.commit(claim_writes.end(store.tx(), b.end_row(c.task_id), requeue=False))  # nor through a write
         assert holders(db) == {c.task_id: "a"}
         assert await b.claim(1) == []
-        await store.commit(store.tx().claim_end(a.end_row(c.task_id), requeue=True))  # the holder gives it back
+        await store.commit(claim_writes.end(store.tx(), a.end_row(c.task_id), requeue=True))  # the holder gives it back
         assert [x.task_id for x in await b.claim(1)] == [c.task_id]
         await b.end(c.task_id, requeue=False)
         tg.cancel_scope.cancel()
