@@ -97,7 +97,7 @@ class StoreCore:
     async def _close_backend(self) -> None:
         raise NotImplementedError
 
-    async def events_after(self, seq: int) -> list[Event]:
+    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
         raise NotImplementedError
 
     @property

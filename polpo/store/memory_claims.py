@@ -20,6 +20,7 @@ from polpo.model.records import Attempt, Mission, Task
 from polpo.store import claim_writes as W
 from polpo.store import rows as R
 from polpo.store.claim_records import Claim, DeadClaim, limit_keys, within_limits
+from polpo.store.named_reads import GATES
 
 __all__ = ["ClaimTable", "MemoryClaims"]
 
@@ -193,7 +194,7 @@ class MemoryClaims:
         return out
 
     async def mission_gates(self, mission_id: str) -> dict[str, str]:
-        return {g["name"]: g["status"] for g in self.store.tables["gates"].values() if g["mission_id"] == mission_id}
+        return {g["name"]: g["status"] for g in GATES.apply(self.store.tables["gates"].values(), (mission_id,))}
 
     async def relay(self, kind: str, target: str, *, wait: float = 10.0) -> tuple[str, str]:
         """Queued in the shared command inbox for the leader, and the answer awaited (as on PostgreSQL)."""

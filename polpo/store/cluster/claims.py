@@ -23,6 +23,7 @@ from polpo.store.claim_writes import CLAIMS_CHANNEL
 from polpo.store.cluster.relay import relay_command
 from polpo.store.cluster.timing import TAKE_AFTER
 from polpo.store.fencing import Fence, fenced_transaction
+from polpo.store.named_reads import GATES
 from polpo.store.sql import statement
 
 __all__ = ["Claim", "ClaimQueue", "DeadClaim"]
@@ -157,5 +158,5 @@ class ClaimQueue:
         return await relay_command(self.pool, kind, target)
 
     async def mission_gates(self, mission_id: str) -> dict[str, str]:
-        rows = await self.pool.fetch("SELECT name, status FROM gates WHERE mission_id = $1", mission_id)
+        rows = await self.pool.fetch(GATES.sql("$"), mission_id)
         return {r["name"]: r["status"] for r in rows}
