@@ -91,7 +91,7 @@ class ClusterSource:
         if m is None or m.status is not MissionStatus.RUNNING:
             return
         slot = self.slot_of(task)
-        self.store.submit(offer(self.store.tx(), offer_row(task, m, slot.limit_key, slot.max_concurrency)))
+        self.store.submit(offer(self.store.tx().decided(), offer_row(task, m, slot.limit_key, slot.max_concurrency)))
 
     def resume(self, task: Task) -> None:
         self.offer(task)  # the node that claims it finds it in review and resumes its checks

@@ -171,8 +171,8 @@ class PostgresStore(NamedReads, StoreCore):
         async with self.pool.acquire() as conn:
             if self.lease_fence is None:
                 await conn.execute("BEGIN")
-            else:  # BEGIN and the fence share a round trip
-                await self.lease_fence.begin(conn)
+            else:  # BEGIN and the fence share a round trip; a lost leader lock: Deposed (core drops decisions)
+                await self.lease_fence.begin(conn, deposed=True)
             try:
                 first, last = await self._statements(conn, rows, events)
             except BaseException:

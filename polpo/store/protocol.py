@@ -62,6 +62,7 @@ class LoadedMission:
 class Store(Protocol):
     event_log: EventLog | None
     node: str | None  # stamped on every event (``[daemon] node``)
+    term: int | None  # the leadership term whose decisions are written (None: one node, it always leads)
     commits: int
     identity: str  # the store's UUID, written once at creation (polpo.store.identity)
     lost: str | None  # why nothing more is written: the database was deleted or replaced while running

@@ -24,7 +24,7 @@ PendingEvent = tuple[Payload, str | None, str | None]  # payload, mission id, ta
 
 
 class Tx:
-    __slots__ = ("_done", "error", "events", "finished", "ops", "pending", "ts")
+    __slots__ = ("_done", "decision", "error", "events", "finished", "ops", "pending", "term", "ts")
 
     def __init__(self) -> None:
         self.ops: list[tuple[R.Table, R.Row]] = []
@@ -34,6 +34,8 @@ class Tx:
         self.error: str | None = None  # why it was not written (it was dropped, alone, so the others could be)
         self.finished = False  # written, or dropped with ``error``
         self._done: anyio.Event | None = None  # made only for a waiter: most transactions are submitted, not awaited
+        self.decision = False  # a leader's decision about a mission (see :meth:`decided`)
+        self.term: int | None = None  # the store's leadership term when a decision was submitted
 
     @property
     def done(self) -> anyio.Event:
@@ -43,6 +45,14 @@ class Tx:
             if self.finished:
                 self._done.set()
         return self._done
+
+    def decided(self) -> Tx:
+        """This transaction is a leader's decision about a mission (a cascade, a gate, a completion, an offer),
+        not a turn's own writes: on a cluster node it is written only while the leadership term it was decided in
+        lasts (the store drops it once that term has ended, or when the database refuses the leader's lock), and
+        the next leader decides again from the store."""
+        self.decision = True
+        return self
 
     def finish(self) -> None:
         """The writer is through with it: wake whoever waits."""
