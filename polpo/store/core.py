@@ -231,15 +231,16 @@ class StoreCore:
 
     def _in_term(self, batch: list[Tx]) -> list[Tx]:
         """``batch`` without the decisions of a leadership term that has ended (they are finished, unwritten)."""
-        stale = [tx for tx in batch if tx.decision and (tx.term != self.term or not self.term)]
-        if not stale:
+        keep = [tx for tx in batch if not tx.decision or (self.term and tx.term == self.term)]
+        if len(keep) == len(batch):
             return batch
-        for tx in stale:
-            tx.events.clear()  # (stamped by a refused try)
-            tx.error = "not written: the leadership term it was decided in has ended"
-            tx.finish()
-        log.info("dropped %d decision(s) of a leadership term that has ended", len(stale))
-        return [tx for tx in batch if not (tx.decision and (tx.term != self.term or not self.term))]
+        for tx in batch:
+            if tx.decision and not (self.term and tx.term == self.term):
+                tx.events.clear()  # (stamped by a refused try)
+                tx.error = "not written: the leadership term it was decided in has ended"
+                tx.finish()
+        log.info("dropped %d decision(s) of a leadership term that has ended", len(batch) - len(keep))
+        return keep
 
     def _unavailable(self, reason: str) -> float:
         """The store cannot be written: say so (once, then a reminder every 5 minutes); the seconds to wait."""
