@@ -178,7 +178,7 @@ class MissionBoard:
         if m is None:
             return
         work = [first]
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         while work:
             task = work.pop()
             if task.id in m.closed:  # decided already (a recovery that reads a finish the leader had followed)
@@ -242,7 +242,7 @@ class MissionBoard:
 
     def settle_gates(self, m: Mission) -> None:
         """Decide the waiting gates whose afterTasks are all finished already (after a retry re-wired them)."""
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         failed: list[Task] = []
         for g in m.spec.quality_gates:
             if m.gate_pending.get(g.name, 0) <= 0:
@@ -276,7 +276,7 @@ class MissionBoard:
         if below and all_done:
             m.report["summary"] += f"; quality threshold not met ({quality.avg_score:.2f} < {limit:g})"
         m.reason = None if outcome is MissionStatus.COMPLETED else m.report.get("summary")
-        tx = self.store.tx().mission(m)
+        tx = self.store.tx().decided().mission(m)
         if below and limit is not None:
             tx.event(ThresholdFailed(avg_score=round(quality.avg_score or 0, 4), threshold=limit), mission_id=m.id)
         if self.hooks is not None:

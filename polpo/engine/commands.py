@@ -27,6 +27,7 @@ from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
+from polpo.store import claim_writes
 from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
@@ -76,7 +77,7 @@ class Commands:
         return await self.dispatcher.source.seize(ids) if ids else {}
 
     def _stop_remote(self, tx: Tx, t: Task, node: str, reason: StopReason) -> None:
-        tx.claim_stop(t.id, reason.value)
+        claim_writes.stop(tx, t.id, reason.value)
         tx.event(TaskStopRequested(node=node, reason=reason.value), mission_id=t.mission_id, task_id=t.id)
 
     def cancel_mission(self, mid: str, by: str = "user", *, held: Mapping[str, str] | None = None) -> str:

@@ -63,6 +63,7 @@ class LoadedMission:
 class Store(Protocol):
     event_log: EventLog | None
     node: str | None  # stamped on every event (``[daemon] node``)
+    term: int | None  # the leadership term whose decisions are written (None: one node, it always leads)
     commits: int
     identity: str  # the store's UUID, written once at creation (polpo.store.identity)
     lost: str | None  # why nothing more is written: the database was deleted or replaced while running
@@ -132,4 +133,6 @@ class Store(Protocol):
         """Every schedule not removed (polpo.model.schedule)."""
         ...
 
-    async def events_after(self, seq: int) -> list[Event]: ...
+    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
+        """The stored events after ``seq``, oldest first (at most ``limit``)."""
+        ...

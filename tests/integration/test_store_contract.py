@@ -55,6 +55,7 @@ async def test_events_are_published_in_commit_order_and_numbered_upwards(backend
         assert await store.events_after(0) == seen
         assert await store.events_after(seqs[1]) == seen[2:]
         assert await store.events_after(seqs[-1]) == []
+        assert await store.events_after(seqs[0], 2) == seen[1:3]  # a page (the cluster's follower reads so)
     finally:
         await store.close()
 

@@ -95,6 +95,7 @@ class MemoryCluster(SeenEvents):
         node = self.nodes[name]
         assert node.engine.cluster is not None
         role = node.engine.cluster
+        self.db.leader = name  # it holds the leader's lock
         await role.lead(node.engine.load)
         assert node.tg is not None
 
@@ -104,9 +105,16 @@ class MemoryCluster(SeenEvents):
 
     def depose(self, name: str) -> None:
         """``name`` lost its lock (its connection dropped): it stops deciding at once; its turns go on."""
+        self.lose_lock(name)
         node = self.nodes[name]
         assert node.engine.cluster is not None
         node.engine.cluster.abdicate()
+
+    def lose_lock(self, name: str) -> None:
+        """``name``'s lock is gone and it has not noticed yet: its next write is refused for the lock alone (as
+        PostgreSQL's ``PLF02``)."""
+        if self.db.leader == name:
+            self.db.leader = None
 
     async def sweep(self, name: str) -> None:
         cluster = self.nodes[name].engine.cluster
