@@ -345,12 +345,16 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
     choices: list[str | dict[str, Any]] = [
         {"type": "function", "function": {"name": prompts.SUBMIT_REVIEW}}, "auto"]
     provider_errors: list[LLMError] = []  # every strategy failed on the provider: an outage, not bad output
+    tried = 0
     for strategy, choice in zip(STRATEGIES[:2], choices, strict=True):
+        tried += 1
         try:
             reply = await run.chat(convo, tools=[tool], tool_choice=choice)
         except LLMError as exc:
             trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
             provider_errors.append(exc)
+            if exc.kind == "context_overflow":
+                break  # the next tool strategy sends this same conversation: it cannot fit either
             continue
         msg = reply.as_message()
         run.record(2, msg, strategy=strategy)
@@ -381,7 +385,7 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
         reply = await run.chat(plain)
     except LLMError as exc:
         trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
-        if len(provider_errors) == 2:
+        if len(provider_errors) == tried:
             raise
         return None
     run.record(2, reply.as_message(), strategy=strategy)
