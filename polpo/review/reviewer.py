@@ -99,7 +99,8 @@ class ReviewerTrace:
     ignored_dimensions: list[str] = field(default_factory=list)
     error: str | None = None
     error_kind: str | None = None
-    """An LLM error kind, ``invalid`` (answers but no valid scores), ``time_limit`` or ``internal``."""
+    """An LLM error kind, ``invalid`` (answers but no valid scores), ``time_limit`` (``runaway`` once the server
+    had answered), or ``internal``."""
     tokens: int = 0
     cost: float | None = None
     cache_hits: int = 0
@@ -194,7 +195,8 @@ async def run_reviewer(client: ChatClient, settings: ModelSettings, *, index: in
         if scope.cancelled_caught:
             trace.ok = False
             trace.error = f"timed out after {time_limit:g} s" + (f" ({trace.error})" if trace.error else "")
-            trace.error_kind = "time_limit"
+            # the server answered its turns, so it is up: this review is too long (runaway), not an outage
+            trace.error_kind = "runaway" if trace.turns else "time_limit"
         elif not trace.ok and trace.error_kind is None:
             trace.error_kind = "invalid"
     except LLMError as exc:

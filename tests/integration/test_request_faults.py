@@ -4,7 +4,8 @@
   agent's attempt, and errs the review check, with that reason: no ``agent:interrupted``, no
   ``assessment:deferred``, the client sends it at most twice;
 * a context overflow (HTTP 400) is never sent again unchanged;
-* a generation that never ends while the server answers other requests is runaway output, not an outage.
+* a generation that never ends while the server answers other requests is runaway output, not an outage, and
+  so is a review that outlasts its time limit after the server answered its turns.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 import pytest
 
 from polpo.config import Config, load_config
+from polpo.llm.client import LLMClient, ModelSettings
+from polpo.review.dimensions import Dim
+from polpo.review.panel import ReviewContext, run_panel
 from tests.support.daemon import mission_json, running_daemon, shell_task, submit, write_config
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, endless, error, text, tool_call
 from tests.support.judges import ScriptedJudge, phase
@@ -149,3 +153,22 @@ async def test_a_generation_that_never_ends_while_the_server_answers_others_is_r
     assert len(loops) == 1  # not retried: another timeout would only hold the server longer
     err = next(e for e in attempt_errors(cfg) if "runaway" in e)
     assert "no complete answer within 2 s" in err and "max_tokens" in err
+
+
+async def test_a_review_that_outlasts_its_time_limit_after_answers_is_runaway_and_not_re_run(
+        tmp_path: Path, srv: FakeLLM) -> None:
+    (tmp_path / "a.py").write_text("print('hi')\n")
+
+    def respond(req: RecordedRequest) -> Reply:  # the first turn is answered, the second never ends
+        return endless(0.2) if any(m["role"] == "tool" for m in req["messages"]) else tool_call(
+            "read_file", {"path": "a.py"})
+
+    srv.responder = respond
+    ctx = ReviewContext(title="t", description="d", criteria="c", workspace=tmp_path, files_changed=["a.py"],
+                        timeline="agent ran; exit 0")
+    models = [ModelSettings("openai/judge-model", api_base=srv.base_url, timeout=60)] * 3
+    result = await run_panel(LLMClient(max_retries=0), models, ctx, [Dim("correctness", 1.0, "It works")], 3.0,
+                             reviewer_timeout=1.5)
+    assert [r.error_kind for r in result.reviewers] == ["runaway"] * 3
+    assert not result.rerun and not result.retryable  # no second round, no outage backoff
+    assert len(srv.requests) == 6
