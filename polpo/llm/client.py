@@ -310,7 +310,7 @@ class LLMClient:
         if model not in self._windows:
             try:
                 info = litellm.get_model_info(model)
-                size = info.get("max_input_tokens") or info.get("max_tokens")
+                size = info.get("max_input_tokens")  # not max_tokens: for some models that is the output bound
                 self._windows[model] = int(size) if size else None
             except Exception:
                 self._windows[model] = None
