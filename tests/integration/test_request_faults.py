@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from polpo.config import Config, load_config
-from polpo.llm.client import LLMClient, ModelSettings
+from polpo.llm.client import LLMClient, LLMError, ModelSettings
 from polpo.review.dimensions import Dim
 from polpo.review.panel import ReviewContext, run_panel
 from tests.support.daemon import mission_json, running_daemon, shell_task, submit, write_config
@@ -172,3 +172,24 @@ async def test_a_review_that_outlasts_its_time_limit_after_answers_is_runaway_an
     assert [r.error_kind for r in result.reviewers] == ["runaway"] * 3
     assert not result.rerun and not result.retryable  # no second round, no outage backoff
     assert len(srv.requests) == 6
+
+
+async def test_a_repeat_is_recognised_across_calls_but_an_unavailable_server_stays_an_outage(srv: FakeLLM) -> None:
+    client = LLMClient(max_retries=0)  # no retry inside a call: the repeat is the next call (an outage retry)
+    settings = ModelSettings("openai/agent-model", api_base=srv.base_url, timeout=10)
+    ask = [{"role": "user", "content": "render me"}]
+    srv.responder = lambda req: error(500, TEMPLATE_500)
+    kinds = []
+    for _ in range(2):
+        with pytest.raises(LLMError) as err:
+            await client.chat(settings, ask)
+        kinds.append(err.value.kind)
+    assert kinds == ["server", "repeated_error"]
+    with pytest.raises(LLMError) as err:  # another request is not a repeat
+        await client.chat(settings, [{"role": "user", "content": "something else"}])
+    assert err.value.kind == "server"
+    srv.responder = lambda req: error(503)
+    for _ in range(3):  # "unavailable" is the same every time during a real outage: never the request's fault
+        with pytest.raises(LLMError) as err:
+            await client.chat(settings, [{"role": "user", "content": "are you there"}])
+        assert err.value.kind == "server"
