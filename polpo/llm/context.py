@@ -8,7 +8,8 @@ until it fits. What cannot be trimmed (tool definitions, tool-call arguments, me
 when the rest cannot be made small enough the request is not sent (:class:`ContextOverflow`).
 
 Tokens are estimated conservatively without a tokenizer (a tokenizer costs milliseconds per call): three
-characters per token for ASCII text (real tokenizers give about four), one token per character otherwise.
+characters per token for ASCII text (real tokenizers give about four), two UTF-8 bytes per token otherwise (a
+CJK character, three bytes, counts 1.5 tokens).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ MARKER = "\n[... {n} characters trimmed to fit the model's context ...]\n"
 """ASCII on purpose: one non-ASCII character would make the whole trimmed text count a token per character."""
 _MARKER_CHARS = len(MARKER) + 12  # with the count filled in
 _tools_cache: dict[int, tuple[object, int]] = {}
+_bytes_cache: dict[int, tuple[str, int]] = {}  # long non-ASCII texts: a conversation resends the same ones
+_BYTES_CACHE_CHARS = 4_000_000
+_bytes_cached = [0]  # characters held by _bytes_cache
 
 
 class ContextOverflow(Exception):
@@ -42,7 +46,20 @@ class ContextOverflow(Exception):
 
 def text_tokens(text: str) -> int:
     """A conservative token count of ``text``."""
-    return -(-len(text) // CHARS_PER_TOKEN) if text.isascii() else len(text)
+    if text.isascii():
+        return -(-len(text) // CHARS_PER_TOKEN)
+    if len(text) < 2048:
+        return -(-len(text.encode("utf-8", "surrogatepass")) // 2)
+    hit = _bytes_cache.get(id(text))  # encoding 20 000 characters costs ~40 µs; the next turn sends them again
+    if hit is not None and hit[0] is text:
+        return hit[1]
+    n = -(-len(text.encode("utf-8", "surrogatepass")) // 2)
+    if _bytes_cached[0] + len(text) > _BYTES_CACHE_CHARS:
+        _bytes_cache.clear()
+        _bytes_cached[0] = 0
+    _bytes_cache[id(text)] = (text, n)
+    _bytes_cached[0] += len(text)
+    return n
 
 
 def tools_tokens(tools: Sequence[Mapping[str, Any]] | None) -> int:
@@ -92,14 +109,25 @@ def _cap(sizes: list[int], room: int) -> int:
     return ordered[-1] if ordered else 0
 
 
-def _trim(text: str, tokens: int) -> str:
-    """``text`` cut to about ``tokens`` (marker included): two thirds from its head, one third from its tail."""
-    per = CHARS_PER_TOKEN if text.isascii() else 1
-    keep = max(0, tokens * per - _MARKER_CHARS - per)
+def _cut(text: str, keep: int) -> str:
     head = keep * 2 // 3
     tail = keep - head
     cut = len(text) - keep
     return text[:head] + MARKER.format(n=f"{cut:,}".replace(",", " ")) + (text[-tail:] if tail else "")
+
+
+def _trim(text: str, tokens: int) -> str:
+    """``text`` cut to at most ``tokens`` (marker included): two thirds from its head, one third from its tail."""
+    per = CHARS_PER_TOKEN if text.isascii() else 2 * len(text) / max(1, len(text.encode("utf-8", "surrogatepass")))
+    keep = max(0, int((tokens - 1) * per) - _MARKER_CHARS)
+    out = _cut(text, keep)
+    for _ in range(8):  # non-ASCII: the kept part may hold more multi-byte characters than the average
+        over = text_tokens(out) - tokens
+        if over <= 0 or keep == 0:
+            break
+        keep = max(0, keep - int(over * per) - 8)
+        out = _cut(text, keep)
+    return out
 
 
 def fit_messages(messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] | None, window: int,

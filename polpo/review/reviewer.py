@@ -249,7 +249,7 @@ async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: in
         {"role": "user", "content": redact(prompts.review_files_user(
             title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
             files_changed=ctx.files_changed, timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=names,
-            max_turns=max_turns))},
+            max_turns=max_turns, window=run.settings.context_window))},
     ]
     for m in convo:
         run.record(1, m)
@@ -298,8 +298,8 @@ async def _analyse_output(run: _Run, ctx: ReviewContext, dims: list[Dim]) -> str
     convo: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.REVIEW_OUTPUT_SYSTEM},
         {"role": "user", "content": redact(prompts.review_output_user(
-            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
-            timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=[d.name for d in dims]))},
+            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt, timeline=ctx.timeline,
+            rubric=render_rubric(dims), dim_names=[d.name for d in dims], window=run.settings.context_window))},
     ]
     for m in convo:
         run.record(1, m)

@@ -65,3 +65,13 @@ def test_a_request_that_cannot_fit_is_refused() -> None:
         fit_messages([*convo(5000), big_args], TOOLS, window=2048, reserve=512)
     assert err.value.window == 2048 and err.value.fixed > 2048 - 512
     assert "cannot be trimmed" in str(err.value)
+
+
+def test_non_ascii_texts_are_counted_by_bytes_and_trimmed_to_fit() -> None:
+    assert text_tokens("a" * 297 + "…") == 150  # one ellipsis: two bytes per token, not a token per character
+    assert text_tokens("漢" * 100) == 150  # three bytes a character: 1.5 tokens
+    mixed = "".join("漢字" if i % 7 == 0 else "ascii text " for i in range(4000))
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": mixed}]
+    fitted, used = fit_messages(msgs, None, window=2048, reserve=256)
+    assert estimate_tokens(fitted) <= used <= 2048 - 256
+    assert "characters trimmed to fit the model's context" in fitted[0]["content"]
