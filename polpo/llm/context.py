@@ -26,7 +26,7 @@ MESSAGE_OVERHEAD = 8
 MIN_KEEP_TOKENS = 64
 """A trimmed text keeps at least this much; below it the request is refused rather than sent meaningless."""
 MARKER = "\n[... {n} characters trimmed to fit the model's context ...]\n"
-"""ASCII on purpose: one non-ASCII character would make the whole trimmed text count a token per character."""
+"""ASCII on purpose: an ASCII text stays ASCII once trimmed, and so is still counted at three characters a token."""
 _MARKER_CHARS = len(MARKER) + 12  # with the count filled in
 _tools_cache: dict[int, tuple[object, int]] = {}
 _bytes_cache: dict[int, tuple[str, int]] = {}  # long non-ASCII texts: a conversation resends the same ones
