@@ -71,6 +71,7 @@ class AgentConfig(_Base):
     role: str | None = None  # a team agent's role, told to the model
     max_tokens: int = Field(4096, ge=16)  # the most tokens one model reply may generate (bounds runaway output)
     empty_reply_nudges: int = Field(2, ge=0, le=20)  # an empty reply is re-asked this often, then the attempt fails
+    context_window: int | None = Field(None, ge=256)  # the model's context in tokens; None: litellm's, if it knows
     # both
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)
@@ -101,6 +102,7 @@ class JudgeSettings(_Base):
     api_key_env: str | None = None
     temperature: float | None = None
     max_tokens: int = Field(2048, ge=16)  # the most tokens one judge reply may generate (reviewers, judges)
+    context_window: int | None = Field(None, ge=256)  # the judge models' context in tokens; None: litellm's
     correct_expectations: bool = True  # the expectation judge, on a task's first failure
     threshold_floor: float = Field(2.5, ge=1, le=5)  # it never lowers an llm_review threshold below this
     reviewer_timeout: Duration = Field(default_factory=lambda: _secs(900))  # one reviewer's whole run

@@ -14,6 +14,7 @@ result starting with ``Error:`` so it can correct itself; it never ends the sess
 * an :class:`~polpo.llm.client.LLMError` (after the client's own retries) → ``error``; when the provider
   itself failed (unreachable, 5xx, timeouts, rate limits, a refused key) also ``provider_error``: the runner
   then records the attempt as interrupted by the provider, not as a failed run (:mod:`polpo.engine.outage`);
+  a failure that the evidence blames on the request (:mod:`polpo.llm.failures`) fails the attempt instead;
 * the attempt's time limit → ``timed_out`` (a running command is killed with its process group).
 
 The agent has no process of its own, so it never calls ``on_start`` (the runner marks an LLM attempt running

@@ -32,7 +32,8 @@ def judge_settings(cfg: Config) -> list[ModelSettings]:
     """One ModelSettings per seat (``[judge] seats``), or [] when no judge is configured."""
     j = cfg.judge
     return [ModelSettings(model=m, api_base=j.api_base, api_key_env=j.api_key_env, temperature=j.temperature,
-                          max_tokens=j.max_tokens, timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
+                          max_tokens=j.max_tokens, context_window=j.context_window,
+                          timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
 
 
 def panel_options(cfg: Config) -> PanelOptions:

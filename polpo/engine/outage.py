@@ -11,6 +11,10 @@
   the same backoff, without using a retry; after ``outage_retries`` interruptions in a row it waits ``on_hold``
   and ``polpo retry TASK`` runs it again.
 
+Neither applies to a failure the evidence blames on the request (:mod:`polpo.llm.failures`: the same error twice
+for the same request, runaway generation, a context overflow): the attempt fails, or the check errs as not
+retryable, at once.
+
 While it backs off the task keeps its run (and so its concurrency slot); a shutdown or a cancel stops the wait
 like any run. The count of an agent's interruptions lives in memory: a restart starts it again.
 """

@@ -8,6 +8,10 @@ not each get right on their own:
 * Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff a
   bounded number of times; other errors (bad request, auth) fail at once.
 * At most ``per_model`` calls run at once against one model, whoever makes them.
+* A failure that the evidence blames on the request (the same error twice for the same request, a timeout while
+  the server answers others, a context overflow: :mod:`polpo.llm.failures`) is not retried and not an outage.
+* With a context window (``ModelSettings.context_window``, else litellm's model info), every request is fitted to
+  it before it is sent (:mod:`polpo.llm.context`); one that cannot fit is not sent.
 
 API keys come only from the environment (see :mod:`polpo.llm.secrets`); every error message that leaves
 this module is passed through :func:`polpo.llm.secrets.redact`. A call to an ``api_base`` always carries an
@@ -27,6 +31,8 @@ from typing import Any, Protocol
 
 import anyio
 
+from polpo.llm import failures
+from polpo.llm.context import ContextOverflow, fit_messages
 from polpo.llm.secrets import redact
 
 __all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
@@ -78,6 +84,9 @@ class ModelSettings:
     max_tokens: int | None = None
     """The most tokens one reply may generate (``[agents.X]`` / ``[judge] max_tokens``): a model that loops
     holds a single-slot local server until this bound, not until the request times out."""
+    context_window: int | None = None
+    """The model's context in tokens (``[agents.X]`` / ``[judge] context_window``); None: litellm's model info
+    when it knows the model, else no fitting."""
 
 
 def effective_max_tokens(settings: ModelSettings, asked: int | None) -> int | None:
@@ -126,7 +135,8 @@ class ChatReply:
 
 class LLMError(Exception):
     """A call that failed for good. ``kind`` is one of rate_limit, timeout, connection, server, auth,
-    bad_request, other; ``message`` is already redacted."""
+    bad_request, other, or a request fault (repeated_error, runaway, context_overflow:
+    :data:`polpo.llm.failures.REQUEST_FAULTS`); ``message`` is already redacted."""
 
     def __init__(self, kind: str, message: str, *, attempts: int = 1) -> None:
         super().__init__(message)
@@ -201,6 +211,9 @@ class LLMClient:
         self._sleep = sleep
         self._limits: dict[str, anyio.Semaphore] = {}
         self._unpriced: set[str] = set()  # models litellm has no price for
+        self._windows: dict[str, int | None] = {}  # model → litellm's context window for it (None: unknown)
+        self._answered: dict[str, float] = {}  # server (api_base, else model) → when it last answered a call
+        self._failures: dict[str, str] = {}  # request fingerprint → signature of its last server error
         self.calls = 0  # requests sent, retries included (for metrics and tests)
 
     def _limit(self, model: str) -> anyio.Semaphore:
@@ -244,27 +257,46 @@ class LLMClient:
         bound = effective_max_tokens(settings, max_tokens)
         if bound is not None:
             kwargs["max_tokens"] = bound
+        window = settings.context_window or self._window(litellm, settings.model)
+        if window:  # the answer gets max_tokens, or what is left when that is more than half the window
+            try:
+                kwargs["messages"], used = fit_messages(kwargs["messages"], tools, window,
+                                                        min(bound or window // 4, window // 2))
+                if bound is not None:
+                    kwargs["max_tokens"] = min(bound, window - used)
+            except ContextOverflow as exc:
+                raise LLMError("context_overflow", f"not sent: the request to {settings.model} {exc}; set "
+                                                   "context_window to the model's real size if it is larger, lower "
+                                                   "max_tokens, or use a model with a larger context") from None
+        server = settings.api_base or settings.model
         errors: list[str] = []
         attempt = 0
         while True:
             attempt += 1
-            start = time.monotonic()
+            start = sent = time.monotonic()
             try:
                 async with self._limit(settings.model):
                     self.calls += 1
-                    resp = await litellm.acompletion(**kwargs)
+                    sent = time.monotonic()
+                    with anyio.fail_after(settings.timeout):  # litellm's timeout bounds each read, not the call
+                        resp = await litellm.acompletion(**kwargs)
             except Exception as exc:
                 kind = classify(exc)
-                message = redact(f"{type(exc).__name__}: {exc}")[:2000]
+                text = str(exc) or f"no complete answer within {settings.timeout:g} s"
+                message = redact(f"{type(exc).__name__}: {text}")[:2000]
+                kind = self._blame(kind, exc, message, kwargs, sent, self._answered.get(server))
                 if kind not in _RETRYABLE or attempt > self.max_retries:
                     suffix = f" (after {attempt} attempts)" if attempt > 1 else ""
                     if kind == "auth" and kwargs.get("api_key") == NO_KEY:
                         suffix += (f" (no key was sent to {settings.api_base}: set api_key_env to the variable "
                                    "holding its key)")
+                    if kind in failures.REQUEST_FAULTS:
+                        suffix += f": {failures.request_fault_hint(kind)}"
                     raise LLMError(kind, message + suffix, attempts=attempt) from None
                 errors.append(message)
                 await self._sleep(self._delay(attempt, exc))
                 continue
+            self._answered[server] = time.monotonic()
             reply = _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors)
             if reply.cost is None and settings.model not in self._unpriced:
                 cost = _price(litellm, resp)  # litellm prices while it logs; this is for when it did not
@@ -272,6 +304,36 @@ class LLMClient:
                     self._unpriced.add(settings.model)  # an unknown model stays unknown: do not try each call
                 reply = dataclasses.replace(reply, cost=cost)
             return reply
+
+    def _window(self, litellm: Any, model: str) -> int | None:
+        """litellm's input context of ``model``, looked up once (None when litellm does not know the model)."""
+        if model not in self._windows:
+            try:
+                info = litellm.get_model_info(model)
+                size = info.get("max_input_tokens")  # not max_tokens: for some models that is the output bound
+                self._windows[model] = int(size) if size else None
+            except Exception:
+                self._windows[model] = None
+        return self._windows[model]
+
+    def _blame(self, kind: str, exc: BaseException, message: str, request: dict[str, Any], sent: float,
+               answered: float | None) -> str:
+        """``kind``, or the request fault the evidence shows (see :mod:`polpo.llm.failures`)."""
+        if failures.is_context_overflow(kind, message):
+            return "context_overflow"
+        if failures.is_runaway(kind, sent, answered):
+            return "runaway"
+        status = getattr(exc, "status_code", None)
+        signature = failures.failure_signature(kind, status if isinstance(status, int) else None, message)
+        if signature is None:
+            return kind
+        fingerprint = failures.request_fingerprint(request)
+        if self._failures.get(fingerprint) == signature:
+            return "repeated_error"
+        if len(self._failures) >= 1024:
+            self._failures.clear()
+        self._failures[fingerprint] = signature
+        return kind
 
     def _delay(self, attempt: int, exc: BaseException) -> float:
         retry_after = _retry_after(exc)

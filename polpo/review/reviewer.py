@@ -99,7 +99,8 @@ class ReviewerTrace:
     ignored_dimensions: list[str] = field(default_factory=list)
     error: str | None = None
     error_kind: str | None = None
-    """An LLM error kind, ``invalid`` (answers but no valid scores), ``time_limit`` or ``internal``."""
+    """An LLM error kind, ``invalid`` (answers but no valid scores), ``time_limit`` (``runaway`` once the server
+    had answered), or ``internal``."""
     tokens: int = 0
     cost: float | None = None
     cache_hits: int = 0
@@ -194,7 +195,8 @@ async def run_reviewer(client: ChatClient, settings: ModelSettings, *, index: in
         if scope.cancelled_caught:
             trace.ok = False
             trace.error = f"timed out after {time_limit:g} s" + (f" ({trace.error})" if trace.error else "")
-            trace.error_kind = "time_limit"
+            # the server answered its turns, so it is up: this review is too long (runaway), not an outage
+            trace.error_kind = "runaway" if trace.turns else "time_limit"
         elif not trace.ok and trace.error_kind is None:
             trace.error_kind = "invalid"
     except LLMError as exc:
@@ -247,7 +249,7 @@ async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: in
         {"role": "user", "content": redact(prompts.review_files_user(
             title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
             files_changed=ctx.files_changed, timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=names,
-            max_turns=max_turns))},
+            max_turns=max_turns, window=run.settings.context_window))},
     ]
     for m in convo:
         run.record(1, m)
@@ -296,8 +298,8 @@ async def _analyse_output(run: _Run, ctx: ReviewContext, dims: list[Dim]) -> str
     convo: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.REVIEW_OUTPUT_SYSTEM},
         {"role": "user", "content": redact(prompts.review_output_user(
-            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
-            timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=[d.name for d in dims]))},
+            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt, timeline=ctx.timeline,
+            rubric=render_rubric(dims), dim_names=[d.name for d in dims], window=run.settings.context_window))},
     ]
     for m in convo:
         run.record(1, m)
@@ -345,12 +347,16 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
     choices: list[str | dict[str, Any]] = [
         {"type": "function", "function": {"name": prompts.SUBMIT_REVIEW}}, "auto"]
     provider_errors: list[LLMError] = []  # every strategy failed on the provider: an outage, not bad output
+    tried = 0
     for strategy, choice in zip(STRATEGIES[:2], choices, strict=True):
+        tried += 1
         try:
             reply = await run.chat(convo, tools=[tool], tool_choice=choice)
         except LLMError as exc:
             trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
             provider_errors.append(exc)
+            if exc.kind == "context_overflow":
+                break  # the next tool strategy sends this same conversation: it cannot fit either
             continue
         msg = reply.as_message()
         run.record(2, msg, strategy=strategy)
@@ -381,7 +387,7 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
         reply = await run.chat(plain)
     except LLMError as exc:
         trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
-        if len(provider_errors) == 2:
+        if len(provider_errors) == tried:
             raise
         return None
     run.record(2, reply.as_message(), strategy=strategy)

@@ -123,8 +123,11 @@ async def test_a_burst_of_500s_is_waited_out_without_blaming_the_agent(tmp_path:
     def answer(req: RecordedRequest) -> Reply:
         with lock:
             seen[0] += 1
-            burst = seen[0] <= 3
-        return error(500) if burst else judge(req)
+            n = seen[0]
+            burst = n <= 3
+        # each with its own request id, as a provider's 500s carry: the same body twice would blame the request
+        return error(500, {"error": {"message": f"server error (request id req_{n})",
+                                     "type": "server_error"}}) if burst else judge(req)
 
     agent = writes_hello()
     slept: list[float] = []
