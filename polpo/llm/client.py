@@ -5,9 +5,12 @@ not each get right on their own:
 
 * ``import litellm`` costs ~4 s; it happens once, in a worker thread, so the event loop keeps serving events
   and quick CLI commands never pay it.
-* Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff a
-  bounded number of times; other errors (bad request, auth) fail at once.
-* At most ``per_model`` calls run at once against one model, whoever makes them.
+* Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff and full
+  jitter (:mod:`polpo.jitter`) a bounded number of times; other errors (bad request, auth) fail at once.
+* At most ``per_model`` calls run at once against one model, whoever makes them, and ``[limits]``' requests and
+  tokens per minute hold for all of them (:mod:`polpo.llm.ratelimit`; a 429's ``Retry-After`` holds the key).
+* A reply is priced from its tokens by one price book (:mod:`polpo.llm.prices`: ``[prices]``, then litellm's
+  map); ``cost`` None means the price is unknown, never free.
 
 API keys come only from the environment (see :mod:`polpo.llm.secrets`); every error message that leaves
 this module is passed through :func:`polpo.llm.secrets.redact`. A call to an ``api_base`` always carries an
@@ -27,6 +30,9 @@ from typing import Any, Protocol
 
 import anyio
 
+from polpo.jitter import backoff as jittered
+from polpo.llm.prices import PriceBook, default_book
+from polpo.llm.ratelimit import RateLimiter
 from polpo.llm.secrets import redact
 
 __all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
@@ -193,6 +199,8 @@ class LLMClient:
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        limiter: RateLimiter | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         self.per_model = per_model
         self.max_retries = max_retries
@@ -200,7 +208,8 @@ class LLMClient:
         self.max_backoff = max_backoff
         self._sleep = sleep
         self._limits: dict[str, anyio.Semaphore] = {}
-        self._unpriced: set[str] = set()  # models litellm has no price for
+        self.limiter = limiter
+        self._prices = prices
         self.calls = 0  # requests sent, retries included (for metrics and tests)
 
     def _limit(self, model: str) -> anyio.Semaphore:
@@ -246,10 +255,14 @@ class LLMClient:
             kwargs["max_tokens"] = bound
         errors: list[str] = []
         attempt = 0
+        limiter = self.limiter
+        key = limiter.key(settings.model, settings.api_base) if limiter is not None else None
         while True:
             attempt += 1
             start = time.monotonic()
             try:
+                if key is not None and limiter is not None:
+                    await limiter.acquire(key, _estimate(kwargs, bound))
                 async with self._limit(settings.model):
                     self.calls += 1
                     resp = await litellm.acompletion(**kwargs)
@@ -263,21 +276,28 @@ class LLMClient:
                                    "holding its key)")
                     raise LLMError(kind, message + suffix, attempts=attempt) from None
                 errors.append(message)
-                await self._sleep(self._delay(attempt, exc))
+                retry_after = _retry_after(exc)
+                if key is not None and limiter is not None and kind == "rate_limit":
+                    limiter.hold(key, min(retry_after or 0.0, self.max_backoff))  # the limiter paces the rest
+                    retry_after = None
+                await self._sleep(self._delay(attempt, retry_after))
                 continue
             reply = _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors)
-            if reply.cost is None and settings.model not in self._unpriced:
-                cost = _price(litellm, resp)  # litellm prices while it logs; this is for when it did not
-                if cost is None:
-                    self._unpriced.add(settings.model)  # an unknown model stays unknown: do not try each call
-                reply = dataclasses.replace(reply, cost=cost)
-            return reply
+            book = self._prices or default_book()
+            return dataclasses.replace(reply, cost=book.price(settings.model, reply.prompt_tokens,
+                                                              reply.completion_tokens))
 
-    def _delay(self, attempt: int, exc: BaseException) -> float:
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return min(retry_after, self.max_backoff)
-        return float(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Full jitter over the capped exponential delay, never before the provider's ``Retry-After``."""
+        wait = jittered(attempt, self.backoff, self.max_backoff)
+        return max(wait, min(retry_after, self.max_backoff)) if retry_after is not None else wait
+
+
+def _estimate(kwargs: dict[str, Any], bound: int | None) -> int:
+    """Tokens a call may use, for a tokens-per-minute limit: the prompt at ~4 characters a token, plus the reply's
+    bound (or as much again as the prompt when unbounded)."""
+    prompt = len(json.dumps(kwargs["messages"], default=str)) // 4
+    return prompt + (bound if bound is not None else prompt)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -289,13 +309,6 @@ def _retry_after(exc: BaseException) -> float | None:
         value = headers.get("retry-after")
         return float(value) if value is not None else None
     except (TypeError, ValueError):
-        return None
-
-
-def _price(litellm: Any, resp: Any) -> float | None:
-    try:
-        return float(litellm.completion_cost(completion_response=resp))
-    except Exception:
         return None
 
 
@@ -312,13 +325,6 @@ def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[st
     usage = getattr(resp, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    cost: float | None
-    try:
-        hidden = getattr(resp, "_hidden_params", None) or {}
-        known = hidden.get("response_cost")  # litellm already priced it while logging: do not price twice
-        cost = float(known) if known is not None else None
-    except (TypeError, ValueError):
-        cost = None
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
-                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
+                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=None,
                      duration=duration, retries=retries, retry_errors=errors)
