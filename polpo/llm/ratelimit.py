@@ -87,6 +87,7 @@ class RateLimiter:
         self._clock = clock or SystemClock()
         self._sleep = sleep
         self.waited = 0.0  # seconds callers spent waiting for a slot (for tests and metrics)
+        self.granted = 0  # calls let through
 
     def key(self, model: str, api_base: str | None) -> str | None:
         """The limit a call of ``model`` at ``api_base`` falls under: the model's, else its endpoint's."""
@@ -107,6 +108,7 @@ class RateLimiter:
                 wait = w.wait(now, tokens)
                 if wait <= 0:
                     w.grant(now, tokens)
+                    self.granted += 1
                     return
                 w.paced_until = max(w.paced_until, now + wait + w.limit.period)
                 self.waited += wait
