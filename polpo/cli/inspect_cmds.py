@@ -14,6 +14,7 @@ import click
 
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
 from polpo.cli.review_view import assessment_lines
+from polpo.model.spend import usd_text
 
 
 def _elapsed(start: str | None, end: str | None, now: datetime) -> str:
@@ -112,6 +113,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
             return
         raise click.ClickException(str(e)) from None
     ms = read.missions(con, limit=limit or None)
+    spent = read.spend(con, [m["id"] for m in ms])
+    for m in ms:
+        m["spend"] = spent[m["id"]]
     total = read.mission_count(con)
     for m in ms:  # the text lists the tasks of running missions only (all with --all): read no others
         listed = as_json or show_all or m["status"] in _LIVE
@@ -142,6 +146,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
                    f"{_elapsed(m['created_at'], m['finished_at'], now)}")
+        if m["spend"]["total"]["tokensIn"] or m["spend"]["total"]["tokensOut"]:
+            click.echo(f"  spend {term(usd_text(m['spend']['total']))}" + "".join(
+                f"; {term(a)} {term(usd_text(s))}" for a, s in m["spend"]["byAgent"].items()))
         if m["waitingForNode"]:
             click.echo(f"  waiting for node {term(m['waitingForNode'])}: it is down and this mission's tasks run "
                        'only there ("affinity": "node"); start it again (or use "affinity": "any")')
@@ -216,6 +223,13 @@ def _show_mission(m: dict[str, Any]) -> None:
         click.echo(f"  quality average {q['average']:.2f} over {q['scored']} scored task(s){limit}")
     else:
         click.echo("  quality average: n/a (no done task has a score; scores come from llm_review checks)")
+    spend = m.get("spend") or {}
+    if spend.get("total", {}).get("tokensIn") or spend.get("total", {}).get("tokensOut"):
+        click.echo(f"  spend {term(usd_text(spend['total']))}")
+        for group in ("byPhase", "byAgent", "byTask"):
+            click.echo(f"    {group[2:].lower()}: " + "; ".join(f"{term(k)} {term(usd_text(v))}"
+                                                           for k, v in spend[group].items()
+                                                           if v["tokensIn"] or v["tokensOut"]))
     if m["tasks"]:  # one write: a mission may have thousands of tasks
         click.echo("\n".join(_task_line(t, now, width=32) for t in m["tasks"]))
     stored = {g["name"]: g for g in m["gates"]}

@@ -251,6 +251,14 @@ MIGRATIONS: list[str] = [
     """,
     # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
     FENCE_FUNCTION,
+    # v6: the SQLite schema v7: spend split into input and output tokens, and each reviewer's cost.
+    """
+    ALTER TABLE attempts ADD COLUMN tokens_in BIGINT;
+    ALTER TABLE attempts ADD COLUMN tokens_out BIGINT;
+    ALTER TABLE reviews ADD COLUMN tokens_in BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN tokens_out BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN cost DOUBLE PRECISION;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

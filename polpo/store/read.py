@@ -117,6 +117,28 @@ def missions(con: Conn, *, include_finished: bool = True,
     return [dict(r) for r in con.execute(sql + " LIMIT ?", (limit,))][::-1]
 
 
+def spend(con: Conn, mids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each mission's spend (:func:`polpo.model.spend.mission_spend`), from its attempts' and reviews' rows."""
+    from polpo.model.spend import AttemptSpend, ReviewSpend, mission_spend
+
+    if not mids:
+        return {}
+    marks = ", ".join("?" for _ in mids)
+    attempts: dict[str, list[AttemptSpend]] = {m: [] for m in mids}
+    reviews: dict[str, list[ReviewSpend]] = {m: [] for m in mids}
+    for r in con.execute("SELECT mission_id, task_id, kind, agent, model, tokens, tokens_in, tokens_out, cost "
+                         f"FROM attempts WHERE mission_id IN ({marks}) AND (tokens IS NOT NULL OR cost IS NOT NULL)",
+                         tuple(mids)):
+        tin = r[6] if r[6] is not None else (r[5] or 0)  # before v7 only the sum was kept
+        attempts[r[0]].append(AttemptSpend(r[1], r[2], r[3], r[4], tin, r[7] or 0, r[8]))
+    for r in con.execute("SELECT t.mission_id, r.task_id, r.assessment_id, r.model, r.tokens_in, r.tokens_out, "
+                         f"r.cost FROM reviews r JOIN tasks t ON t.id = r.task_id WHERE t.mission_id IN ({marks})",
+                         tuple(mids)):
+        role = "judge" if str(r[2]).endswith("/judge") else "reviewer"
+        reviews[r[0]].append(ReviewSpend(r[1], role, r[3], r[4] or 0, r[5] or 0, r[6]))
+    return {m: mission_spend(attempts[m], reviews[m]) for m in mids}
+
+
 def nodes(con: Conn) -> list[dict[str, Any]]:
     """The daemons sharing a PostgreSQL store: name, host, pid and seconds since their last heartbeat."""
     sql = ("SELECT name, host, pid, EXTRACT(EPOCH FROM clock_timestamp() - heartbeat_at)::float AS age "

@@ -52,7 +52,8 @@ TASKS = Table("tasks", ("id", "mission_id", "idx", "title", "agent", "status", "
 ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
                               "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail",
                               "stdout_bytes", "stderr_bytes", "duration", "files", "prompt", "verdict",
-                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent"),
+                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent",
+                              "tokens_in", "tokens_out"),
                  ("id",), ("task_id", "mission_id", "number", "prompt"))
 ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message",
                                     "created_at", "finished_at", "global_score", "scores"), ("id",),
@@ -62,7 +63,8 @@ CHECKS = Table("checks", ("assessment_id", "idx", "task_id", "type", "label", "p
 GATES = Table("gates", ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at"), ("mission_id", "name"))
 SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
-REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at"),
+REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
+                            "tokens_in", "tokens_out", "cost"),
                 ("assessment_id", "check_idx", "reviewer"))
 DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "created_at"), ("task_id", "check_idx"),
                    ("data", "source"))
@@ -118,7 +120,8 @@ def attempt_row(a: Attempt) -> Row:
     return (a.id, a.task_id, a.mission_id, a.number, a.kind.value, a.agent, a.status.value, a.pid, a.pid_ticks,
             a.exit_code, a.signal, int(a.timed_out), a.error, a.stdout_tail, a.stderr_tail, a.stdout_bytes,
             a.stderr_bytes, a.duration, _json(a.files), a.prompt, a.verdict, iso(a.started_at),
-            _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens, a.cost, int(a.permanent))
+            _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens, a.cost, int(a.permanent), a.tokens_in,
+            a.tokens_out)
 
 
 def assessment_row(a: Assessment) -> Row:
@@ -164,7 +167,7 @@ def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
                    stderr_bytes=a["stderr_bytes"] or 0, duration=a["duration"], files=_loads(a["files"]),
                    verdict=a["verdict"], finished_at=_dt(a["finished_at"]), model=a["model"],
                    outcomes=_loads(a["outcomes"]), tokens=a["tokens"], cost=a["cost"],
-                   permanent=bool(a.get("permanent")))
+                   permanent=bool(a.get("permanent")), tokens_in=a.get("tokens_in"), tokens_out=a.get("tokens_out"))
 
 
 def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Assessment:

@@ -44,6 +44,7 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
     m["gates"] = read.gates(con, m["id"])
     m["spec"] = orjson.Fragment(m["spec"]) if raw_spec else orjson.loads(m["spec"])
     m["quality"] = quality({**m, "tasks": tasks})
+    m["spend"] = read.spend(con, [m["id"]])[m["id"]]
     if camel_case:
         m = camel(m)
     m["tasks"] = tasks
@@ -52,7 +53,11 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
 
 def missions_view(con: Conn, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
     """The latest missions, oldest first, with their task counts (not their tasks)."""
-    return read.missions(con, include_finished=include_finished, limit=limit)
+    ms = read.missions(con, include_finished=include_finished, limit=limit)
+    spent = read.spend(con, [m["id"] for m in ms])
+    for m in ms:
+        m["spend"] = spent[m["id"]]["total"]
+    return ms
 
 
 def quality(m: dict[str, Any]) -> dict[str, Any]:
