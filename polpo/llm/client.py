@@ -20,7 +20,6 @@ explicit key (the named variable's, else :data:`NO_KEY`): litellm's fallback to 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -282,10 +281,8 @@ class LLMClient:
                     retry_after = None
                 await self._sleep(self._delay(attempt, retry_after))
                 continue
-            reply = _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors)
-            book = self._prices or default_book()
-            return dataclasses.replace(reply, cost=book.price(settings.model, reply.prompt_tokens,
-                                                              reply.completion_tokens))
+            return _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors,
+                          self._prices or default_book())
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Full jitter over the capped exponential delay, never before the provider's ``Retry-After``."""
@@ -312,7 +309,7 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
+def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str], prices: PriceBook) -> ChatReply:
     choice = resp.choices[0]
     msg = choice.message
     calls: list[ToolCallOut] = []
@@ -326,5 +323,6 @@ def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[st
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
-                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=None,
+                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                     cost=prices.price(model, prompt_tokens, completion_tokens),
                      duration=duration, retries=retries, retry_errors=errors)
