@@ -122,6 +122,9 @@ async def test_status_show_web_report_and_metrics_agree_on_a_missions_spend(tmp_
     assert metric_sum(metrics, "polpo_llm_tokens_total", kind="input") == total["tokensIn"]
     assert metric_sum(metrics, "polpo_llm_tokens_total", kind="output") == total["tokensOut"]
     assert metric_sum(metrics, "polpo_llm_tokens_total", kind="input", role="reviewer") == review["tokensIn"]
+    [quality] = (await cli_json(cfg, "metrics"))["missions"]
+    assert quality["spendUsd"] == total["usd"] and quality["passedTasks"] == 1
+    assert quality["costPerPassedTask"] == round(total["usd"], 4)
     text_out = await anyio.to_thread.run_sync(lambda: run_cli("show", mid, "--config", str(cfg.source)))
     assert f"spend ${total['usd']:.4f}" in text_out.stdout and "phase: agent" in text_out.stdout
 
