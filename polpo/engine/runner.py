@@ -171,10 +171,10 @@ class TaskRunner:
         attempt.tokens_in, attempt.tokens_out = result.tokens_in or None, result.tokens_out or None
         attempt.cost = result.cost
         attempt.transcript = result.transcript
-        if attempt.tokens or attempt.cost:
-            self.board.mission_of(task).spent.attempts[attempt.id] = (AttemptSpend(
-                task.id, attempt.kind.value, attempt.agent, attempt.model, attempt.tokens_in or attempt.tokens or 0,
-                attempt.tokens_out or 0, attempt.cost))
+        spent = AttemptSpend.of(task.id, attempt.kind.value, attempt.agent, attempt.model, attempt.tokens,
+                                attempt.tokens_in, attempt.tokens_out, attempt.cost)
+        if spent is not None:
+            self.board.mission_of(task).spent.attempts[attempt.id] = spent
         tx = self.store.tx().attempt(attempt)
         if result.transcript is not None:
             tx.transcript(attempt.id, task.id, redact(orjson.dumps(result.transcript).decode()))

@@ -35,6 +35,16 @@ class AttemptSpend:
     tokens_out: int
     cost: float | None
 
+    @classmethod
+    def of(cls, task_id: str, kind: str, agent: str, model: str | None, tokens: int | None,
+           tokens_in: int | None, tokens_out: int | None, cost: float | None) -> AttemptSpend | None:
+        """From an attempt's columns; None for an attempt without LLM calls (before schema v7 only the sum of
+        the tokens was kept: it counts as input)."""
+        if not (tokens or tokens_in or tokens_out or cost):
+            return None
+        return cls(task_id, kind, agent, model, tokens_in if tokens_in is not None else (tokens or 0),
+                   tokens_out or 0, cost)
+
 
 @dataclass(frozen=True)
 class ReviewSpend:
@@ -56,6 +66,13 @@ class SpendRows:
 
     def summary(self) -> dict[str, Any]:
         return mission_spend(self.attempts.values(), self.reviews.values())
+
+    def add_review_row(self, r: Any) -> None:
+        """A stored ``reviews`` row (assessment_id, check_idx, reviewer, task_id, model, tokens_in, tokens_out,
+        cost), as :func:`polpo.store.read.spend` counts it."""
+        role = "judge" if str(r["assessment_id"]).endswith("/judge") else "reviewer"
+        self.reviews[(r["assessment_id"], r["check_idx"], r["reviewer"])] = ReviewSpend(
+            r["task_id"], role, r["model"], r["tokens_in"] or 0, r["tokens_out"] or 0, r["cost"])
 
 
 @dataclass

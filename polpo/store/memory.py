@@ -144,7 +144,11 @@ class MemoryStore(StoreCore):
         attempts = sorted((a for a in self.tables["attempts"].values() if a["mission_id"] == mission_id),
                           key=lambda a: (a["task_id"], a["number"]))
         for a in attempts:
-            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
+            loaded.attempts[a["task_id"]] = attempt = R.attempt_from_row(a)
+            R.keep_spend(m, attempt)
+        for r in self.tables["reviews"].values():
+            if r["task_id"] in m.tasks:
+                m.spent.add_review_row(r)
         return loaded
 
     async def open_assessment(self, attempt_id: str) -> Assessment | None:

@@ -251,7 +251,11 @@ class PostgresStore(StoreCore):
         loaded = LoadedMission(m)
         for a in await self._all("SELECT * FROM attempts WHERE mission_id = $1 ORDER BY task_id, number",
                                  mission_id):
-            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
+            loaded.attempts[a["task_id"]] = attempt = R.attempt_from_row(a)
+            R.keep_spend(m, attempt)
+        for r in await self._all(f"SELECT {R.REVIEW_SPEND_COLUMNS} FROM reviews WHERE task_id IN "
+                                 "(SELECT id FROM tasks WHERE mission_id = $1)", mission_id):
+            m.spent.add_review_row(r)
         return loaded
 
     async def open_assessment(self, attempt_id: str) -> Assessment | None:

@@ -129,8 +129,9 @@ def spend(con: Conn, mids: Sequence[str]) -> dict[str, dict[str, Any]]:
     for r in con.execute("SELECT mission_id, task_id, kind, agent, model, tokens, tokens_in, tokens_out, cost "
                          f"FROM attempts WHERE mission_id IN ({marks}) AND (tokens IS NOT NULL OR cost IS NOT NULL)",
                          tuple(mids)):
-        tin = r[6] if r[6] is not None else (r[5] or 0)  # before v7 only the sum was kept
-        attempts[r[0]].append(AttemptSpend(r[1], r[2], r[3], r[4], tin, r[7] or 0, r[8]))
+        spent = AttemptSpend.of(*r[1:])
+        if spent is not None:
+            attempts[r[0]].append(spent)
     for r in con.execute("SELECT t.mission_id, r.task_id, r.assessment_id, r.model, r.tokens_in, r.tokens_out, "
                          f"r.cost FROM reviews r JOIN tasks t ON t.id = r.task_id WHERE t.mission_id IN ({marks})",
                          tuple(mids)):

@@ -20,6 +20,7 @@ from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
 from polpo.model.doc import MissionDoc
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.spend import AttemptSpend
 from polpo.model.status import (
     AssessmentStatus,
     AttemptKind,
@@ -155,6 +156,16 @@ def task_from_row(r: Mapping[str, Any], m: Mission) -> Task:
                 next_kind=AttemptKind(r["next_kind"]), feedback=r["feedback"], started_at=_dt(r["started_at"]),
                 finished_at=_dt(r["finished_at"]), score=r["score"], escalation_level=r["escalation_level"],
                 model=r["model"], judge_used=bool(r["judge_used"]), expectations=_loads(r["expectations"]))
+
+
+REVIEW_SPEND_COLUMNS = "assessment_id, check_idx, reviewer, task_id, model, tokens_in, tokens_out, cost"
+
+
+def keep_spend(m: Mission, a: Attempt) -> None:
+    """A loaded attempt's spend, on its mission (for the report after a restart)."""
+    spent = AttemptSpend.of(a.task_id, a.kind.value, a.agent, a.model, a.tokens, a.tokens_in, a.tokens_out, a.cost)
+    if spent is not None:
+        m.spent.attempts[a.id] = spent
 
 
 def attempt_from_row(a: Mapping[str, Any]) -> Attempt:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
@@ -83,3 +85,23 @@ async def test_the_limiter_waits_for_the_oldest_call_to_leave_the_window_then_pa
     limiter.hold("m", 5.0)  # a 429 with Retry-After: 5
     await limiter.acquire("m")
     assert waits[-1] >= 5.0 and limiter.granted == 5
+
+
+def test_prices_and_limits_from_the_config_reach_the_one_client(tmp_path: Path) -> None:
+    from polpo.agents.client_setup import client_from_config
+    from polpo.config import ConfigError, parse_config
+    from polpo.llm import prices
+
+    raw = {"prices": {"openai/qwen": {"input_per_mtok": 0, "output_per_mtok": 0}},
+           "limits": {"openai/gpt-4o-mini": {"rpm": 10, "tpm": 100000}, "http://127.0.0.1:8000/v1": {"rpm": 5}}}
+    cfg = parse_config(raw, tmp_path / "polpo.toml")
+    try:
+        client = client_from_config(cfg)
+        assert client.limiter is not None
+        assert client.limiter.key("openai/gpt-4o-mini", None) == "openai/gpt-4o-mini"
+        assert client.limiter.key("openai/local", "http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+        assert prices.price("openai/qwen", 10_000, 10_000) == 0.0  # the process's book is the config's
+    finally:
+        prices.configure({})
+    with pytest.raises(ConfigError, match=r"limits\.m\.rpm"):
+        parse_config({"limits": {"m": {"rpm": 0}}}, tmp_path / "polpo.toml")
