@@ -13,9 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from polpo.config_hints import keys_at
 from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_dirs
 from polpo.durations import Duration
 from polpo.origins import format_origin, parse_authority, parse_origin
+from polpo.suggest import Suggester
 
 
 def _hostname() -> str:
@@ -305,7 +307,11 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     try:
         cfg = Config.model_validate(raw)
     except ValidationError as e:
-        lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        suggest = Suggester()
+        lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: "
+                 + (f"unknown key{suggest(str(err['loc'][-1]), keys_at(Config, err['loc'][:-1]))}"
+                    if err["type"] == "extra_forbidden" else err["msg"])
+                 for err in e.errors()]
         raise ConfigError("\n".join(lines)) from None
     problems = [
         f"{path}: agents.{name}.command: a command agent needs command = [program, args…]"

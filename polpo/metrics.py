@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from polpo.store.read import AssessmentRow, MarkRow, ReviewRow, Snapshot, TaskRow, metrics_snapshot
+from polpo.store.spend_read import spend
 
 __all__ = ["MetricsReport", "QualityMetrics", "aggregate", "compute", "dimension_averages", "dimension_spread",
            "quality_metrics", "with_spend"]
@@ -219,4 +220,6 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
 def quality_metrics(con: Conn, *, mission: str | None = None,
                     agent: str | None = None) -> MetricsReport:
     """Metrics from an open connection (``polpo.store.read.connect``), filtered by mission id and/or agent."""
-    return compute(metrics_snapshot(con, mission=mission), agent=agent)
+    snap = metrics_snapshot(con, mission=mission)
+    snap.spend = {tid: tally for m in spend(con, snap.mission_order).values() for tid, tally in m["byTask"].items()}
+    return compute(snap, agent=agent)

@@ -18,7 +18,9 @@ import click
 
 from polpo.cli.common import config_option, load_config_or_exit
 
-_PATHS = {"cancel": "/api/missions/{}/cancel", "retry": "/api/tasks/{}/retry", "approve": "/api/tasks/{}/approve"}
+_PATHS = {"cancel": "/api/missions/{}/cancel", "retry": "/api/tasks/{}/retry", "approve": "/api/tasks/{}/approve",
+          "schedule-pause": "/api/schedules/{}/pause", "schedule-resume": "/api/schedules/{}/resume",
+          "schedule-remove": "/api/schedules/{}/remove"}
 
 
 def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
@@ -32,15 +34,20 @@ def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
         answer = call(base, "POST", _PATHS[kind].format(target), cfg.http.token_env)
     except OSError:
         return False  # the inbox still works
-    message = str(answer.body.get("message") or answer.body)
+    message = str(answer.body.get("message") or answer.body.get("detail") or answer.body)
     if answer.status == 200:
         click.echo(message)
         return True
     if answer.status == 401:
         raise click.ClickException(f"the daemon's API needs its token: set ${cfg.http.token_env}")
     if answer.status == 404:
-        raise click.ClickException(f"{message}; see `polpo status --all`")
+        raise click.ClickException(message)  # the detail says where to look
     raise click.ClickException(message)
+
+
+def queue_or_call(kind: str, target: str, config_path: str | None) -> None:
+    """The command through the daemon's API, else its command inbox (and wait a little for the answer)."""
+    _queue(kind, target, config_path)
 
 
 def _queue(kind: str, target: str, config_path: str | None) -> None:
@@ -54,7 +61,10 @@ def _queue(kind: str, target: str, config_path: str | None) -> None:
         con = read.open_reader(cfg)
     except read.NoState as e:
         raise click.ClickException(str(e)) from None
-    exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)
+    if kind.startswith("schedule-"):
+        exists: dict[str, Any] | None = {"id": target}  # the daemon knows its schedules and refuses unknown ones
+    else:
+        exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)
     if exists is None:
         raise click.ClickException(f"no {'task' if kind != 'cancel' else 'mission'} {target!r}; "
                                    "see `polpo status --all`")

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
+from polpo.cli.people_view import hold_lines, override_line, paused_at, paused_note
 from polpo.cli.review_view import assessment_lines
 from polpo.model.spend import usd_text
 
@@ -52,6 +53,8 @@ def _show_task(t: dict[str, Any]) -> None:
     score = f"; score {t['score']:.2f}" if t.get("score") is not None else ""
     click.echo(f"  agent {term(t['agent'])}" + (f" (model {term(t['model'])})" if t.get("model") else "")
                + f"; attempts {t['attemptCount']}, retries {t['retries']}, fixes {t['total_fixes']}{score}")
+    if (line := override_line(t.get("override"))) is not None:
+        click.echo(line)
     if t.get("escalation_level"):
         click.echo(f"  escalated to level {t['escalation_level']}")
     if t.get("expectations"):
@@ -99,7 +102,7 @@ _LIVE = ("running", "cancelling")  # missions whose tasks `polpo status` lists w
 def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -> None:
     """Missions and their tasks, with their state (the newest --limit missions; it says when it leaves some out)."""
     from polpo.daemon_probe import daemon_pid
-    from polpo.store import read
+    from polpo.store import read, spend_read
 
     cfg = locate_or_exit(config_path)
     pid = daemon_pid(cfg.state_dir)
@@ -113,7 +116,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
             return
         raise click.ClickException(str(e)) from None
     ms = read.missions(con, limit=limit or None)
-    spent = read.spend(con, [m["id"] for m in ms])
+    spent = spend_read.spend(con, [m["id"] for m in ms])
     for m in ms:
         m["spend"] = spent[m["id"]]
     total = read.mission_count(con)
@@ -126,6 +129,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         {m["home"] for m in ms if m["home"]} - {n["name"] for n in nodes} if cfg.store.url else set())
     for m in ms:
         m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in _LIVE else None
+        m["pausedAt"] = paused_at(read.holds(con, m["id"])) if m["status"] == "running" else []
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
                     "missions": ms, "total": total, "truncated": len(ms) < total,
@@ -144,8 +148,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     now = datetime.now(UTC)
     for m in ms:
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
+        paused = paused_note(m["id"], m["pausedAt"])
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
-                   f"{_elapsed(m['created_at'], m['finished_at'], now)}")
+                   f"{_elapsed(m['created_at'], m['finished_at'], now)}{paused}")
         if m["spend"]["total"]["tokensIn"] or m["spend"]["total"]["tokensOut"]:
             click.echo(f"  spend {term(usd_text(m['spend']['total']))}" + "".join(
                 f"; {term(a)} {term(usd_text(s))}" for a, s in m["spend"]["byAgent"].items()))
@@ -242,3 +247,5 @@ def _show_mission(m: dict[str, Any]) -> None:
                    + (f" — {term(row['reason'])}" if row.get("reason") else "")
                    + f"\n    after {term(', '.join(g['afterTasks']))}; blocks {term(', '.join(g['blocksTasks']))}"
                    + (f"; {rule}" if rule else ""))
+    for line in hold_lines(m):
+        click.echo(line)

@@ -46,7 +46,9 @@ def render_table(report: MetricsReport) -> str:
     for title, rows in sections:
         if not rows:
             continue
-        names = [r.entity_id + (f"  {r.context['title'][:30]}" if r.context.get("title") else "") for r in rows]
+        id_width = max(len(r.entity_id) for r in rows)  # titles start in one column, whatever the ids' lengths
+        names = [(f"{r.entity_id:<{id_width}}  {r.context['title'][:30]}" if r.context.get("title") else r.entity_id)
+                 for r in rows]
         width = max(12, len(title), *(len(n) for n in names))
         if out:
             out.append("")

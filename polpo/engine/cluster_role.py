@@ -186,6 +186,7 @@ class ClusterRole:
         if loaded is None or not loaded.mission.status.open:
             return  # it finished meanwhile
         m.status = loaded.mission.status
+        m.holds = loaded.mission.holds  # checkpoints and delays as stored
         wire(m)
         self.board.add(m)
 

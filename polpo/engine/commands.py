@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING
 import anyio
 
 from polpo.clock import Clock
+from polpo.command_args import decode
 from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
 from polpo.engine.budget import budget
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.lifecycle import Trigger
+from polpo.engine.people import PEOPLE_COMMANDS, People
+from polpo.engine.refused import Refused
+from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
@@ -44,14 +48,17 @@ class CommandRefused(Exception):
 
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
-                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None) -> None:
+                 load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None,
+                 schedules: Scheduler | None = None) -> None:
         self.cfg = cfg
+        self.schedules = schedules  # pause / resume / remove a schedule
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
         self.clock = clock
         self.board = board
         self.dispatcher = dispatcher
         self._load = load  # a finished mission, read back into the board (for a retry)
+        self.people = People(store, clock, board)  # resume, reject, override: what a person says
 
     async def cancel(self, mid: str, by: str = "user") -> str:
         """Cancel a mission; with several daemons, first take its tasks back from the cluster's queue."""
@@ -217,11 +224,18 @@ class Commands:
             if kind == "retry":
                 return "done", await self.retry_task(target)
             if kind == "approve":
-                return "done", self.approve_task(target)
+                task_id, args = decode(target)
+                if self.people.waits_before(task_id):  # approval "before" its first attempt
+                    return "done", self.people.approve(task_id, str(args.get("by") or "user"), args.get("note"))
+                return "done", self.approve_task(task_id)
             if kind == "rerun":
                 return "done", self.rerun_source(target)
+            if kind in SCHEDULE_COMMANDS and self.schedules is not None:
+                return "done", await self.schedules.command(kind, target)
+            if kind in PEOPLE_COMMANDS:
+                return "done", await self.people.apply(kind, *decode(target))
             return "refused", f"unknown command {kind!r}"
-        except CommandRefused as e:
+        except (CommandRefused, ScheduleRefused, Refused) as e:
             return "refused", str(e)
 
     async def run_inbox(self, poll: float = COMMAND_POLL) -> None:
@@ -247,4 +261,14 @@ class Commands:
                     log.exception("command %s %s failed", c.kind, c.target)
                     status, answer = "refused", f"internal error: {type(exc).__name__}: {exc}"
                 await self.store.commit(self.store.tx().command_done(c.id, status, answer, self.clock.now()))
+            self._timers()
             await anyio.sleep(poll)
+
+    def _timers(self) -> None:
+        """Delays that expired and approvals that timed out, by the injected clock (the leader's inbox loop)."""
+        try:
+            now = self.clock.now()
+            self.board.holds.tick(now)
+            self.people.tick(now)
+        except Exception:  # a bug here must not end the inbox; the next poll tries again
+            log.exception("the checkpoint and delay timers failed")

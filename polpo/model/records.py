@@ -14,6 +14,7 @@ from typing import Any
 from polpo.checks.base import CheckOutcome
 from polpo.mission.schema import MissionSpec, Notifications, TaskSpec
 from polpo.model.doc import MissionDoc
+from polpo.model.holds import HoldKind, HoldState
 from polpo.model.spend import SpendRows
 from polpo.model.status import (
     AssessmentStatus,
@@ -178,6 +179,10 @@ class Mission:
     gates_after: dict[str, list[str]] = field(default_factory=dict)
     spent: SpendRows = field(default_factory=lambda: SpendRows())
     """What this node's calls for the mission spent (the rows it wrote): the report's spend."""
+    # checkpoints and delays (polpo.engine.holds): stored state by (kind, name); wired like the gates
+    holds: dict[tuple[HoldKind, str], HoldState] = field(default_factory=dict)
+    hold_pending: dict[tuple[HoldKind, str], int] = field(default_factory=dict)
+    holds_after: dict[str, list[tuple[HoldKind, str]]] = field(default_factory=dict)
     _by_title: dict[str, Task] = field(default_factory=dict, repr=False)
 
     @property

@@ -69,7 +69,7 @@ class SpendRows:
 
     def add_review_row(self, r: Any) -> None:
         """A stored ``reviews`` row (assessment_id, check_idx, reviewer, task_id, model, tokens_in, tokens_out,
-        cost), as :func:`polpo.store.read.spend` counts it."""
+        cost), as :func:`polpo.store.spend_read.spend` counts it."""
         role = "judge" if str(r["assessment_id"]).endswith("/judge") else "reviewer"
         self.reviews[(r["assessment_id"], r["check_idx"], r["reviewer"])] = ReviewSpend(
             r["task_id"], role, r["model"], r["tokens_in"] or 0, r["tokens_out"] or 0, r["cost"])

@@ -22,6 +22,7 @@ import orjson
 from polpo.clock import Clock, iso
 from polpo.events.catalog import Event
 from polpo.model.records import Assessment
+from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
@@ -136,6 +137,10 @@ class MemoryStore(StoreCore):
         for g in self.tables["gates"].values():
             if g["mission_id"] == mission_id:
                 m.gate_state[g["name"]] = GateStatus(g["status"])
+        for h in self.tables["holds"].values():
+            if h["mission_id"] == mission_id:
+                hold = R.hold_from_row(h)
+                m.holds[(hold.kind, hold.name)] = hold
         for t in sorted((t for t in self.tables["tasks"].values() if t["mission_id"] == mission_id),
                         key=lambda t: t["idx"]):
             task = R.task_from_row(t, m)
@@ -175,3 +180,7 @@ class MemoryStore(StoreCore):
 
     async def events_after(self, seq: int) -> list[Event]:
         return [ev for ev in self.events if ev.seq > seq]
+
+    async def schedules(self) -> list[Schedule]:
+        return [R.schedule_from_row(r) for r in sorted(self.tables["schedules"].values(), key=lambda r: r["id"])
+                if r["status"] != "removed"]

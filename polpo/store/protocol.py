@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.model.records import Assessment, Attempt, Mission
+from polpo.model.schedule import Schedule
 from polpo.model.status import SourceOutcome
 from polpo.store.errors import StoreError
 from polpo.store.tx import Tx
@@ -126,5 +127,9 @@ class Store(Protocol):
         ...
 
     async def queued_commands(self) -> list[CommandRecord]: ...
+
+    async def schedules(self) -> list[Schedule]:
+        """Every schedule not removed (polpo.model.schedule)."""
+        ...
 
     async def events_after(self, seq: int) -> list[Event]: ...

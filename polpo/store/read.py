@@ -117,29 +117,6 @@ def missions(con: Conn, *, include_finished: bool = True,
     return [dict(r) for r in con.execute(sql + " LIMIT ?", (limit,))][::-1]
 
 
-def spend(con: Conn, mids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each mission's spend (:func:`polpo.model.spend.mission_spend`), from its attempts' and reviews' rows."""
-    from polpo.model.spend import AttemptSpend, ReviewSpend, mission_spend
-
-    if not mids:
-        return {}
-    marks = ", ".join("?" for _ in mids)
-    attempts: dict[str, list[AttemptSpend]] = {m: [] for m in mids}
-    reviews: dict[str, list[ReviewSpend]] = {m: [] for m in mids}
-    for r in con.execute("SELECT mission_id, task_id, kind, agent, model, tokens, tokens_in, tokens_out, cost "
-                         f"FROM attempts WHERE mission_id IN ({marks}) AND (tokens IS NOT NULL OR cost IS NOT NULL)",
-                         tuple(mids)):
-        spent = AttemptSpend.of(*r[1:])
-        if spent is not None:
-            attempts[r[0]].append(spent)
-    for r in con.execute("SELECT t.mission_id, r.task_id, r.assessment_id, r.model, r.tokens_in, r.tokens_out, "
-                         f"r.cost FROM reviews r JOIN tasks t ON t.id = r.task_id WHERE t.mission_id IN ({marks})",
-                         tuple(mids)):
-        role = "judge" if str(r[2]).endswith("/judge") else "reviewer"
-        reviews[r[0]].append(ReviewSpend(r[1], role, r[3], r[4] or 0, r[5] or 0, r[6]))
-    return {m: mission_spend(attempts[m], reviews[m]) for m in mids}
-
-
 def nodes(con: Conn) -> list[dict[str, Any]]:
     """The daemons sharing a PostgreSQL store: name, host, pid and seconds since their last heartbeat."""
     sql = ("SELECT name, host, pid, EXTRACT(EPOCH FROM clock_timestamp() - heartbeat_at)::float AS age "
@@ -234,6 +211,33 @@ def transcript(con: Conn, attempt_id: str) -> list[dict[str, Any]] | None:
 def dimensions(con: Conn, tid: str) -> list[dict[str, Any]]:
     return [{"check": r["check_idx"], "source": r["source"], "dimensions": orjson.loads(r["data"])}
             for r in con.execute("SELECT * FROM dimensions WHERE task_id = ? ORDER BY check_idx", (tid,))]
+
+
+def override(con: Conn, tid: str) -> dict[str, Any] | None:
+    """A person's verdict on a task over the judge's (polpo.engine.overrides), or None."""
+    return _dict(con.execute("SELECT * FROM overrides WHERE task_id = ?", (tid,)).fetchone())
+
+
+def overrides_for_labels(con: Conn, mission: str | None = None) -> list[dict[str, Any]]:
+    """Every override (or one mission's) with what a label needs: the task's place in its mission's spec, the
+    mission's workspace, the judged attempt's latest assessment scores and the judge models that reviewed it."""
+    rows = [dict(r) for r in con.execute(
+        "SELECT o.*, t.idx, t.title, m.spec, m.workspace FROM overrides o JOIN tasks t ON t.id = o.task_id "
+        "JOIN missions m ON m.id = o.mission_id WHERE (? IS NULL OR o.mission_id = ?) ORDER BY o.created_at, o.task_id",
+        (mission, mission))]
+    for r in rows:
+        a = con.execute("SELECT id, scores FROM assessments WHERE attempt_id = ? ORDER BY id DESC LIMIT 1",
+                        (r["attempt_id"],)).fetchone()
+        r["judge_scores"] = orjson.loads(a["scores"]) if a is not None and a["scores"] else None
+        r["judge_models"] = sorted({m[0] for m in con.execute(
+            "SELECT DISTINCT model FROM reviews WHERE assessment_id = ?", (a["id"],))}) if a is not None else []
+        r["dimensions"] = dimensions(con, r["task_id"])
+    return rows
+
+
+def holds(con: Conn, mid: str) -> list[dict[str, Any]]:
+    """A mission's checkpoints, delays and approvals once reached or started (polpo.engine.holds)."""
+    return [dict(r) for r in con.execute("SELECT * FROM holds WHERE mission_id = ? ORDER BY kind, name", (mid,))]
 
 
 def gates(con: Conn, mid: str) -> list[dict[str, Any]]:
@@ -370,8 +374,7 @@ def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
     reviews = [ReviewRow(r[0], r[1], *_cache_use(r[2])) for r in con.execute(
         "SELECT c.task_id, t.mission_id, c.scores FROM checks c JOIN tasks t ON t.id = c.task_id "
         f"{where} {'AND' if where else 'WHERE'} c.type = 'llm_review'", args)]
-    spent = {tid: tally for m in spend(con, order).values() for tid, tally in m["byTask"].items()}
-    return Snapshot(tasks, assessments, attempts, marks, order, reviews, spent)
+    return Snapshot(tasks, assessments, attempts, marks, order, reviews)
 
 
 def _cache_use(text: str | None) -> tuple[int, int]:

@@ -19,7 +19,9 @@ import orjson
 from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
 from polpo.model.doc import MissionDoc
+from polpo.model.holds import HoldKind, HoldState, HoldStatus
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.schedule import Schedule, ScheduleStatus
 from polpo.model.spend import AttemptSpend
 from polpo.model.status import (
     AssessmentStatus,
@@ -62,6 +64,10 @@ ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "s
 CHECKS = Table("checks", ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
                           "duration", "created_at", "scores"), ("assessment_id", "idx"))
 GATES = Table("gates", ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at"), ("mission_id", "name"))
+HOLDS = Table("holds", ("mission_id", "kind", "name", "status", "at", "expires_at", "released_at", "resumed_by", "note"),
+              ("mission_id", "kind", "name"))
+OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "judge_passed", "judge_score", "attempt_id",
+                                "reason", "by_person", "created_at"), ("task_id",))
 SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
 REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
@@ -71,6 +77,8 @@ DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "cre
                    ("data", "source"))
 SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at"),
                   ("entity_id", "kind"), ("data", "created_at"))
+SCHEDULES = Table("schedules", ("id", "source", "hash", "spec", "expr", "timezone", "status", "anchor", "updated_at",
+                                "cursor_at", "queued", "last_run"), ("id",))  # polpo.model.schedule
 COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
 # PostgreSQL only (several daemons): a ready task offered to the cluster (insert if absent) and the end of a
@@ -82,7 +90,7 @@ CLAIM_REQUEUES = Table("claims", ("task_id", "node", "incarnation"), ("task_id",
 CLAIM_DROPS = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("drop",))  # turn over: gone
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, SLA_MARKS)
+                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES)
 
 
 def _ts(v: datetime | None) -> str | None:
@@ -190,6 +198,26 @@ def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]
                                      details=c["details"], duration=c["duration"], index=c["idx"],
                                      **CheckOutcome.fields_from_row_json(extra)))
     return a
+
+
+def schedule_row(s: Schedule) -> Row:
+    return (s.id, s.source, s.hash, s.spec, s.expr, s.timezone, s.status.value, iso(s.anchor), iso(s.updated_at),
+            _ts(s.cursor), s.queued, s.last_run)
+
+
+def schedule_from_row(r: Mapping[str, Any]) -> Schedule:
+    return Schedule(id=r["id"], source=r["source"], hash=r["hash"], spec=r["spec"], expr=r["expr"],
+                    timezone=r["timezone"], status=ScheduleStatus(r["status"]), anchor=parse_iso(r["anchor"]),
+                    updated_at=parse_iso(r["updated_at"]), cursor=_dt(r["cursor_at"]), queued=r["queued"],
+                    last_run=r["last_run"])
+def hold_row(mission_id: str, h: HoldState) -> Row:
+    return (mission_id, h.kind.value, h.name, h.status.value, iso(h.at), _ts(h.expires_at), _ts(h.released_at),
+            h.by, h.note)
+
+
+def hold_from_row(r: Mapping[str, Any]) -> HoldState:
+    return HoldState(kind=HoldKind(r["kind"]), name=r["name"], status=HoldStatus(r["status"]), at=parse_iso(r["at"]),
+                     expires_at=_dt(r["expires_at"]), released_at=_dt(r["released_at"]), by=r["resumed_by"], note=r["note"])
 
 
 def gate_status(v: str) -> GateStatus:

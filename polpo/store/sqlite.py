@@ -35,6 +35,7 @@ import orjson
 from polpo.clock import Clock
 from polpo.events.catalog import Event
 from polpo.model.records import Assessment
+from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
@@ -163,6 +164,9 @@ class SqliteStore(StoreCore):
         m = R.mission_from_row(rows[0])
         for g in await self._all("SELECT name, status FROM gates WHERE mission_id = ?", (mission_id,)):
             m.gate_state[g["name"]] = GateStatus(g["status"])
+        for h in await self._all("SELECT * FROM holds WHERE mission_id = ?", (mission_id,)):
+            hold = R.hold_from_row(h)
+            m.holds[(hold.kind, hold.name)] = hold
         for t in await self._all("SELECT * FROM tasks WHERE mission_id = ? ORDER BY idx", (mission_id,)):
             task = R.task_from_row(t, m)
             m.tasks[task.id] = task
@@ -196,6 +200,10 @@ class SqliteStore(StoreCore):
     async def queued_commands(self) -> list[CommandRecord]:
         rows = await self._all("SELECT id, kind, target FROM commands WHERE status = 'queued' ORDER BY id")
         return [CommandRecord(r["id"], r["kind"], r["target"]) for r in rows]
+
+    async def schedules(self) -> list[Schedule]:
+        rows = await self._all("SELECT * FROM schedules WHERE status != 'removed' ORDER BY id")
+        return [R.schedule_from_row(r) for r in rows]
 
     async def events_after(self, seq: int) -> list[Event]:
         rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data, node FROM events WHERE seq > ? "

@@ -13,7 +13,9 @@ import anyio
 from polpo.checks.base import CheckOutcome
 from polpo.clock import iso
 from polpo.events.catalog import Event, Payload
+from polpo.model.holds import HoldState
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 
@@ -75,6 +77,15 @@ class Tx:
         self.ops.append((R.GATES, (mission_id, name, status.value, reason, avg_score, iso(at))))
         return self
 
+    def hold(self, mission_id: str, h: HoldState) -> Tx:
+        self.ops.append((R.HOLDS, R.hold_row(mission_id, h)))
+        return self
+
+    def override(self, row: R.Row) -> Tx:
+        """A person's verdict on a task (``R.OVERRIDES`` columns, in order)."""
+        self.ops.append((R.OVERRIDES, row))
+        return self
+
     def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime) -> Tx:
         self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at))))
         return self
@@ -98,6 +109,10 @@ class Tx:
     def sla_mark(self, entity_id: str, kind: str, entity_type: str, mission_id: str, data_json: str,
                  at: datetime) -> Tx:
         self.ops.append((R.SLA_MARKS, (entity_id, kind, entity_type, mission_id, data_json, iso(at))))
+        return self
+
+    def schedule(self, s: Schedule) -> Tx:
+        self.ops.append((R.SCHEDULES, R.schedule_row(s)))
         return self
 
     def command_done(self, command_id: int, status: str, result: str, at: datetime) -> Tx:

@@ -90,7 +90,8 @@ class MemoryCluster(SeenEvents):
         return node
 
     async def lead(self, name: str) -> None:
-        """``name`` is elected: it loads and settles every open mission, then runs the leader's inbox."""
+        """``name`` is elected: it loads and settles every open mission, then runs the leader's inbox and
+        schedules (wake its ``engine.schedules`` after moving the clock)."""
         node = self.nodes[name]
         assert node.engine.cluster is not None
         role = node.engine.cluster
@@ -99,7 +100,7 @@ class MemoryCluster(SeenEvents):
 
         async def inbox() -> None:
             await node.engine.commands.run_inbox(0.01)
-        role.start_term(node.tg, [inbox])
+        role.start_term(node.tg, [inbox, node.engine.schedules.run])  # the leader's loops, as the daemon's
 
     def depose(self, name: str) -> None:
         """``name`` lost its lock (its connection dropped): it stops deciding at once; its turns go on."""
