@@ -47,6 +47,13 @@ def _task_line(t: dict[str, Any], now: datetime, width: int = 40) -> str:
             f"{_elapsed(t.get('started_at'), t.get('finished_at'), now):>8}{score}{reason}")
 
 
+def _attempt_spend(a: dict[str, Any]) -> str:
+    """The agent's own calls in an attempt: ``$0.0123, 1200 in / 300 out tokens`` (or ``cost unknown``)."""
+    tally = {"tokensIn": a.get("tokens_in") or a["tokens"], "tokensOut": a.get("tokens_out") or 0,
+             "usd": a.get("cost") or 0.0}
+    return usd_text(tally if a.get("cost") is not None else {**tally, "costUnknown": [a.get("model") or "?"]})
+
+
 def _show_task(t: dict[str, Any]) -> None:
     click.echo(f"task {term(t['id'])}: {term(t['title'])}")
     click.echo(f"  status {term(t['status'])}" + (f" — {term(t['reason'])}" if t["reason"] else ""))
@@ -67,7 +74,7 @@ def _show_task(t: dict[str, Any]) -> None:
         click.echo(f"  attempt {a['number']} ({term(a['kind'])}, {who}): {term(a['status'])}, exit {a['exit_code']}"
                    + (", timed out" if a["timed_out"] else "") + (f", {term(a['error'])}" if a["error"] else "")
                    + (f", {a['duration']} s" if a["duration"] is not None else "")
-                   + (f", {a['tokens']} tokens" if a.get("tokens") else ""))
+                   + (f", {_attempt_spend(a)}" if a.get("tokens") else ""))
         files = a.get("files") or {}
         changed = [f"+{term(p)}" for p in files.get("created", [])] + [f"~{term(p)}" for p in files.get("modified", [])]
         if changed:

@@ -127,6 +127,8 @@ async def test_status_show_web_report_and_metrics_agree_on_a_missions_spend(tmp_
     assert quality["costPerPassedTask"] == round(total["usd"], 4)
     text_out = await anyio.to_thread.run_sync(lambda: run_cli("show", mid, "--config", str(cfg.source)))
     assert f"spend ${total['usd']:.4f}" in text_out.stdout and "phase: agent" in text_out.stdout
+    task_out = await anyio.to_thread.run_sync(lambda: run_cli("show", f"{mid}:1", "--config", str(cfg.source)))
+    assert "$0.0090, 2000 in / 200 out tokens" in task_out.stdout  # the attempt's own calls
 
 
 async def test_a_judge_model_without_a_price_is_counted_in_tokens_and_flagged_cost_unknown(
