@@ -128,6 +128,20 @@ class LlmSettings(_Base):
     request_timeout: Duration = Field(default_factory=lambda: _secs(120))
 
 
+class PriceSettings(_Base):
+    """``[prices."model"]``: USD per million tokens, over litellm's map (0 for a local model is a price)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class RateLimitSettings(_Base):
+    """``[limits."model or api_base"]``: the provider's limits, kept for agents and judges together."""
+
+    rpm: int | None = Field(None, ge=1)  # requests started per minute
+    tpm: int | None = Field(None, ge=1)  # tokens per minute (prompt estimate + the reply's bound)
+
+
 class SlaSettings(_Base):
     check_interval: Duration = Field(default_factory=lambda: _secs(30))
     warning_threshold: float = Field(0.8, gt=0, le=1)
@@ -240,6 +254,8 @@ class Config(_Base):
     defaults: Defaults = Defaults()
     judge: JudgeSettings = JudgeSettings()
     llm: LlmSettings = LlmSettings()
+    prices: dict[str, PriceSettings] = {}
+    limits: dict[str, RateLimitSettings] = {}
     sla: SlaSettings = SlaSettings()
     security: SecuritySettings = SecuritySettings()
     store: StoreSettings = StoreSettings()

@@ -257,7 +257,7 @@ class Daemon:
             tg.start_soon(self.readers.maintain)  # idle reader connections close after a burst
             if self.http is not None:
                 self.http.start(tg)
-            tracing = start_tracing(store, self._reviews)
+            tracing = start_tracing(store, self._reviews, self._transcript)
             if tracing is not None:
                 tg.start_soon(tracing.run)
             if self._printer is not None:
@@ -342,6 +342,9 @@ class Daemon:
     async def _reviews(self, task_id: str, check_idx: int) -> list[dict[str, Any]]:
         """The latest panel's stored reviewer traces of a task's review check (for metrics and traces)."""
         return await self.readers.run(lambda con: read.latest_reviews(con, task_id, check_idx))
+
+    async def _transcript(self, task_id: str, number: int) -> list[dict[str, Any]]:  # an attempt's, for spans
+        return await self.readers.run(lambda con: read.transcript(con, f"{task_id}/{number}") or [])
 
     def _take_lock(self) -> None:
         try:

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from polpo.agents.base import Agent, AgentRequest, AgentResult
+from polpo.agents.client_setup import client_from_config
 from polpo.agents.command import CommandAgent
 from polpo.clock import Clock
 from polpo.config import AgentConfig, Config
@@ -60,8 +61,7 @@ class AgentFactory:
         configured ones, with the default timeout."""
         self.cfg = cfg
         self.clock = clock
-        self.llm = llm or LLMClient(per_model=cfg.llm.max_concurrency_per_model,
-                                    max_retries=cfg.llm.max_retries)
+        self.llm = llm or client_from_config(cfg)
         self._config_agents: dict[str, AgentSlot] = {
             name: self._build(name, a, limit_key=name) for name, a in cfg.agents.items()
         }

@@ -15,6 +15,7 @@ import click
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
 from polpo.cli.people_view import hold_lines, override_line, paused_at, paused_note
 from polpo.cli.review_view import assessment_lines
+from polpo.model.spend import usd_text
 
 
 def _elapsed(start: str | None, end: str | None, now: datetime) -> str:
@@ -46,6 +47,13 @@ def _task_line(t: dict[str, Any], now: datetime, width: int = 40) -> str:
             f"{_elapsed(t.get('started_at'), t.get('finished_at'), now):>8}{score}{reason}")
 
 
+def _attempt_spend(a: dict[str, Any]) -> str:
+    """The agent's own calls in an attempt: ``$0.0123, 1200 in / 300 out tokens`` (or ``cost unknown``)."""
+    tally = {"tokensIn": a.get("tokens_in") or a["tokens"], "tokensOut": a.get("tokens_out") or 0,
+             "usd": a.get("cost") or 0.0}
+    return usd_text(tally if a.get("cost") is not None else {**tally, "costUnknown": [a.get("model") or "?"]})
+
+
 def _show_task(t: dict[str, Any]) -> None:
     click.echo(f"task {term(t['id'])}: {term(t['title'])}")
     click.echo(f"  status {term(t['status'])}" + (f" — {term(t['reason'])}" if t["reason"] else ""))
@@ -66,7 +74,7 @@ def _show_task(t: dict[str, Any]) -> None:
         click.echo(f"  attempt {a['number']} ({term(a['kind'])}, {who}): {term(a['status'])}, exit {a['exit_code']}"
                    + (", timed out" if a["timed_out"] else "") + (f", {term(a['error'])}" if a["error"] else "")
                    + (f", {a['duration']} s" if a["duration"] is not None else "")
-                   + (f", {a['tokens']} tokens" if a.get("tokens") else ""))
+                   + (f", {_attempt_spend(a)}" if a.get("tokens") else ""))
         files = a.get("files") or {}
         changed = [f"+{term(p)}" for p in files.get("created", [])] + [f"~{term(p)}" for p in files.get("modified", [])]
         if changed:
@@ -101,7 +109,7 @@ _LIVE = ("running", "cancelling")  # missions whose tasks `polpo status` lists w
 def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -> None:
     """Missions and their tasks, with their state (the newest --limit missions; it says when it leaves some out)."""
     from polpo.daemon_probe import daemon_pid
-    from polpo.store import read
+    from polpo.store import read, spend_read
 
     cfg = locate_or_exit(config_path)
     pid = daemon_pid(cfg.state_dir)
@@ -115,6 +123,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
             return
         raise click.ClickException(str(e)) from None
     ms = read.missions(con, limit=limit or None)
+    spent = spend_read.spend(con, [m["id"] for m in ms])
+    for m in ms:
+        m["spend"] = spent[m["id"]]
     total = read.mission_count(con)
     for m in ms:  # the text lists the tasks of running missions only (all with --all): read no others
         listed = as_json or show_all or m["status"] in _LIVE
@@ -147,6 +158,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         paused = paused_note(m["id"], m["pausedAt"])
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
                    f"{_elapsed(m['created_at'], m['finished_at'], now)}{paused}")
+        if m["spend"]["total"]["tokensIn"] or m["spend"]["total"]["tokensOut"]:
+            click.echo(f"  spend {term(usd_text(m['spend']['total']))}" + "".join(
+                f"; {term(a)} {term(usd_text(s))}" for a, s in m["spend"]["byAgent"].items()))
         if m["waitingForNode"]:
             click.echo(f"  waiting for node {term(m['waitingForNode'])}: it is down and this mission's tasks run "
                        'only there ("affinity": "node"); start it again (or use "affinity": "any")')
@@ -221,6 +235,13 @@ def _show_mission(m: dict[str, Any]) -> None:
         click.echo(f"  quality average {q['average']:.2f} over {q['scored']} scored task(s){limit}")
     else:
         click.echo("  quality average: n/a (no done task has a score; scores come from llm_review checks)")
+    spend = m.get("spend") or {}
+    if spend.get("total", {}).get("tokensIn") or spend.get("total", {}).get("tokensOut"):
+        click.echo(f"  spend {term(usd_text(spend['total']))}")
+        for group in ("byPhase", "byAgent", "byTask"):
+            click.echo(f"    {group[2:].lower()}: " + "; ".join(f"{term(k)} {term(usd_text(v))}"
+                                                           for k, v in spend[group].items()
+                                                           if v["tokensIn"] or v["tokensOut"]))
     if m["tasks"]:  # one write: a mission may have thousands of tasks
         click.echo("\n".join(_task_line(t, now, width=32) for t in m["tasks"]))
     stored = {g["name"]: g for g in m["gates"]}

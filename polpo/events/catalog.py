@@ -240,6 +240,10 @@ class AgentFinished(Payload):
     error: str | None
     files_changed: int
     files_note: str | None = None  # why the files are not attributed ("shared workspace: …"), when they are not
+    model: str | None = None  # an LLM agent's model and its calls' spend (cost None: the price is unknown)
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
 
 
 # per-task isolation (polpo.engine.isolation): a task in its own worktree, its work merged or in conflict

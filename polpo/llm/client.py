@@ -5,13 +5,16 @@ not each get right on their own:
 
 * ``import litellm`` costs ~4 s; it happens once, in a worker thread, so the event loop keeps serving events
   and quick CLI commands never pay it.
-* Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff a
-  bounded number of times; other errors (bad request, auth) fail at once.
-* At most ``per_model`` calls run at once against one model, whoever makes them.
+* Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff and full
+  jitter (:mod:`polpo.jitter`) a bounded number of times; other errors (bad request, auth) fail at once.
+* At most ``per_model`` calls run at once against one model, whoever makes them, and ``[limits]``' requests and
+  tokens per minute hold for all of them (:mod:`polpo.llm.ratelimit`; a 429's ``Retry-After`` holds the key).
 * A failure that the evidence blames on the request (the same error twice for the same request, a timeout while
   the server answers others, a context overflow: :mod:`polpo.llm.failures`) is not retried and not an outage.
 * With a context window (``ModelSettings.context_window``, else litellm's model info), every request is fitted to
   it before it is sent (:mod:`polpo.llm.context`); one that cannot fit is not sent.
+* A reply is priced from its tokens by one price book (:mod:`polpo.llm.prices`: ``[prices]``, then litellm's
+  map); ``cost`` None means the price is unknown, never free.
 
 API keys come only from the environment (see :mod:`polpo.llm.secrets`); every error message that leaves
 this module is passed through :func:`polpo.llm.secrets.redact`. A call to an ``api_base`` always carries an
@@ -21,7 +24,6 @@ explicit key (the named variable's, else :data:`NO_KEY`): litellm's fallback to 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -31,8 +33,11 @@ from typing import Any, Protocol
 
 import anyio
 
+from polpo.jitter import backoff as jittered
 from polpo.llm import failures
 from polpo.llm.context import ContextOverflow, fit_messages
+from polpo.llm.prices import PriceBook, default_book
+from polpo.llm.ratelimit import RateLimiter
 from polpo.llm.secrets import redact
 
 __all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
@@ -203,6 +208,8 @@ class LLMClient:
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        limiter: RateLimiter | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         self.per_model = per_model
         self.max_retries = max_retries
@@ -210,7 +217,8 @@ class LLMClient:
         self.max_backoff = max_backoff
         self._sleep = sleep
         self._limits: dict[str, anyio.Semaphore] = {}
-        self._unpriced: set[str] = set()  # models litellm has no price for
+        self.limiter = limiter
+        self._prices = prices
         self._windows: dict[str, int | None] = {}  # model → litellm's context window for it (None: unknown)
         self._answered: dict[str, float] = {}  # server (api_base, else model) → when it last answered a call
         self._failures: dict[str, str] = {}  # request fingerprint → signature of its last server error
@@ -271,10 +279,14 @@ class LLMClient:
         server = settings.api_base or settings.model
         errors: list[str] = []
         attempt = 0
+        limiter = self.limiter
+        key = limiter.key(settings.model, settings.api_base) if limiter is not None else None
         while True:
             attempt += 1
             start = sent = time.monotonic()
             try:
+                if key is not None and limiter is not None:
+                    await limiter.acquire(key, _estimate(kwargs, bound))
                 async with self._limit(settings.model):
                     self.calls += 1
                     sent = time.monotonic()
@@ -294,16 +306,15 @@ class LLMClient:
                         suffix += f": {failures.request_fault_hint(kind)}"
                     raise LLMError(kind, message + suffix, attempts=attempt) from None
                 errors.append(message)
-                await self._sleep(self._delay(attempt, exc))
+                retry_after = _retry_after(exc)
+                if key is not None and limiter is not None and kind == "rate_limit":
+                    limiter.hold(key, min(retry_after or 0.0, self.max_backoff))  # the limiter paces the rest
+                    retry_after = None
+                await self._sleep(self._delay(attempt, retry_after))
                 continue
             self._answered[server] = time.monotonic()
-            reply = _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors)
-            if reply.cost is None and settings.model not in self._unpriced:
-                cost = _price(litellm, resp)  # litellm prices while it logs; this is for when it did not
-                if cost is None:
-                    self._unpriced.add(settings.model)  # an unknown model stays unknown: do not try each call
-                reply = dataclasses.replace(reply, cost=cost)
-            return reply
+            return _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors,
+                          self._prices or default_book())
 
     def _window(self, litellm: Any, model: str) -> int | None:
         """litellm's input context of ``model``, looked up once (None when litellm does not know the model)."""
@@ -335,11 +346,17 @@ class LLMClient:
         self._failures[fingerprint] = signature
         return kind
 
-    def _delay(self, attempt: int, exc: BaseException) -> float:
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return min(retry_after, self.max_backoff)
-        return float(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Full jitter over the capped exponential delay, never before the provider's ``Retry-After``."""
+        wait = jittered(attempt, self.backoff, self.max_backoff)
+        return max(wait, min(retry_after, self.max_backoff)) if retry_after is not None else wait
+
+
+def _estimate(kwargs: dict[str, Any], bound: int | None) -> int:
+    """Tokens a call may use, for a tokens-per-minute limit: the prompt at ~4 characters a token, plus the reply's
+    bound (or as much again as the prompt when unbounded)."""
+    prompt = len(json.dumps(kwargs["messages"], default=str)) // 4
+    return prompt + (bound if bound is not None else prompt)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -354,14 +371,7 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _price(litellm: Any, resp: Any) -> float | None:
-    try:
-        return float(litellm.completion_cost(completion_response=resp))
-    except Exception:
-        return None
-
-
-def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
+def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str], prices: PriceBook) -> ChatReply:
     choice = resp.choices[0]
     msg = choice.message
     calls: list[ToolCallOut] = []
@@ -374,13 +384,7 @@ def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[st
     usage = getattr(resp, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    cost: float | None
-    try:
-        hidden = getattr(resp, "_hidden_params", None) or {}
-        known = hidden.get("response_cost")  # litellm already priced it while logging: do not price twice
-        cost = float(known) if known is not None else None
-    except (TypeError, ValueError):
-        cost = None
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
-                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
+                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                     cost=prices.price(model, prompt_tokens, completion_tokens),
                      duration=duration, retries=retries, retry_errors=errors)

@@ -103,6 +103,8 @@ class ReviewerTrace:
     had answered), or ``internal``."""
     tokens: int = 0
     cost: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
     duration: float = 0.0
@@ -119,7 +121,7 @@ class ReviewerTrace:
             "suggestions": list(self.suggestions), "strategy": self.strategy,
             "strategyErrors": list(self.strategy_errors), "ignoredDimensions": list(self.ignored_dimensions),
             "error": self.error, "errorKind": self.error_kind, "tokens": self.tokens, "cost": self.cost,
-            "cacheHits": self.cache_hits, "cacheMisses": self.cache_misses, "duration": round(self.duration, 3),
+            "tokensIn": self.tokens_in, "tokensOut": self.tokens_out, "cacheHits": self.cache_hits, "cacheMisses": self.cache_misses, "duration": round(self.duration, 3),
             "turns": self.turns, "globalScore": self.global_score,
         }
 
@@ -135,6 +137,7 @@ class ReviewerTrace:
             strategy=data.get("strategy"), strategy_errors=list(data.get("strategyErrors") or []),
             ignored_dimensions=list(data.get("ignoredDimensions") or []), error=data.get("error"),
             error_kind=data.get("errorKind"), tokens=int(data.get("tokens") or 0), cost=data.get("cost"),
+            tokens_in=int(data.get("tokensIn") or 0), tokens_out=int(data.get("tokensOut") or 0),
             cache_hits=int(data.get("cacheHits") or 0), cache_misses=int(data.get("cacheMisses") or 0),
             duration=float(data.get("duration") or 0.0), turns=int(data.get("turns") or 0),
             global_score=data.get("globalScore"),
@@ -174,6 +177,8 @@ class _Run:
             return reply  # a cached answer costs nothing now
         self.trace.cache_misses += reply.cached is False
         self.trace.tokens += reply.prompt_tokens + reply.completion_tokens
+        self.trace.tokens_in += reply.prompt_tokens
+        self.trace.tokens_out += reply.completion_tokens
         if reply.cost is not None:
             self.costs.append(reply.cost)
             self.trace.cost = math.fsum(self.costs)

@@ -29,7 +29,12 @@ __all__ = ["NamedReads", "Select"]
 Rec = Mapping[str, Any]
 
 
-_OPS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, ">": operator.gt}
+def _of_mission(task_id: Any, mission_id: Any) -> bool:
+    """A task id ``MISSION:N`` belongs to ``mission_id`` (polpo.engine.admission makes them so)."""
+    return bool(str(task_id).rpartition(":")[0] == mission_id)
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, ">": operator.gt, "of": _of_mission}
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,8 @@ class Select:
 
     table: str
     cols: tuple[str, ...] = ()  # () = every column
-    where: tuple[str, ...] = ()  # ``"column"`` (= ?) or ``"column >"`` (> ?), the arguments in this order
+    # ``"column"`` (= ?), ``"column >"`` (> ?) or ``"task_id of"`` (a task of mission ?), the arguments in order
+    where: tuple[str, ...] = ()
     among: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each ``column IN (constants)``
     order: tuple[str, ...] = ()
     desc: bool = False
@@ -64,8 +70,8 @@ class Select:
 @functools.cache
 def _sql(q: Select, ph: str) -> str:
     places = marks(len(q.where) + q.limit, ph)
-    conds = [f"{c} {op or '='} {m}" for (c, _, op), m in zip((w.partition(" ") for w in q.where), places,
-                                                               strict=False)]
+    conds = [f"{c} IN (SELECT id FROM tasks WHERE mission_id = {m})" if op == "of" else f"{c} {op or '='} {m}"
+             for (c, _, op), m in zip((w.partition(" ") for w in q.where), places, strict=False)]
     conds += [f"{c} IN ({', '.join(repr(v) for v in values)})" for c, values in q.among]
     text = f"SELECT {', '.join(q.cols) or '*'} FROM {q.table}"
     if conds:
@@ -85,6 +91,8 @@ SCHEDULES = Select("schedules", among=(("status", tuple(s.value for s in Schedul
                                                         if s is not ScheduleStatus.REMOVED)),), order=("id",))
 TASKS = Select("tasks", where=("mission_id",), order=("idx",))
 ATTEMPTS = Select("attempts", where=("mission_id",), order=("task_id", "number"))
+REVIEW_SPEND = Select("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "tokens_in",
+                                  "tokens_out", "cost"), ("task_id of",))
 OPEN_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status", ("running",)),), order=("id",),
                          desc=True, limit=True)
 CHECKS = Select("checks", where=("assessment_id",), order=("idx",))
@@ -126,7 +134,10 @@ class NamedReads:
             m.tasks[task.id] = task
         loaded = LoadedMission(m)
         for a in await self._select(ATTEMPTS, mission_id):  # the latest of each task's attempts stays
-            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
+            loaded.attempts[a["task_id"]] = attempt = R.attempt_from_row(a)
+            R.keep_spend(m, attempt)  # what the mission spent, for its report after a restart
+        for r in await self._select(REVIEW_SPEND, mission_id):
+            m.spent.add_review_row(r)
         return loaded
 
     async def open_assessment(self, attempt_id: str) -> Assessment | None:

@@ -281,6 +281,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (mission_id, kind, name)
     );
     """,
+    # v8: the SQLite schema v9: spend split into input and output tokens, and each reviewer's cost.
+    """
+    ALTER TABLE attempts ADD COLUMN tokens_in BIGINT;
+    ALTER TABLE attempts ADD COLUMN tokens_out BIGINT;
+    ALTER TABLE reviews ADD COLUMN tokens_in BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN tokens_out BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN cost DOUBLE PRECISION;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -303,6 +303,7 @@ class TaskRow:
     agent: str
     retries: int
     total_fixes: int
+    status: str = ""
 
 
 @dataclass(frozen=True)
@@ -349,13 +350,14 @@ class Snapshot:
     marks: list[MarkRow]
     mission_order: list[str]  # acceptance order
     reviews: list[ReviewRow] = field(default_factory=list)
+    spend: dict[str, dict[str, Any]] = field(default_factory=dict)  # task id -> its spend tally (polpo.model.spend)
 
 
 def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
     """The rows metrics need, optionally of one mission (by id); read-only."""
     where, args = ("WHERE t.mission_id = ?", (mission,)) if mission is not None else ("", ())
-    tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0) for r in con.execute(
-        f"SELECT t.id, t.mission_id, t.title, t.agent, t.retries, t.total_fixes FROM tasks t {where} "
+    tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0, r[6]) for r in con.execute(
+        f"SELECT t.id, t.mission_id, t.title, t.agent, t.retries, t.total_fixes, t.status FROM tasks t {where} "
         "ORDER BY t.mission_id, t.idx", args)]
     assessments = [AssessmentRow(r[0], r[1], r[2], bool(r[3]), r[4], _scores(r[5])) for r in con.execute(
         "SELECT a.task_id, t.mission_id, COALESCE(at.agent, t.agent), a.passed, a.global_score, a.scores "

@@ -22,6 +22,7 @@ from polpo.model.doc import MissionDoc
 from polpo.model.holds import HoldKind, HoldState, HoldStatus
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.schedule import Schedule, ScheduleStatus
+from polpo.model.spend import AttemptSpend
 from polpo.model.status import (
     AssessmentStatus,
     AttemptKind,
@@ -78,7 +79,8 @@ TASKS = Table("tasks", TASK_COLUMNS.names, ("id",), ("mission_id", "idx"))
 ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
                               "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail",
                               "stdout_bytes", "stderr_bytes", "duration", "files", "prompt", "verdict",
-                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent"),
+                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent",
+                              "tokens_in", "tokens_out"),
                  ("id",), ("task_id", "mission_id", "number", "prompt"))
 ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message",
                                     "created_at", "finished_at", "global_score", "scores"), ("id",),
@@ -92,7 +94,8 @@ OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "jud
                                 "reason", "by_person", "created_at"), ("task_id",))
 SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
-REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at"),
+REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
+                            "tokens_in", "tokens_out", "cost"),
                 ("assessment_id", "check_idx", "reviewer"))
 DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "created_at"), ("task_id", "check_idx"),
                    ("data", "source"))
@@ -125,7 +128,8 @@ def attempt_row(a: Attempt) -> Row:
     return (a.id, a.task_id, a.mission_id, a.number, a.kind.value, a.agent, a.status.value, a.pid, a.pid_ticks,
             a.exit_code, a.signal, int(a.timed_out), a.error, a.stdout_tail, a.stderr_tail, a.stdout_bytes,
             a.stderr_bytes, a.duration, stored_json(a.files), a.prompt, a.verdict, iso(a.started_at),
-            stored_time(a.finished_at), a.model, stored_json(a.outcomes), a.tokens, a.cost, int(a.permanent))
+            stored_time(a.finished_at), a.model, stored_json(a.outcomes), a.tokens, a.cost, int(a.permanent),
+            a.tokens_in, a.tokens_out)
 
 
 def assessment_row(a: Assessment) -> Row:
@@ -156,6 +160,16 @@ task_from_row: Callable[[Mapping[str, Any], Mission], Task] = TASK_COLUMNS.from_
 """A task record of mission ``m`` from its row (the mission's document stays the mission's)."""
 
 
+REVIEW_SPEND_COLUMNS = "assessment_id, check_idx, reviewer, task_id, model, tokens_in, tokens_out, cost"
+
+
+def keep_spend(m: Mission, a: Attempt) -> None:
+    """A loaded attempt's spend, on its mission (for the report after a restart)."""
+    spent = AttemptSpend.of(a.task_id, a.kind.value, a.agent, a.model, a.tokens, a.tokens_in, a.tokens_out, a.cost)
+    if spent is not None:
+        m.spent.attempts[a.id] = spent
+
+
 def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
     return Attempt(id=a["id"], task_id=a["task_id"], mission_id=a["mission_id"], number=a["number"],
                    kind=AttemptKind(a["kind"]), agent=a["agent"], status=AttemptStatus(a["status"]),
@@ -166,7 +180,7 @@ def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
                    stderr_bytes=a["stderr_bytes"] or 0, duration=a["duration"], files=loaded_json(a["files"]),
                    verdict=a["verdict"], finished_at=loaded_time(a["finished_at"]), model=a["model"],
                    outcomes=loaded_json(a["outcomes"]), tokens=a["tokens"], cost=a["cost"],
-                   permanent=bool(a.get("permanent")))
+                   permanent=bool(a.get("permanent")), tokens_in=a.get("tokens_in"), tokens_out=a.get("tokens_out"))
 
 
 def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Assessment:

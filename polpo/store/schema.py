@@ -250,6 +250,15 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (mission_id, kind, name)
     );
     """,
+    # v9: spend split into input and output tokens, for the agent's turns and for each reviewer and judge, with
+    # the reviewer's cost (NULL: its model has no known price) in columns a mission's spend is summed from.
+    """
+    ALTER TABLE attempts ADD COLUMN tokens_in INTEGER;
+    ALTER TABLE attempts ADD COLUMN tokens_out INTEGER;
+    ALTER TABLE reviews ADD COLUMN tokens_in INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN tokens_out INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN cost REAL;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -106,8 +106,11 @@ class Tx:
         return self
 
     def review(self, assessment_id: str, check_idx: int, reviewer: int, task_id: str, model: str, ok: bool,
-               data_json: str, at: datetime) -> Tx:
-        self.ops.append((R.REVIEWS, (assessment_id, check_idx, reviewer, task_id, model, int(ok), data_json, iso(at))))
+               data_json: str, at: datetime, *, tokens_in: int = 0, tokens_out: int = 0,
+               cost: float | None = None) -> Tx:
+        """A reviewer's (or the expectation judge's) trace, and what its calls spent (``cost`` None: unknown)."""
+        self.ops.append((R.REVIEWS, (assessment_id, check_idx, reviewer, task_id, model, int(ok), data_json, iso(at),
+                                     tokens_in, tokens_out, cost)))
         return self
 
     def dimensions(self, task_id: str, check_idx: int, source: str, data_json: str, at: datetime) -> Tx:

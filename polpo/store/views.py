@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from polpo.store import read
+from polpo.store import read, spend_read
 from polpo.store.read import Conn
 
 __all__ = ["camel", "mission_view", "missions_view", "quality", "task_view"]
@@ -48,6 +48,7 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
     m["paused_at"] = [h["name"] for h in m["holds"] if h["kind"] == "checkpoint" and h["status"] == "reached"]
     m["spec"] = orjson.Fragment(m["spec"]) if raw_spec else orjson.loads(m["spec"])
     m["quality"] = quality({**m, "tasks": tasks})
+    m["spend"] = spend_read.spend(con, [m["id"]])[m["id"]]
     if camel_case:
         m = camel(m)
     m["tasks"] = tasks
@@ -56,7 +57,11 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
 
 def missions_view(con: Conn, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
     """The latest missions, oldest first, with their task counts (not their tasks)."""
-    return read.missions(con, include_finished=include_finished, limit=limit)
+    ms = read.missions(con, include_finished=include_finished, limit=limit)
+    spent = spend_read.spend(con, [m["id"] for m in ms])
+    for m in ms:
+        m["spend"] = spent[m["id"]]["total"]
+    return ms
 
 
 def quality(m: dict[str, Any]) -> dict[str, Any]:

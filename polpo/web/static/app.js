@@ -156,7 +156,8 @@ async function renderMission(id) {
       el("span", { id: "quality" }, el("b", {}, "quality average "), fmtScore(q.average),
         q.scored ? ` (${q.scored} scored task${q.scored > 1 ? "s" : ""})` : "",
         q.threshold != null ? ` · threshold ${q.threshold}` : ""),
-      m.report ? el("span", {}, el("b", {}, "report "), m.report.summary) : null),
+      m.report ? el("span", {}, el("b", {}, "report "), m.report.summary) : null,
+      m.spend ? el("span", { id: "spend" }, el("b", {}, "spend "), fmtSpend(m.spend.total)) : null),
     m.reason ? el("p", { class: "muted" }, m.reason) : null,
     paused.length ? el("p", { id: "paused", "data-checkpoints": paused.join(",") },
       el("b", {}, "paused "), `at checkpoint ${paused.join(", ")}: its blocked tasks wait for a person`) : null,
@@ -170,7 +171,28 @@ async function renderMission(id) {
   else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
   parts.push(el("h2", {}, "Tasks"), taskTable(m));
   if ((m.spec.qualityGates || []).length) parts.push(el("h2", {}, "Quality gates"), gateTable(m));
+  if (m.spend && (m.spend.total.tokensIn || m.spend.total.tokensOut)) parts.push(el("h2", {}, "Spend"), spendTable(m.spend));
   $view.replaceChildren(...parts);
+}
+
+function fmtSpend(s) {
+  const usd = `$${(s.usd || 0).toFixed(4)}`;
+  const unknown = (s.costUnknown || []).length ? ` + cost unknown (${s.costUnknown.join(", ")})` : "";
+  return `${usd}${unknown} · ${s.tokensIn} in / ${s.tokensOut} out tokens`;
+}
+
+function spendTable(spend) {
+  const row = (group, name, s) => el("tr", { "data-group": group, "data-name": name },
+    el("td", {}, group), el("td", {}, name), el("td", {}, String(s.tokensIn)), el("td", {}, String(s.tokensOut)),
+    el("td", { class: "score" }, `$${(s.usd || 0).toFixed(4)}`),
+    el("td", { class: "muted" }, (s.costUnknown || []).length ? `cost unknown: ${s.costUnknown.join(", ")}` : ""));
+  const rows = [];
+  for (const [group, label] of [["byPhase", "phase"], ["byAgent", "agent"], ["byModel", "model"]])
+    for (const [name, s] of Object.entries(spend[group] || {}))
+      if (s.tokensIn || s.tokensOut) rows.push(row(label, name, s));
+  return el("table", { id: "spend-table" },
+    el("thead", {}, el("tr", {}, ["by", "", "tokens in", "tokens out", "USD", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows));
 }
 
 function taskTable(m) {
