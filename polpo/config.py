@@ -13,9 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from polpo.config_hints import keys_at
 from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_dirs
 from polpo.durations import Duration
 from polpo.origins import format_origin, parse_authority, parse_origin
+from polpo.suggest import Suggester
 
 
 def _hostname() -> str:
@@ -69,6 +71,7 @@ class AgentConfig(_Base):
     role: str | None = None  # a team agent's role, told to the model
     max_tokens: int = Field(4096, ge=16)  # the most tokens one model reply may generate (bounds runaway output)
     empty_reply_nudges: int = Field(2, ge=0, le=20)  # an empty reply is re-asked this often, then the attempt fails
+    context_window: int | None = Field(None, ge=256)  # the model's context in tokens; None: litellm's, if it knows
     # both
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)
@@ -101,6 +104,7 @@ class JudgeSettings(_Base):
     api_key_env: str | None = None
     temperature: float | None = None
     max_tokens: int = Field(2048, ge=16)  # the most tokens one judge reply may generate (reviewers, judges)
+    context_window: int | None = Field(None, ge=256)  # the judge models' context in tokens; None: litellm's
     correct_expectations: bool = True  # the expectation judge, on a task's first failure
     threshold_floor: float = Field(2.5, ge=1, le=5)  # it never lowers an llm_review threshold below this
     reviewer_timeout: Duration = Field(default_factory=lambda: _secs(900))  # one reviewer's whole run
@@ -124,6 +128,20 @@ class LlmSettings(_Base):
     max_concurrency_per_model: int = Field(4, ge=1)
     max_retries: int = Field(3, ge=0)  # 429s, timeouts, 5xx, connection errors
     request_timeout: Duration = Field(default_factory=lambda: _secs(120))
+
+
+class PriceSettings(_Base):
+    """``[prices."model"]``: USD per million tokens, over litellm's map (0 for a local model is a price)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class RateLimitSettings(_Base):
+    """``[limits."model or api_base"]``: the provider's limits, kept for agents and judges together."""
+
+    rpm: int | None = Field(None, ge=1)  # requests started per minute
+    tpm: int | None = Field(None, ge=1)  # tokens per minute (prompt estimate + the reply's bound)
 
 
 class BudgetSettings(_Base):
@@ -246,6 +264,8 @@ class Config(_Base):
     defaults: Defaults = Defaults()
     judge: JudgeSettings = JudgeSettings()
     llm: LlmSettings = LlmSettings()
+    prices: dict[str, PriceSettings] = {}
+    limits: dict[str, RateLimitSettings] = {}
     budget: BudgetSettings = BudgetSettings()
     sla: SlaSettings = SlaSettings()
     security: SecuritySettings = SecuritySettings()
@@ -300,7 +320,11 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     try:
         cfg = Config.model_validate(raw)
     except ValidationError as e:
-        lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        suggest = Suggester()
+        lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: "
+                 + (f"unknown key{suggest(str(err['loc'][-1]), keys_at(Config, err['loc'][:-1]))}"
+                    if err["type"] == "extra_forbidden" else err["msg"])
+                 for err in e.errors()]
         raise ConfigError("\n".join(lines)) from None
     problems = [
         f"{path}: agents.{name}.command: a command agent needs command = [program, args…]"

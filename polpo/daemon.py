@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-from anyio.abc import TaskStatus
 
 from polpo import __version__, state_lock
 from polpo.agents.registry import AgentFactory
@@ -41,8 +40,10 @@ from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
+from polpo.oplog import configure_oplog
 from polpo.sdnotify import notify as sd_notify
 from polpo.sla.monitor import SlaMonitor
+from polpo.stop_signals import StopControls, receive_signals
 from polpo.store import read
 from polpo.store.identity import StoreLost, verify
 from polpo.store.open import open_store
@@ -143,7 +144,7 @@ class Daemon:
         monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
         self.sla_monitor = monitor
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
-                                channels=set(self.notify.channels))
+                                channels=set(self.notify.channels), schedules=engine.schedules)
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
                         max_bytes=cfg.daemon.max_mission_bytes, faults=handler)
         self.intake = intake
@@ -153,7 +154,7 @@ class Daemon:
                 from polpo.http.service import HttpService
 
                 self.http = HttpService(cfg, self.http_plan, store, engine, channels=set(self.notify.channels),
-                                        readers=self.readers, reviews=self._reviews)
+                                        readers=self.readers, reviews=self._reviews, offer=intake.offer)
                 try:
                     self.http.bind()
                 except OSError as e:
@@ -216,7 +217,7 @@ class Daemon:
         cfg = self.cfg
         async with anyio.create_task_group() as tg:
             if self.handle_signals:  # before anything says the daemon started: a logrotate SIGHUP never kills it
-                await tg.start(self._signals)
+                await tg.start(receive_signals, self._stop_controls())
             tg.start_soon(store.run_writer)
             tg.start_soon(store.watch_identity)
             await store.commit(store.tx().event(E.OrchestratorStarted(
@@ -231,6 +232,7 @@ class Daemon:
                 monitor.start()
                 tg.start_soon(intake.run)
                 tg.start_soon(engine.commands.run_inbox)
+                tg.start_soon(engine.schedules.run)
             else:
                 role = engine.cluster
                 assert role is not None
@@ -238,7 +240,7 @@ class Daemon:
                 async def elected() -> None:  # this node now leads: it accepts files and decides for missions
                     await role.lead(engine.load)
                     monitor.start()
-                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps])
+                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps, engine.schedules.run])
 
                 async def deposed(_reason: str) -> None:  # its lock is gone: no decision from now on, at once
                     role.abdicate()  # (and the term's loops end)
@@ -255,7 +257,7 @@ class Daemon:
             tg.start_soon(self.readers.maintain)  # idle reader connections close after a burst
             if self.http is not None:
                 self.http.start(tg)
-            tracing = start_tracing(store, self._reviews)
+            tracing = start_tracing(store, self._reviews, self._transcript)
             if tracing is not None:
                 tg.start_soon(tracing.run)
             if self._printer is not None:
@@ -298,16 +300,15 @@ class Daemon:
         with contextlib.suppress(StoreError):  # the store may be closing at shutdown
             self.store.submit(self.store.tx().event(payload))
 
-    async def _signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """SIGTERM / SIGINT stop the daemon; SIGHUP reopens events.jsonl (after logrotate moved it)."""
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            task_status.started()  # the handlers are installed
-            async for sig in signals:
-                if sig == signal.SIGHUP:
-                    self.reopen_log()
-                    continue
-                self.request_stop()
-                return
+    def _stop_controls(self) -> StopControls:
+        def running() -> list[str]:
+            return list(self.engine.dispatcher.running) if self.engine is not None else []
+
+        def cut_grace() -> list[str]:
+            return self.engine.dispatcher.cut_grace() if self.engine is not None else []
+
+        return StopControls(self.request_stop, self.reopen_log, running, cut_grace,
+                            self.cfg.daemon.shutdown_grace.total_seconds())
 
     async def _janitor(self, engine: Engine) -> None:
         """Every few seconds: end what finished attempts left behind (escapees adopted late)."""
@@ -342,6 +343,9 @@ class Daemon:
         """The latest panel's stored reviewer traces of a task's review check (for metrics and traces)."""
         return await self.readers.run(lambda con: read.latest_reviews(con, task_id, check_idx))
 
+    async def _transcript(self, task_id: str, number: int) -> list[dict[str, Any]]:  # an attempt's, for spans
+        return await self.readers.run(lambda con: read.transcript(con, f"{task_id}/{number}") or [])
+
     def _take_lock(self) -> None:
         try:
             self._lock_file = state_lock.take(self.cfg.state_dir)
@@ -354,9 +358,12 @@ class Daemon:
             self._lock_file = None
 
 
+_OWN_CHANNELS = ("quality:gate:", "checkpoint:", "delay:")  # events that carry their element's notifyChannels
+
+
 def _extra_channels(cfg: Config, ev: Event) -> list[str]:
-    """Channels an event goes to on top of the notify rules: a gate's own, the SLA's own."""
-    gate = list(ev.data.get("notifyChannels") or []) if ev.event.startswith("quality:gate:") else []
+    """Channels an event goes to on top of the notify rules: a gate's, checkpoint's or delay's own, the SLA's."""
+    gate = list(ev.data.get("notifyChannels") or []) if ev.event.startswith(_OWN_CHANNELS) else []
     return gate + extra_channels(cfg.sla, ev.event)
 
 
@@ -371,11 +378,11 @@ def check_extras(cfg: Config) -> None:
 def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
                archive_log: bool = False) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    logging.basicConfig(level=logging.WARNING, format="polpo: %(levelname)s %(name)s: %(message)s")
+    configure_oplog()  # JSON lines when stderr is not a terminal (journald, Loki), readable on one
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
     become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
     # a logrotate SIGHUP while the daemon starts must not end it (the default action): ignored until its own
-    # handler reopens the log (Daemon._signals); a log moved meanwhile is reopened at the next write anyway
+    # handler reopens the log (polpo.stop_signals); a log moved meanwhile is reopened at the next write anyway
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)

@@ -63,9 +63,10 @@ def errno_name(code: int) -> str:
 class Pause:
     """One piece of work waiting for a passing fault: how long to wait before each new try, and for how long
     it has waited. Delays double from ``first`` up to ``cap`` seconds and are shortened by up to ``jitter``
-    (a fraction) at random, so paths that met the same fault do not all try again at the same instant."""
+    (a fraction) at random, so paths that met the same fault do not all try again at the same instant; the
+    default is full jitter (a draw in (0, nominal], :mod:`polpo.jitter`), which spreads them best."""
 
-    def __init__(self, monotonic: Callable[[], float], first: float = 1.0, cap: float = 30.0, jitter: float = 0.2,
+    def __init__(self, monotonic: Callable[[], float], first: float = 1.0, cap: float = 30.0, jitter: float = 1.0,
                  rng: Callable[[], float] = random.random) -> None:
         self.monotonic = monotonic
         self.first = first

@@ -29,15 +29,17 @@ tasks only, and that agent's own row.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from polpo.store.read import AssessmentRow, MarkRow, ReviewRow, Snapshot, metrics_snapshot
+from polpo.store.read import AssessmentRow, MarkRow, ReviewRow, Snapshot, TaskRow, metrics_snapshot
+from polpo.store.spend_read import spend
 
 __all__ = ["MetricsReport", "QualityMetrics", "aggregate", "compute", "dimension_averages", "dimension_spread",
-           "quality_metrics"]
+           "quality_metrics", "with_spend"]
 
 if TYPE_CHECKING:
     from polpo.store.read import Conn
@@ -62,6 +64,9 @@ class QualityMetrics:
     total_fixes: int = 0
     deadlines_met: int = 0
     deadlines_missed: int = 0
+    spend_usd: float = 0.0
+    passed_tasks: int = 0
+    cost_unknown: list[str] = field(default_factory=list)  # models whose calls have no price
     context: dict[str, str] = field(default_factory=dict)  # task: missionId, title, agent
 
     def to_json(self) -> dict[str, Any]:
@@ -72,7 +77,14 @@ class QualityMetrics:
                 "dimensionSpread": {k: _r(v) for k, v in self.dimension_spread.items()},
                 "judgeCache": {"hits": self.cache_hits, "misses": self.cache_misses},
                 "totalRetries": self.total_retries, "totalFixes": self.total_fixes,
-                "deadlinesMet": self.deadlines_met, "deadlinesMissed": self.deadlines_missed}
+                "deadlinesMet": self.deadlines_met, "deadlinesMissed": self.deadlines_missed,
+                "spendUsd": round(self.spend_usd, 6), "passedTasks": self.passed_tasks,
+                "costPerPassedTask": _r(self.cost_per_passed_task), "costUnknown": self.cost_unknown}
+
+    @property
+    def cost_per_passed_task(self) -> float | None:
+        """USD spent on the entity's tasks (passed or not) per task that passed; None when none passed."""
+        return self.spend_usd / self.passed_tasks if self.passed_tasks else None
 
 
 def _r(v: float | None) -> float | None:
@@ -135,6 +147,16 @@ def aggregate(entity_id: str, entity_type: EntityType, assessments: Sequence[Ass
         deadlines_met=kinds.count("met"), deadlines_missed=kinds.count("violated"))
 
 
+def with_spend(row: QualityMetrics, tasks: Iterable[TaskRow], spend: dict[str, dict[str, Any]]) -> QualityMetrics:
+    """Add what ``tasks`` spent (every LLM call made for them) and how many of them passed."""
+    tasks = list(tasks)
+    tallies = [spend[t.id] for t in tasks if t.id in spend]
+    row.spend_usd = math.fsum(t.get("usd", 0.0) for t in tallies)
+    row.passed_tasks = sum(1 for t in tasks if t.status == "done")
+    row.cost_unknown = sorted({m for t in tallies for m in t.get("costUnknown", [])})
+    return row
+
+
 def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
     """Every level's metrics from a snapshot; ``agent`` narrows as the module docstring says."""
     tasks = snap.tasks
@@ -163,6 +185,7 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
                  for t in tasks]
     for row, t in zip(task_rows, tasks, strict=True):
         row.context = {"missionId": t.mission_id, "title": t.title, "agent": t.agent}
+        with_spend(row, [t], snap.spend)
 
     mission_rows = []
     for mid in snap.mission_order:
@@ -173,6 +196,7 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
             mid, "mission", [a for t in mine for a in by_task[t.id]], retries=sum(t.retries for t in mine),
             fixes=sum(t.total_fixes for t in mine), marks=mission_marks[mid],
             reviews=[r for t in mine for r in reviews_of[t.id]]))
+        with_spend(mission_rows[-1], mine, snap.spend)
 
     agent_names = sorted({t.agent for t in snap.tasks if t.agent} | {a.agent for a in snap.assessments if a.agent}
                          | {a.agent for a in snap.attempts if a.agent})
@@ -188,10 +212,14 @@ def compute(snap: Snapshot, *, agent: str | None = None) -> MetricsReport:
         marks=[m for m in snap.marks if m.entity_type == "task" and m.entity_id in assigned[name]],
         reviews=[r for tid in assigned[name] for r in reviews_of[tid]])
         for name in agent_names]
+    for row in agent_rows:
+        with_spend(row, [t for t in snap.tasks if t.agent == row.entity_id], snap.spend)
     return MetricsReport(missions=mission_rows, agents=agent_rows, tasks=task_rows)
 
 
 def quality_metrics(con: Conn, *, mission: str | None = None,
                     agent: str | None = None) -> MetricsReport:
     """Metrics from an open connection (``polpo.store.read.connect``), filtered by mission id and/or agent."""
-    return compute(metrics_snapshot(con, mission=mission), agent=agent)
+    snap = metrics_snapshot(con, mission=mission)
+    snap.spend = {tid: tally for m in spend(con, snap.mission_order).values() for tid, tally in m["byTask"].items()}
+    return compute(snap, agent=agent)

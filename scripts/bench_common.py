@@ -41,12 +41,14 @@ TRIVIAL_COMMAND = ["true"]
 
 @contextmanager
 def bench_daemon(concurrency: int = 8, *, agent_limit: int | None = None, python_args: list[str] | None = None,
-                 keep: bool = False, store_url: str | None = None) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+                 keep: bool = False, store_url: str | None = None, extra: str = "",
+                 ) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     """A daemon on a fresh temp folder with one command agent ``noop`` (runs ``true``).
 
     ``agent_limit`` sets the agent's ``max_concurrency``; ``python_args`` go before ``-m polpo`` (for
     ``-m cProfile -o FILE``); ``store_url`` puts the state in that PostgreSQL database instead of SQLite in the
-    folder. The folder is deleted once the daemon has stopped, unless ``keep``.
+    folder; ``extra`` is more config (e.g. an ``[http]`` table). The folder is deleted once the daemon has stopped,
+    unless ``keep``.
     """
     root = Path(tempfile.mkdtemp(prefix="polpo-bench-"))
     (root / "missions").mkdir()
@@ -55,7 +57,7 @@ def bench_daemon(concurrency: int = 8, *, agent_limit: int | None = None, python
         config += f"max_concurrency = {agent_limit}\n"
     if store_url:
         config += f'\n[store]\nurl = "{store_url}"\n'
-    (root / "polpo.toml").write_text(config)
+    (root / "polpo.toml").write_text(config + extra)
     proc = subprocess.Popen([sys.executable, *(python_args or []), "-m", "polpo", "daemon",
                              "--config", str(root / "polpo.toml")],
                             stdout=subprocess.DEVNULL, stderr=(root / "daemon.log").open("w"), text=True)

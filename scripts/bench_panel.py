@@ -193,7 +193,7 @@ async def metered(on: bool) -> AsyncIterator[None]:
     from polpo.clock import FakeClock
     from polpo.config import Config
     from polpo.engine.spend_book import SpendBook
-    from polpo.llm.spend import CURRENT_METER
+    from polpo.llm.spend import metering
     from polpo.mission.schema import MissionSpec
     from polpo.store.memory import MemoryStore
 
@@ -204,11 +204,10 @@ async def metered(on: bool) -> AsyncIterator[None]:
     book = SpendBook(Config.model_validate({"budget": {"daily_tokens": 10**11}}), store, clock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(store.run_writer)
-        token = CURRENT_METER.set(book.meter("m:1", "m", "coder", spec.tasks[0], spec))
         try:
-            yield
+            with metering(book.meter("m:1", "m", "coder", spec.tasks[0], spec)):
+                yield
         finally:
-            CURRENT_METER.reset(token)
             await store.flush()
             tg.cancel_scope.cancel()
     print(f"metered: {book.spend_of('task', 'm:1').calls} calls counted", file=sys.stderr)

@@ -64,6 +64,8 @@ class AgentResult:
     model: str | None = None
     tokens: int = 0
     cost: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
     permanent: bool = False
     """The agent could not start for a reason a new attempt cannot change: the task fails at once."""
     provider_error: str | None = None

@@ -14,6 +14,7 @@ result starting with ``Error:`` so it can correct itself; it never ends the sess
 * an :class:`~polpo.llm.client.LLMError` (after the client's own retries) → ``error``; when the provider
   itself failed (unreachable, 5xx, timeouts, rate limits, a refused key) also ``provider_error``: the runner
   then records the attempt as interrupted by the provider, not as a failed run (:mod:`polpo.engine.outage`);
+  a failure that the evidence blames on the request (:mod:`polpo.llm.failures`) fails the attempt instead;
 * the attempt's time limit → ``timed_out`` (a running command is killed with its process group).
 
 The agent has no process of its own, so it never calls ``on_start`` (the runner marks an LLM attempt running
@@ -172,6 +173,8 @@ class _Session:
     outcomes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     turn: int = 0
     tokens: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
     costs: list[float] = dataclasses.field(default_factory=list)
 
     def add_outcome(self, outcome: Mapping[str, Any]) -> None:
@@ -268,6 +271,8 @@ class LLMAgent:
                 return self._model_failed(s, "other", f"{type(exc).__name__}: {exc}")
             s.transcript.assistant(s.turn, reply)
             s.tokens += reply.prompt_tokens + reply.completion_tokens
+            s.tokens_in += reply.prompt_tokens
+            s.tokens_out += reply.completion_tokens
             if reply.cost is not None:
                 s.costs.append(reply.cost)
             s.messages.append(_replayable(reply.as_message()))
@@ -329,6 +334,8 @@ class LLMAgent:
             outcomes=list(s.outcomes) if s is not None else [],
             model=settings.model,
             tokens=s.tokens if s is not None else 0,
+            tokens_in=s.tokens_in if s is not None else 0,
+            tokens_out=s.tokens_out if s is not None else 0,
             cost=sum(s.costs) if s is not None and s.costs else None,
             provider_error=end.provider_error,
         )

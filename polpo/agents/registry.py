@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from polpo.agents.base import Agent, AgentRequest, AgentResult
+from polpo.agents.client_setup import client_from_config
 from polpo.agents.command import CommandAgent
 from polpo.clock import Clock
 from polpo.config import AgentConfig, Config
@@ -60,8 +61,7 @@ class AgentFactory:
         configured ones, with the default timeout."""
         self.cfg = cfg
         self.clock = clock
-        self.llm = llm or LLMClient(per_model=cfg.llm.max_concurrency_per_model,
-                                    max_retries=cfg.llm.max_retries)
+        self.llm = llm or client_from_config(cfg)
         self._config_agents: dict[str, AgentSlot] = {
             name: self._build(name, a, limit_key=name) for name, a in cfg.agents.items()
         }
@@ -113,6 +113,7 @@ class AgentFactory:
                                  limit_key, a.max_concurrency, timeout, a.type, **extras)
             settings = ModelSettings(model=model, api_base=endpoint.api_base, api_key_env=endpoint.api_key_env,
                                      temperature=a.temperature, max_tokens=a.max_tokens,
+                                     context_window=a.context_window,
                                      timeout=self.cfg.llm.request_timeout.total_seconds())
             agent = LLMAgent(name, settings, client=self.llm, clock=self.clock, max_turns=a.max_turns,
                              system_prompt=a.system_prompt, default_timeout=timeout, role=a.role,
@@ -139,7 +140,7 @@ class AgentFactory:
                           max_turns=pick(t.max_turns, "max_turns") or 50, role=pick(t.role, "role"),
                           ignore_files=pick(t.ignore_files, "ignore_files"),
                           # the mission file has no keys for these: the same-named config agent's, else defaults
-                          **({"max_tokens": fallback.max_tokens, "empty_reply_nudges": fallback.empty_reply_nudges}
-                             if fallback is not None else {}))
+                          **({"max_tokens": fallback.max_tokens, "empty_reply_nudges": fallback.empty_reply_nudges,
+                              "context_window": fallback.context_window} if fallback is not None else {}))
         return self._build(t.name, cfg, limit_key=f"{mission_id}/{t.name}", team=True,
                            isolation="worktree" if t.enable_git else None)

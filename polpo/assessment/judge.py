@@ -239,6 +239,8 @@ class JudgeResult:
     reply: str | None = None
     tokens: int = 0
     cost: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
     duration: float = 0.0
 
     @property
@@ -249,7 +251,7 @@ class JudgeResult:
         return {"expectations": self.expectations, "applied": [c.to_json() for c in self.applied],
                 "rejected": [r.to_json() for r in self.rejected], "verdicts": self.verdicts, "error": self.error,
                 "messages": self.messages, "reply": self.reply, "tokens": self.tokens, "cost": self.cost,
-                "duration": round(self.duration, 3)}
+                "tokensIn": self.tokens_in, "tokensOut": self.tokens_out, "duration": round(self.duration, 3)}
 
 
 def _verdicts(corrections: object) -> list[dict[str, Any]]:
@@ -311,6 +313,7 @@ async def judge_expectations(client: LLMClient, settings: ModelSettings, *, titl
         return result
     result.duration = time.monotonic() - start
     result.tokens = reply.prompt_tokens + reply.completion_tokens
+    result.tokens_in, result.tokens_out = reply.prompt_tokens, reply.completion_tokens
     result.cost = reply.cost
     result.reply = redact(reply.content or "")[:20_000]
     corrections = _corrections(reply.content)

@@ -44,6 +44,7 @@ from polpo.events.catalog import (
 )
 from polpo.llm.client import LLMClient
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.spend import ReviewSpend
 from polpo.model.status import AssessmentStatus, AttemptKind
 from polpo.store.protocol import Store
 from polpo.tools.marks import attempt_env
@@ -101,7 +102,7 @@ class Assessor:
         files, timeline = evidence(attempt)
         cache = self.cache.client_for(self.llm) if self.cache is not None else None
         reviews = AssessmentReviews(self.cfg, self.store, self.clock, self.llm, task_id=task.id,
-                                    assessment_id=assessment.id, options=self.options, cache=cache)
+                                    assessment_id=assessment.id, options=self.options, cache=cache, spent=m.spent)
         outcomes = [o.model_dump(mode="json", by_alias=True, exclude_none=True) for o in task.spec.expected_outcomes]
         return CheckContext(workspace=self.workspace_of(m, task) if self.workspace_of else m.workspace,
                             clock=self.clock,
@@ -255,7 +256,10 @@ class Assessor:
                                           agent_output=output, failed=failed, expectations=current,
                                           floor=self.cfg.judge.threshold_floor, files_changed=changed_files(attempt))
         tx = store.tx().review(f"{attempt.id}/judge", -1, 0, task.id, judge.model, result.error is None,
-                               orjson.dumps(result.to_json()).decode(), self.clock.now())
+                               orjson.dumps(result.to_json()).decode(), self.clock.now(),
+                               tokens_in=result.tokens_in, tokens_out=result.tokens_out, cost=result.cost)
+        m.spent.reviews[(f"{attempt.id}/judge", -1, 0)] = ReviewSpend(task.id, "judge", judge.model, result.tokens_in,
+                                                                      result.tokens_out, result.cost)
         if not result.changed:
             tx.event(AssessmentJudged(changed=False, verdicts=result.verdicts, error=result.error), **ids)
             store.submit(tx)

@@ -17,6 +17,7 @@ from polpo.clock import Clock
 from polpo.config import Config
 from polpo.llm.client import ChatClient, LLMClient, ModelSettings
 from polpo.llm.secrets import redact
+from polpo.model.spend import ReviewSpend, SpendRows
 from polpo.review.calibration import Calibration, load_calibration
 from polpo.review.dimensions import dims_from_json, dims_to_json
 from polpo.review.panel import PanelOptions
@@ -32,7 +33,8 @@ def judge_settings(cfg: Config) -> list[ModelSettings]:
     """One ModelSettings per seat (``[judge] seats``), or [] when no judge is configured."""
     j = cfg.judge
     return [ModelSettings(model=m, api_base=j.api_base, api_key_env=j.api_key_env, temperature=j.temperature,
-                          max_tokens=j.max_tokens, timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
+                          max_tokens=j.max_tokens, context_window=j.context_window,
+                          timeout=cfg.llm.request_timeout.total_seconds()) for m in j.panel_models()]
 
 
 def panel_options(cfg: Config) -> PanelOptions:
@@ -47,8 +49,10 @@ class AssessmentReviews:
     """A :class:`~polpo.checks.base.ReviewBackend` for one assessment of one task."""
 
     def __init__(self, cfg: Config, store: Store, clock: Clock, llm: LLMClient, *, task_id: str,
-                 assessment_id: str, options: PanelOptions | None = None, cache: CacheFor | None = None) -> None:
+                 assessment_id: str, options: PanelOptions | None = None, cache: CacheFor | None = None,
+                 spent: SpendRows | None = None) -> None:
         self.store = store
+        self.spent = spent  # the mission's spend rows, kept with the rows written
         self.clock = clock
         self._llm = llm
         self._judges = judge_settings(cfg)
@@ -93,5 +97,9 @@ class AssessmentReviews:
         key = f"{self.assessment_id}/error" if failed else self.assessment_id  # the latest failed try, apart
         for trace in traces:
             tx.review(key, check_idx, trace.index, self.task_id, trace.model, trace.ok,
-                      redact(orjson.dumps(trace.to_json()).decode()), now)
+                      redact(orjson.dumps(trace.to_json()).decode()), now, tokens_in=trace.tokens_in,
+                      tokens_out=trace.tokens_out, cost=trace.cost)
+            if self.spent is not None:
+                self.spent.reviews[(key, check_idx, trace.index)] = ReviewSpend(
+                    self.task_id, "reviewer", trace.model, trace.tokens_in, trace.tokens_out, trace.cost)
         self.store.submit(tx)

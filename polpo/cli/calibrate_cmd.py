@@ -39,6 +39,7 @@ def calibrate(labels: Path, write_to: Path | None, seats: int | None, results_pa
 
     import anyio
 
+    from polpo.agents.client_setup import client_from_config
     from polpo.assessment.calibrate import (
         ItemResult,
         no_fit_reason,
@@ -49,7 +50,6 @@ def calibrate(labels: Path, write_to: Path | None, seats: int | None, results_pa
     )
     from polpo.assessment.calibrate_progress import ResultsFile, progress_line
     from polpo.assessment.review_backend import judge_settings
-    from polpo.llm.client import LLMClient
     from polpo.llm.secrets import load_env_file
 
     cfg = load_config_or_exit(config_path)
@@ -65,7 +65,7 @@ def calibrate(labels: Path, write_to: Path | None, seats: int | None, results_pa
     if cfg.llm.env_file is not None:
         load_env_file(cfg.llm.env_file)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    llm = LLMClient(per_model=cfg.llm.max_concurrency_per_model, max_retries=cfg.llm.max_retries)
+    llm = client_from_config(cfg)
     default = cfg.state_dir / "calibrate" / f"{labels.stem}.results.jsonl"
     kept = ResultsFile(results_path or default, [j.model for j in judges])
     ids = {i.id for i in items}

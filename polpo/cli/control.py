@@ -18,7 +18,9 @@ import click
 
 from polpo.cli.common import config_option, load_config_or_exit
 
-_PATHS = {"cancel": "/api/missions/{}/cancel", "retry": "/api/tasks/{}/retry", "approve": "/api/tasks/{}/approve"}
+_PATHS = {"cancel": "/api/missions/{}/cancel", "retry": "/api/tasks/{}/retry", "approve": "/api/tasks/{}/approve",
+          "schedule-pause": "/api/schedules/{}/pause", "schedule-resume": "/api/schedules/{}/resume",
+          "schedule-remove": "/api/schedules/{}/remove"}
 
 
 def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
@@ -32,36 +34,45 @@ def _via_api(kind: str, target: str, cfg: Any, pid: int | None) -> bool:
         answer = call(base, "POST", _PATHS[kind].format(target), cfg.http.token_env)
     except OSError:
         return False  # the inbox still works
-    message = str(answer.body.get("message") or answer.body)
+    message = str(answer.body.get("message") or answer.body.get("detail") or answer.body)
     if answer.status == 200:
         click.echo(message)
         return True
     if answer.status == 401:
         raise click.ClickException(f"the daemon's API needs its token: set ${cfg.http.token_env}")
     if answer.status == 404:
-        raise click.ClickException(f"{message}; see `polpo status --all`")
+        raise click.ClickException(message)  # the detail says where to look
     raise click.ClickException(message)
 
 
-def _queue(kind: str, target: str, config_path: str | None, options: str = "") -> None:
-    """``options``: the command's own arguments after the target (``usd=0.5``); such a command goes through the
-    inbox (the API's routes take none)."""
+def queue_or_call(kind: str, target: str, config_path: str | None) -> None:
+    """The command through the daemon's API, else its command inbox (and wait a little for the answer)."""
+    _queue(kind, target, config_path)
+
+
+def _queue(kind: str, target: str, config_path: str | None, **args: Any) -> None:
+    """``args``: the command's own arguments (``polpo retry --budget``; None: not given), carried in the target
+    (:mod:`polpo.command_args`); such a command goes through the inbox (the API's routes take none)."""
+    from polpo.command_args import encode
     from polpo.daemon_probe import daemon_pid
     from polpo.store import read
 
     cfg = load_config_or_exit(config_path)
-    if not options and _via_api(kind, target, cfg, daemon_pid(cfg.state_dir)):
+    if all(v is None for v in args.values()) and _via_api(kind, target, cfg, daemon_pid(cfg.state_dir)):
         return
     try:
         con = read.open_reader(cfg)
     except read.NoState as e:
         raise click.ClickException(str(e)) from None
-    exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)
+    if kind.startswith("schedule-"):
+        exists: dict[str, Any] | None = {"id": target}  # the daemon knows its schedules and refuses unknown ones
+    else:
+        exists = read.task(con, target) if kind in ("retry", "approve") else read.mission(con, target)
     if exists is None:
         raise click.ClickException(f"no {'task' if kind != 'cancel' else 'mission'} {target!r}; "
                                    "see `polpo status --all`")
     target = exists["id"]
-    cid = read.queue_command(con, kind, f"{target} {options}".strip(), datetime.now(UTC).isoformat())
+    cid = read.queue_command(con, kind, encode(target, **args), datetime.now(UTC).isoformat())
     if daemon_pid(cfg.state_dir) is None:
         click.echo(f"queued {kind} {target}: no daemon is running; it applies when the daemon starts")
         return
@@ -85,8 +96,7 @@ def _queue(kind: str, target: str, config_path: str | None, options: str = "") -
 @config_option
 def retry(task_id: str, usd: float | None, tokens: int | None, config_path: str | None) -> None:
     """Run a failed task again with a fresh retry budget (tasks that failed because of it re-open too)."""
-    options = " ".join(f"{k}={v}" for k, v in (("usd", usd), ("tokens", tokens)) if v is not None)
-    _queue("retry", task_id, config_path, options)
+    _queue("retry", task_id, config_path, usd=usd, tokens=tokens)
 
 
 @click.command()

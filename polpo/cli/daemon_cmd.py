@@ -28,9 +28,13 @@ def daemon(config_path: str | None, archive_log: bool) -> None:
     from polpo.daemon import Daemon, run_daemon
 
     cfg = load_config_or_exit(config_path)
+    created = not cfg.missions_dir.exists()  # the intake creates it; a typo'd path must not be watched silently
 
     def ready(d: Daemon) -> None:  # only once every start-up check has passed
         api = f"; API and web view at {d.http.url}" if d.http is not None else ""
+        if created:
+            click.echo(f"polpo: warning: the missions folder {cfg.missions_dir} did not exist and was created; "
+                       f"if that is a typo, fix [daemon] missions_dir in {cfg.source}", err=True)
         click.echo(f"polpo: watching {cfg.missions_dir}; state in {cfg.state_dir}; log {cfg.events_path}{api}",
                    err=True)
         click.echo(f"polpo: follow it with `polpo tail -f --config {cfg.source}`", err=True)

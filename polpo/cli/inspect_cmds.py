@@ -13,7 +13,9 @@ from typing import Any
 import click
 
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
+from polpo.cli.people_view import hold_lines, override_line, paused_at, paused_note
 from polpo.cli.review_view import assessment_lines
+from polpo.model.spend import usd_text
 
 
 def _elapsed(start: str | None, end: str | None, now: datetime) -> str:
@@ -45,12 +47,21 @@ def _task_line(t: dict[str, Any], now: datetime, width: int = 40) -> str:
             f"{_elapsed(t.get('started_at'), t.get('finished_at'), now):>8}{score}{reason}")
 
 
+def _attempt_spend(a: dict[str, Any]) -> str:
+    """The agent's own calls in an attempt: ``$0.0123, 1200 in / 300 out tokens`` (or ``cost unknown``)."""
+    tally = {"tokensIn": a.get("tokens_in") or a["tokens"], "tokensOut": a.get("tokens_out") or 0,
+             "usd": a.get("cost") or 0.0}
+    return usd_text(tally if a.get("cost") is not None else {**tally, "costUnknown": [a.get("model") or "?"]})
+
+
 def _show_task(t: dict[str, Any]) -> None:
     click.echo(f"task {term(t['id'])}: {term(t['title'])}")
     click.echo(f"  status {term(t['status'])}" + (f" — {term(t['reason'])}" if t["reason"] else ""))
     score = f"; score {t['score']:.2f}" if t.get("score") is not None else ""
     click.echo(f"  agent {term(t['agent'])}" + (f" (model {term(t['model'])})" if t.get("model") else "")
                + f"; attempts {t['attemptCount']}, retries {t['retries']}, fixes {t['total_fixes']}{score}")
+    if (line := override_line(t.get("override"))) is not None:
+        click.echo(line)
     if t.get("escalation_level"):
         click.echo(f"  escalated to level {t['escalation_level']}")
     if t.get("expectations"):
@@ -63,7 +74,7 @@ def _show_task(t: dict[str, Any]) -> None:
         click.echo(f"  attempt {a['number']} ({term(a['kind'])}, {who}): {term(a['status'])}, exit {a['exit_code']}"
                    + (", timed out" if a["timed_out"] else "") + (f", {term(a['error'])}" if a["error"] else "")
                    + (f", {a['duration']} s" if a["duration"] is not None else "")
-                   + (f", {a['tokens']} tokens" if a.get("tokens") else ""))
+                   + (f", {_attempt_spend(a)}" if a.get("tokens") else ""))
         files = a.get("files") or {}
         changed = [f"+{term(p)}" for p in files.get("created", [])] + [f"~{term(p)}" for p in files.get("modified", [])]
         if changed:
@@ -98,7 +109,7 @@ _LIVE = ("running", "cancelling")  # missions whose tasks `polpo status` lists w
 def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -> None:
     """Missions and their tasks, with their state (the newest --limit missions; it says when it leaves some out)."""
     from polpo.daemon_probe import daemon_pid
-    from polpo.store import read
+    from polpo.store import read, spend_read
 
     cfg = locate_or_exit(config_path)
     pid = daemon_pid(cfg.state_dir)
@@ -112,6 +123,9 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
             return
         raise click.ClickException(str(e)) from None
     ms = read.missions(con, limit=limit or None)
+    spent = spend_read.spend(con, [m["id"] for m in ms])
+    for m in ms:
+        m["spend"] = spent[m["id"]]
     total = read.mission_count(con)
     for m in ms:  # the text lists the tasks of running missions only (all with --all): read no others
         listed = as_json or show_all or m["status"] in _LIVE
@@ -122,6 +136,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         {m["home"] for m in ms if m["home"]} - {n["name"] for n in nodes} if cfg.store.url else set())
     for m in ms:
         m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in _LIVE else None
+        m["pausedAt"] = paused_at(read.holds(con, m["id"])) if m["status"] == "running" else []
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
                     "missions": ms, "total": total, "truncated": len(ms) < total,
@@ -140,8 +155,12 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     now = datetime.now(UTC)
     for m in ms:
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
+        paused = paused_note(m["id"], m["pausedAt"])
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
-                   f"{_elapsed(m['created_at'], m['finished_at'], now)}")
+                   f"{_elapsed(m['created_at'], m['finished_at'], now)}{paused}")
+        if m["spend"]["total"]["tokensIn"] or m["spend"]["total"]["tokensOut"]:
+            click.echo(f"  spend {term(usd_text(m['spend']['total']))}" + "".join(
+                f"; {term(a)} {term(usd_text(s))}" for a, s in m["spend"]["byAgent"].items()))
         if m["waitingForNode"]:
             click.echo(f"  waiting for node {term(m['waitingForNode'])}: it is down and this mission's tasks run "
                        'only there ("affinity": "node"); start it again (or use "affinity": "any")')
@@ -216,6 +235,13 @@ def _show_mission(m: dict[str, Any]) -> None:
         click.echo(f"  quality average {q['average']:.2f} over {q['scored']} scored task(s){limit}")
     else:
         click.echo("  quality average: n/a (no done task has a score; scores come from llm_review checks)")
+    spend = m.get("spend") or {}
+    if spend.get("total", {}).get("tokensIn") or spend.get("total", {}).get("tokensOut"):
+        click.echo(f"  spend {term(usd_text(spend['total']))}")
+        for group in ("byPhase", "byAgent", "byTask"):
+            click.echo(f"    {group[2:].lower()}: " + "; ".join(f"{term(k)} {term(usd_text(v))}"
+                                                           for k, v in spend[group].items()
+                                                           if v["tokensIn"] or v["tokensOut"]))
     if m["tasks"]:  # one write: a mission may have thousands of tasks
         click.echo("\n".join(_task_line(t, now, width=32) for t in m["tasks"]))
     stored = {g["name"]: g for g in m["gates"]}
@@ -228,3 +254,5 @@ def _show_mission(m: dict[str, Any]) -> None:
                    + (f" — {term(row['reason'])}" if row.get("reason") else "")
                    + f"\n    after {term(', '.join(g['afterTasks']))}; blocks {term(', '.join(g['blocksTasks']))}"
                    + (f"; {rule}" if rule else ""))
+    for line in hold_lines(m):
+        click.echo(line)

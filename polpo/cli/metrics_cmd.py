@@ -46,7 +46,9 @@ def render_table(report: MetricsReport) -> str:
     for title, rows in sections:
         if not rows:
             continue
-        names = [r.entity_id + (f"  {r.context['title'][:30]}" if r.context.get("title") else "") for r in rows]
+        id_width = max(len(r.entity_id) for r in rows)  # titles start in one column, whatever the ids' lengths
+        names = [(f"{r.entity_id:<{id_width}}  {r.context['title'][:30]}" if r.context.get("title") else r.entity_id)
+                 for r in rows]
         width = max(12, len(title), *(len(n) for n in names))
         if out:
             out.append("")
@@ -55,6 +57,11 @@ def render_table(report: MetricsReport) -> str:
             out.append(_line(name, row, width))
             if title != "TASK" and row.dimension_scores:
                 out.append(f"{'':<{width}}   dimensions: {_dims(row)}")
+            if title != "TASK" and (row.spend_usd or row.cost_unknown):
+                per = row.cost_per_passed_task
+                out.append(f"{'':<{width}}   spend ${row.spend_usd:.4f}, cost per passed task "
+                           + (f"${per:.4f}" if per is not None else "- (none passed)")
+                           + (f" (+ cost unknown for {', '.join(row.cost_unknown)})" if row.cost_unknown else ""))
             if title == "MISSION" and (row.cache_hits or row.cache_misses):
                 out.append(f"{'':<{width}}   judge cache: {row.cache_hits} hit(s), {row.cache_misses} miss(es)")
     return "\n".join(out) if out else "no metrics yet: no mission has run"

@@ -8,7 +8,7 @@ Tasks are ``MISSION:N`` (N = position in the file).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -133,13 +133,15 @@ class Admission:
         self.mission_ids.add(m.id)
         self.runs[m.source] = max(self.runs.get(m.source, 0), m.run)
 
-    async def accept(self, *, spec: MissionSpec, source: str, digest: str, warnings: list[str]) -> Mission:
+    async def accept(self, *, spec: MissionSpec, source: str, digest: str, warnings: list[str],
+                     before: Callable[[Tx, str], None] | None = None) -> Mission:
         """Start a run of a valid mission: its row, ``mission:accepted``, then its tasks' rows and ``task:created``.
 
         Tasks are written in chunks of :data:`TASK_CHUNK`, each committed before the next is built, so a mission
         of 50 000 tasks never holds 50 000 rows and events in memory at once. A crash between two chunks leaves
         a mission with fewer task rows than its stored spec has tasks; recovery creates the rest
         (:func:`missing_tasks`). Tasks of a committed chunk may start while later chunks are written.
+        ``before(tx, mission_id)`` adds to the mission's own transaction (a schedule's firing and its cursor).
         """
         mid, run = self.new_mission_id(source)
         # first, before anything is numbered or stored: a passing fault here (a read-only or full disk…) is raised
@@ -149,7 +151,10 @@ class Admission:
         m = self.build_mission(mid=mid, run=run, spec=spec, source=source, digest=digest, warnings=warnings)
         m.warnings = [*m.warnings, *isolation_warnings(m.doc, m.workspace)]
         # the validated spec as canonical JSON (m.doc): what a restart reads back is exactly what runs now
-        tx = self.store.tx().mission(m)
+        tx = self.store.tx()
+        if before is not None:
+            before(tx, mid)
+        tx.mission(m)
         self.sources[source] = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid)
         tx.source(source, digest, SourceOutcome.ACCEPTED, mid, m.created_at)
         tx.event(MissionAccepted(name=m.name, file=source, hash=digest, run=run, task_count=len(m.tasks),

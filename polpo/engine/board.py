@@ -4,8 +4,9 @@ Each change goes through the state machine (:mod:`polpo.engine.lifecycle`) and i
 task row and its ``task:transition`` event) by :meth:`MissionBoard.transition`; building a ``Tx`` does no I/O.
 :meth:`MissionBoard.after_change` applies what follows from a new state: a pending task becomes ready, a
 terminal one releases or fails its dependents, closes quality gates and, when it was the last open task,
-completes the mission. Gates are evaluated once, when their last afterTask finishes: each gate counts its
-open afterTasks, so a gate over A tasks costs O(A) in total, not O(A²).
+completes the mission; checkpoints and delays activate there too (:mod:`polpo.engine.holds`). Gates are
+evaluated once, when their last afterTask finishes: each gate counts its open afterTasks, so a gate over A tasks
+costs O(A) in total, not O(A²).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine import lifecycle
 from polpo.engine.gates import evaluate_gate
+from polpo.engine.holds import Holds, wire_holds
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.report import mission_report
 from polpo.engine.threshold import ScoredTask, mission_threshold
@@ -66,6 +68,9 @@ class MissionBoard:
         # kept while open; nothing is decided on them here (the leader follows the turn from its events)
         self.visiting: dict[str, Mission] = {}
         self.attempts: dict[str, Attempt] = {}  # latest attempt of each task that is not terminal
+        self.holds = Holds(store, clock, self.missions, self.make_ready)  # checkpoints and delays
+        # approval "before": True when a task that could start must wait for a person (polpo.engine.people)
+        self.ask_approval: Callable[[Task], bool] | None = None
 
     # -- membership -----------------------------------------------------------------------------------------
     def add(self, m: Mission) -> None:
@@ -163,6 +168,8 @@ class MissionBoard:
 
     def make_ready(self, task: Task) -> None:
         if task.status is TaskStatus.PENDING and task.waiting_on == 0:
+            if self.ask_approval is not None and self.ask_approval(task):
+                return
             task.drop_spec()  # a queued task waits as JSON, whoever read its spec meanwhile
             self.on_ready(task)
 
@@ -171,7 +178,7 @@ class MissionBoard:
         if m is None:
             return
         work = [first]
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         while work:
             task = work.pop()
             if task.id in m.closed:  # decided already (a recovery that reads a finish the leader had followed)
@@ -193,6 +200,7 @@ class MissionBoard:
                 m.gate_pending[gate_name] -= 1
                 if m.gate_pending[gate_name] <= 0:
                     work.extend(self._close_gate(tx, m, gate_name))
+            self.holds.after_terminal(tx, m, task)
         self.store.submit(tx)
         if m.open_tasks <= 0:
             self.complete_mission(m)
@@ -234,11 +242,12 @@ class MissionBoard:
 
     def settle_gates(self, m: Mission) -> None:
         """Decide the waiting gates whose afterTasks are all finished already (after a retry re-wired them)."""
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         failed: list[Task] = []
         for g in m.spec.quality_gates:
             if m.gate_pending.get(g.name, 0) <= 0:
                 failed.extend(self._close_gate(tx, m, g.name))
+        self.holds.settle(tx, m)
         self.store.submit(tx)
         for t in failed:
             self.after_change(t)
@@ -267,7 +276,7 @@ class MissionBoard:
         if below and all_done:
             m.report["summary"] += f"; quality threshold not met ({quality.avg_score:.2f} < {limit:g})"
         m.reason = None if outcome is MissionStatus.COMPLETED else m.report.get("summary")
-        tx = self.store.tx().mission(m)
+        tx = self.store.tx().decided().mission(m)
         if below and limit is not None:
             tx.event(ThresholdFailed(avg_score=round(quality.avg_score or 0, 4), threshold=limit), mission_id=m.id)
         if self.hooks is not None:
@@ -330,9 +339,11 @@ def wire(m: Mission) -> None:
         m.gate_pending[g.name] = sum(1 for t in after if not t.terminal)
         for t in after:
             m.gates_after.setdefault(t.title, []).append(g.name)
+    held = wire_holds(m)
     for t in m.tasks.values():
         t.gates = tuple(blocked.get(t.title, ()))
         t.waiting_on = sum(1 for d in t.deps if m.tasks[d].status is not TaskStatus.DONE) + sum(
-            1 for g in t.gates if m.gate_state.get(g, GateStatus.WAITING) is not GateStatus.PASSED)
+            1 for g in t.gates if m.gate_state.get(g, GateStatus.WAITING) is not GateStatus.PASSED) + held.get(
+            t.title, 0)
     m.closed = {t.id for t in m.tasks.values() if t.terminal}
     m.open_tasks = len(m.tasks) - len(m.closed)

@@ -29,7 +29,8 @@ from polpo.engine.lifecycle import Trigger
 from polpo.events.catalog import ClusterLeader, ClusterNodeLost, Event
 from polpo.model.records import Mission
 from polpo.model.status import GateStatus, MissionStatus, StopReason, TaskStatus
-from polpo.store.cluster.claims import DeadClaim, offer_row
+from polpo.store.claim_records import DeadClaim
+from polpo.store.claim_writes import offer_row
 from polpo.store.identity import StoreLost
 from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
@@ -59,6 +60,8 @@ class ClusterRole:
         self.node = node
         self.own = set() if own is None else own  # the claim source's claims this node knowingly holds
         self.leader = False
+        self._terms = 0  # this node's terms as leader so far
+        self.store.term = 0  # a cluster node's decisions are written only while it leads (Tx.decided)
         self._inbox: list[Event] = []
         self._wake = anyio.Event()
         self._term = anyio.CancelScope()  # the leader-only loops of the current term
@@ -137,6 +140,8 @@ class ClusterRole:
     async def lead(self, load: Callable[[], Awaitable[None]]) -> None:
         """This node was elected: the missions it visited become its own, every open mission is loaded, dead
         nodes' claims are recovered, and what the old leader left undecided is decided (the start-up path)."""
+        self._terms += 1
+        self.store.term = self._terms  # decisions of an earlier term still queued are not written
         for m in list(self.board.visiting.values()):
             await self._promote(m)
         self.leader = True
@@ -166,6 +171,7 @@ class ClusterRole:
         missions leave the board at once; this node's running turns go on as any node's do. It competes for the
         lock again; if it wins, :meth:`lead` loads and settles everything as at start-up."""
         self._term.cancel()
+        self.store.term = 0  # what this term decided and has not written yet is not written (Tx.decided)
         if not self.leader:
             return
         self.leader = False
@@ -186,6 +192,7 @@ class ClusterRole:
         if loaded is None or not loaded.mission.status.open:
             return  # it finished meanwhile
         m.status = loaded.mission.status
+        m.holds = loaded.mission.holds  # checkpoints and delays as stored
         wire(m)
         self.board.add(m)
 

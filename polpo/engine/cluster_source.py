@@ -21,7 +21,7 @@ from polpo.model.records import Attempt, Mission, Task
 from polpo.model.status import AttemptStatus, MissionStatus, TaskStatus
 from polpo.store import rows as R
 from polpo.store.claim_records import DeadClaim
-from polpo.store.cluster.claims import offer_row
+from polpo.store.claim_writes import end, offer, offer_row
 from polpo.store.postgres_faults import is_outage
 from polpo.store.protocol import Store
 
@@ -91,7 +91,7 @@ class ClusterSource:
         if m is None or m.status is not MissionStatus.RUNNING:
             return
         slot = self.slot_of(task)
-        self.store.submit(self.store.tx().claim_offer(offer_row(task, m, slot.limit_key, slot.max_concurrency)))
+        self.store.submit(offer(self.store.tx().decided(), offer_row(task, m, slot.limit_key, slot.max_concurrency)))
 
     def resume(self, task: Task) -> None:
         self.offer(task)  # the node that claims it finds it in review and resumes its checks
@@ -166,7 +166,7 @@ class ClusterSource:
             m is None or m.status is MissionStatus.RUNNING)
         if m is None and task.terminal:
             self.board.attempts.pop(task.id, None)  # the leader decides what the end means; nothing kept here
-        self.store.submit(self.store.tx().claim_end(self.queue.end_row(task.id), requeue=requeue))
+        self.store.submit(end(self.store.tx(), self.queue.end_row(task.id), requeue=requeue))
         self.own.discard(task.id)
 
     async def seize(self, task_ids: Sequence[str]) -> dict[str, str]:

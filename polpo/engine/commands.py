@@ -15,15 +15,20 @@ from typing import TYPE_CHECKING
 import anyio
 
 from polpo.clock import Clock
+from polpo.command_args import decode
 from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
 from polpo.engine.budget import budget
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.lifecycle import Trigger
+from polpo.engine.people import PEOPLE_COMMANDS, People
+from polpo.engine.refused import Refused
+from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
 from polpo.engine.spend_book import Limit, SpendBook
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
+from polpo.store import claim_writes
 from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
@@ -44,29 +49,25 @@ class CommandRefused(Exception):
 
 
 def retry_target(target: str) -> tuple[str, Limit | None]:
-    """``TASK`` or ``TASK usd=0.5 tokens=200000`` (what ``polpo retry --budget/--tokens`` queues): the task and
-    its raised budget."""
-    task_id, *opts = target.split()
-    if not opts:
+    """``TASK``, or the task with the budget ``polpo retry --budget USD --tokens N`` raised it to (its ``usd`` and
+    ``tokens`` arguments, :mod:`polpo.command_args`)."""
+    task_id, args = decode(target)
+    if not args:
         return task_id, None
-    values: dict[str, float] = {}
-    for opt in opts:
-        key, _, value = opt.partition("=")
-        try:
-            values[key] = float(value)
-        except ValueError:
-            raise CommandRefused(f"retry {task_id}: {opt!r} is not usd=AMOUNT or tokens=COUNT") from None
-        if key not in ("usd", "tokens") or not 0 < values[key] < 1e12:
-            raise CommandRefused(f"retry {task_id}: {opt!r} is not usd=AMOUNT or tokens=COUNT (positive)")
-    tokens = values.get("tokens")
-    return task_id, Limit(values.get("usd"), int(tokens) if tokens is not None else None)
+    for key, value in args.items():
+        if key not in ("usd", "tokens") or isinstance(value, bool) or not isinstance(value, int | float) or not (
+                0 < value < 1e12):
+            raise CommandRefused(f"retry {task_id}: {key}={value!r} is not usd=AMOUNT or tokens=COUNT (positive)")
+    usd, tokens = args.get("usd"), args.get("tokens")
+    return task_id, Limit(float(usd) if usd is not None else None, int(tokens) if tokens is not None else None)
 
 
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
                  load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None,
-                 spend: SpendBook | None = None) -> None:
+                 schedules: Scheduler | None = None, spend: SpendBook | None = None) -> None:
         self.cfg = cfg
+        self.schedules = schedules  # pause / resume / remove a schedule
         self.spend = spend  # `polpo retry TASK --budget`: the task's raised budget (polpo.engine.spend_book)
         self.admission = admission  # what each file's bytes became (for rerun)
         self.store = store
@@ -74,6 +75,7 @@ class Commands:
         self.board = board
         self.dispatcher = dispatcher
         self._load = load  # a finished mission, read back into the board (for a retry)
+        self.people = People(store, clock, board)  # resume, reject, override: what a person says
 
     async def cancel(self, mid: str, by: str = "user") -> str:
         """Cancel a mission; with several daemons, first take its tasks back from the cluster's queue."""
@@ -91,7 +93,7 @@ class Commands:
         return await self.dispatcher.source.seize(ids) if ids else {}
 
     def _stop_remote(self, tx: Tx, t: Task, node: str, reason: StopReason) -> None:
-        tx.claim_stop(t.id, reason.value)
+        claim_writes.stop(tx, t.id, reason.value)
         tx.event(TaskStopRequested(node=node, reason=reason.value), mission_id=t.mission_id, task_id=t.id)
 
     def cancel_mission(self, mid: str, by: str = "user", *, held: Mapping[str, str] | None = None) -> str:
@@ -243,11 +245,18 @@ class Commands:
             if kind == "retry":
                 return "done", await self.retry_task(*retry_target(target))
             if kind == "approve":
-                return "done", self.approve_task(target)
+                task_id, args = decode(target)
+                if self.people.waits_before(task_id):  # approval "before" its first attempt
+                    return "done", self.people.approve(task_id, str(args.get("by") or "user"), args.get("note"))
+                return "done", self.approve_task(task_id)
             if kind == "rerun":
                 return "done", self.rerun_source(target)
+            if kind in SCHEDULE_COMMANDS and self.schedules is not None:
+                return "done", await self.schedules.command(kind, target)
+            if kind in PEOPLE_COMMANDS:
+                return "done", await self.people.apply(kind, *decode(target))
             return "refused", f"unknown command {kind!r}"
-        except CommandRefused as e:
+        except (CommandRefused, ScheduleRefused, Refused) as e:
             return "refused", str(e)
 
     async def run_inbox(self, poll: float = COMMAND_POLL) -> None:
@@ -273,4 +282,14 @@ class Commands:
                     log.exception("command %s %s failed", c.kind, c.target)
                     status, answer = "refused", f"internal error: {type(exc).__name__}: {exc}"
                 await self.store.commit(self.store.tx().command_done(c.id, status, answer, self.clock.now()))
+            self._timers()
             await anyio.sleep(poll)
+
+    def _timers(self) -> None:
+        """Delays that expired and approvals that timed out, by the injected clock (the leader's inbox loop)."""
+        try:
+            now = self.clock.now()
+            self.board.holds.tick(now)
+            self.people.tick(now)
+        except Exception:  # a bug here must not end the inbox; the next poll tries again
+            log.exception("the checkpoint and delay timers failed")

@@ -23,6 +23,7 @@ from polpo.engine.handles import RunHandle
 from polpo.engine.sources import TaskSource, Turn
 from polpo.model.records import Mission, Task
 from polpo.model.status import StopReason
+from polpo.oplog import bind_task
 from polpo.store.identity import StoreLost
 from polpo.store.outage_wait import OutageWait
 from polpo.tools.proctable import kill_group
@@ -47,6 +48,8 @@ class Dispatcher:
         self.stopping = False
         self._wake = anyio.Event()
         self._all_released = anyio.Event()
+        self._grace: anyio.CancelScope | None = None  # the shutdown grace's wait, while it runs
+        self._grace_cut = False  # a second stop signal came: no grace (or none left)
         self._slots: dict[tuple[str, str], AgentSlot] = {}
         self._claims = OutageWait("claiming tasks", log)  # a database outage: claims wait, with backoff
 
@@ -137,6 +140,7 @@ class Dispatcher:
 
     async def _guarded(self, task: Task, turn: Turn) -> None:
         handle = turn.handle
+        bind_task(task.mission_id, task.id)  # this run's log records name its task
         try:
             await self.run_task(task, handle)
         except StoreLost:  # the database is gone: nothing about the task can be recorded, and the daemon stops
@@ -184,6 +188,13 @@ class Dispatcher:
         handle.stop(reason)
         return True
 
+    def cut_grace(self) -> list[str]:
+        """A second stop signal: the shutdown grace ends now. Returns the tasks whose agents are being stopped."""
+        self._grace_cut = True
+        if self._grace is not None:
+            self._grace.cancel()
+        return sorted(self.running)
+
     async def stop(self, grace: float) -> None:
         """Stop dispatching; give running agents ``grace`` seconds, then stop what is left."""
         self.stopping = True
@@ -191,7 +202,7 @@ class Dispatcher:
         if not self.running:
             return
         self._all_released = anyio.Event()
-        with anyio.move_on_after(grace):
+        with anyio.move_on_after(0 if self._grace_cut else grace) as self._grace:
             await self._all_released.wait()
         for handle in list(self.running.values()):
             handle.stop(StopReason.SHUTDOWN)

@@ -6,6 +6,7 @@
 * :class:`~polpo.engine.runner.TaskRunner` — one attempt: run, store, assess, decide;
 * :class:`~polpo.engine.commands.Commands` — cancel / retry / approve and the command inbox;
 * :class:`~polpo.engine.admission.Admission` — what mission files became: ids, runs, workspaces;
+* :class:`~polpo.engine.schedules.Scheduler` — scheduled mission files: each firing starts a run;
 * :class:`~polpo.engine.recovery.Recovery` — the board rebuilt from the store after a restart or a crash;
 * :class:`~polpo.engine.sla.SlaKeeper` — deadlines;
 * :class:`~polpo.engine.isolation.Isolation` — per-task git worktrees and the mission's result branch;
@@ -40,6 +41,7 @@ from polpo.engine.handles import RunHandle
 from polpo.engine.isolation import Isolation
 from polpo.engine.recovery import Recovery
 from polpo.engine.runner import TaskRunner
+from polpo.engine.schedules import Scheduler
 from polpo.engine.sla import SlaKeeper
 from polpo.engine.sources import LocalSource, TaskSource
 from polpo.engine.spend_book import SpendBook
@@ -85,9 +87,10 @@ class Engine:
                                      on_release=self._after_release)
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
+        self.schedules = Scheduler(store, clock, self.admission, cancel=lambda mid, by: self.commands.cancel(mid, by))
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
                                  load=lambda mid: self.recovery.load_mission(mid), admission=self.admission,
-                                 spend=self.spend)
+                                 schedules=self.schedules, spend=self.spend)
         self.sla = SlaKeeper(cfg.sla, store, self.board, self.commands.fail_for_sla)
         self.tracker = ChangeTracker(exclude=(cfg.state_dir,))
         self.isolation = Isolation(cfg, store, forget_root=self.tracker.forget)
@@ -150,6 +153,7 @@ class Engine:
         await self.recovery.load_state()
         await self.spend.load()
         await self.sla.load(list(self.board.missions))
+        await self.schedules.load()
 
     async def recover(self) -> None:
         await self.recovery.recover()

@@ -36,6 +36,8 @@ class Trigger(StrEnum):
     OUTAGE = "outage"
     REASSESS = "reassess"
     RESUME = "resume"
+    ASK_APPROVAL = "ask_approval"
+    REJECT = "reject"
     BUDGET = "budget"
     BUDGET_HOLD = "budget_hold"
 
@@ -59,6 +61,8 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.REVIEW, T.EXHAUSTED): S.FAILED,                # retries used up
     (S.REVIEW, T.BLOCK): S.AWAITING_APPROVAL,         # sideEffects: a person must approve a re-run
     (S.AWAITING_APPROVAL, T.APPROVE): S.PENDING,
+    (S.PENDING, T.ASK_APPROVAL): S.AWAITING_APPROVAL,  # approval "before": a person approves the first attempt
+    (S.AWAITING_APPROVAL, T.REJECT): S.FAILED,        # `polpo reject TASK --reason`, or an approval timeout
     (S.PENDING, T.DEPENDENCY_FAILED): S.FAILED,
     (S.PENDING, T.GATE_FAILED): S.FAILED,
     (S.FAILED, T.MANUAL_RETRY): S.PENDING,            # `polpo retry TASK`

@@ -11,12 +11,17 @@
   the same backoff, without using a retry; after ``outage_retries`` interruptions in a row it waits ``on_hold``
   and ``polpo retry TASK`` runs it again.
 
+Neither applies to a failure the evidence blames on the request (:mod:`polpo.llm.failures`: the same error twice
+for the same request, runaway generation, a context overflow): the attempt fails, or the check errs as not
+retryable, at once.
+
 While it backs off the task keeps its run (and so its concurrency slot); a shutdown or a cancel stops the wait
 like any run. The count of an agent's interruptions lives in memory: a restart starts it again.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -26,6 +31,7 @@ from polpo.config import Config
 from polpo.engine.board import MissionBoard
 from polpo.engine.lifecycle import Trigger
 from polpo.events.catalog import AgentInterrupted, AssessmentDeferred, AssessmentError
+from polpo.jitter import full_jitter
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.store.protocol import Store
 
@@ -36,17 +42,20 @@ Again = Callable[[Assessment], Awaitable[Verdict]]
 
 
 class OutageKeeper:
-    def __init__(self, cfg: Config, store: Store, board: MissionBoard, sleep: Sleep = anyio.sleep) -> None:
+    def __init__(self, cfg: Config, store: Store, board: MissionBoard, sleep: Sleep = anyio.sleep,
+                 rng: Callable[[], float] = random.random) -> None:
         self.store = store
         self.board = board
         self.retries = cfg.judge.outage_retries
         self.backoff = cfg.judge.outage_backoff.total_seconds()
         self.sleep = sleep
+        self.rng = rng
         self.agent_outages: dict[str, int] = {}  # task id → provider interruptions in a row
 
     def delay(self, n: int) -> float:
-        """Seconds before try ``n`` (1-based): the backoff, doubling."""
-        return float(self.backoff * 2.0 ** (n - 1))
+        """Seconds before try ``n`` (1-based): full jitter over the backoff doubled ``n - 1`` times, so the tasks
+        one outage stopped do not all call the provider again at the same instant (never 0: no busy retry)."""
+        return self.backoff * 2.0 ** (n - 1) * (1.0 - full_jitter(1.0, self.rng))
 
     async def through(self, m: Mission, task: Task, verdict: Verdict, again: Again) -> Verdict | None:
         """The verdict once the judge answered, or None when the task was put on hold."""

@@ -27,4 +27,5 @@ def mission_report(m: Mission, tasks: Sequence[Task], now: datetime) -> dict[str
         "startedAt": iso(m.created_at),
         "finishedAt": iso(now),
         "failedTasks": failed,
+        "spend": m.spent.summary(),
     }

@@ -48,8 +48,9 @@ from polpo.events.catalog import (
     TaskTimeout,
 )
 from polpo.llm.secrets import redact
-from polpo.llm.spend import CURRENT_METER
+from polpo.llm.spend import metering
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.spend import AttemptSpend
 from polpo.model.status import AssessmentStatus, AttemptKind, AttemptStatus, StopReason, TaskStatus
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
@@ -84,13 +85,8 @@ class TaskRunner:
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         m = self.board.mission_of(task)
-        meter = self.spend.meter(task.id, m.id, task.agent, task.spec, m.spec)
-        token = CURRENT_METER.set(meter)  # every LLM call of this turn, in whatever task it runs
-        try:
+        with metering(self.spend.meter(task.id, m.id, task.agent, task.spec, m.spec)) as meter:  # the turn's calls
             await self._turn(task, handle, meter)
-        finally:
-            CURRENT_METER.reset(token)
-            meter.close()  # a context a library copied meanwhile (litellm's background tasks) keeps only a shell
 
     async def _turn(self, task: Task, handle: RunHandle, meter: TurnMeter) -> None:
         with anyio.CancelScope() as scope:
@@ -187,8 +183,13 @@ class TaskRunner:
         attempt.model = result.model or attempt.model
         attempt.outcomes = result.outcomes or None
         attempt.tokens = result.tokens or None
+        attempt.tokens_in, attempt.tokens_out = result.tokens_in or None, result.tokens_out or None
         attempt.cost = result.cost
         attempt.transcript = result.transcript
+        spent = AttemptSpend.of(task.id, attempt.kind.value, attempt.agent, attempt.model, attempt.tokens,
+                                attempt.tokens_in, attempt.tokens_out, attempt.cost)
+        if spent is not None:
+            self.board.mission_of(task).spent.attempts[attempt.id] = spent
         tx = self.store.tx().attempt(attempt)
         if result.transcript is not None:
             tx.transcript(attempt.id, task.id, redact(orjson.dumps(result.transcript).decode()))
@@ -197,7 +198,9 @@ class TaskRunner:
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
         tx.event(AgentFinished(agent_name=task.agent, attempt=n, exit_code=result.exit_code,
                                duration=attempt.duration, timed_out=result.timed_out, error=attempt.error,
-                               files_changed=files_count(files), files_note=files.get("note")), **ids)
+                               files_changed=files_count(files), files_note=files.get("note"),
+                               model=attempt.model if attempt.tokens else None, tokens_in=attempt.tokens_in,
+                               tokens_out=attempt.tokens_out, cost=attempt.cost), **ids)
         if result.timed_out:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
         refused = refusal()

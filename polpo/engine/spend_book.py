@@ -11,7 +11,7 @@ Accounts (one :class:`~polpo.llm.spend.Spend` each, a ``spend`` row each, keyed 
 
 A turn's :class:`TurnMeter` is what :mod:`polpo.llm.client` asks (through :data:`~polpo.llm.spend.CURRENT_METER`):
 before a call it must fit every account's budget with what is already spent, what calls in flight reserved, and
-its own estimate (prompt tokens + the model's most output, priced by :func:`~polpo.llm.spend.price`); otherwise it
+its own estimate (prompt tokens + the model's most output, priced by :func:`~polpo.llm.prices.price`); otherwise it
 is refused (``budget:exceeded``, once per account and crossing) and, for a task or mission budget, every later
 call of the turn is refused too, so a tool loop stops at its next turn boundary. After the call its real usage is
 counted and the rows are written (the state, then ``budget:warning`` at ``[budget] warn_at``). What the runner and
@@ -34,7 +34,8 @@ import anyio
 from polpo.clock import Clock, iso
 from polpo.config import Config
 from polpo.events.catalog import BudgetExceeded, BudgetWarning
-from polpo.llm.spend import BudgetRefused, Estimate, Spend, price
+from polpo.llm.prices import price
+from polpo.llm.spend import BudgetRefused, Estimate, Spend
 from polpo.mission.schema import Budget, MissionSpec, TaskSpec
 from polpo.store.protocol import Store
 
@@ -351,7 +352,7 @@ class TurnMeter:
             a.reserved_tokens += tokens
         return _Ticket(limited, usd or 0.0, tokens)
 
-    def record(self, ticket: object, model: str, tokens_in: int, tokens_out: int) -> None:
+    def record(self, ticket: object, model: str, tokens_in: int, tokens_out: int, usd: float | None) -> None:
         book = self.book
         if book is None:
             return
@@ -361,7 +362,6 @@ class TurnMeter:
                 a.reserved_tokens -= ticket.tokens
         if not tokens_in and not tokens_out:
             return  # the call failed: nothing the provider reported using
-        usd = price(model, tokens_in, tokens_out)
         accounts = [*self.fixed, *book.daily(self.agent)]
         for a, _ in accounts:
             a.spend.add(tokens_in, tokens_out, usd)

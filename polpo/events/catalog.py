@@ -90,6 +90,55 @@ class MissionResumed(Payload):
     task_id: str
 
 
+# ----------------------------------------------------------------------------- schedules (polpo.schedules)
+
+
+@_event("schedule:created")
+class ScheduleCreated(Payload):
+    schedule_id: str
+    file: str
+    expression: str
+    timezone: str
+    next_run_at: str | None  # None: nothing left to fire
+
+
+@_event("schedule:triggered")
+class ScheduleTriggered(Payload):
+    schedule_id: str
+    expression: str
+    scheduled_for: str  # the instant the firing belongs to (later than it when caught up or queued)
+    catch_up: bool  # a firing missed while the daemon was down (catchUp)
+
+
+@_event("schedule:skipped")
+class ScheduleSkipped(Payload):
+    schedule_id: str
+    reason: str  # a run is active | missed while the daemon was down | queue full
+    scheduled_for: str  # the newest firing let go
+    count: int  # firings let go (at least: a long downtime is counted in part)
+
+
+@_event("schedule:queued")
+class ScheduleQueued(Payload):
+    schedule_id: str
+    scheduled_for: str
+    behind: str  # the run it waits for
+    queued: int  # firings waiting now
+
+
+@_event("schedule:changed")
+class ScheduleChanged(Payload):
+    schedule_id: str
+    action: str  # paused | resumed | removed
+    by: str
+
+
+@_event("schedule:expired")
+class ScheduleExpired(Payload):
+    schedule_id: str
+    end_date: str | None = None  # None: its only instant has fired
+
+
 # --------------------------------------------------------------------------------------------------- tasks
 
 
@@ -191,6 +240,10 @@ class AgentFinished(Payload):
     error: str | None
     files_changed: int
     files_note: str | None = None  # why the files are not attributed ("shared workspace: …"), when they are not
+    model: str | None = None  # an LLM agent's model and its calls' spend (cost None: the price is unknown)
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
 
 
 # per-task isolation (polpo.engine.isolation): a task in its own worktree, its work merged or in conflict
@@ -423,6 +476,79 @@ class NotificationFailed(Payload):
     channel: str
     event: str
     error: str
+
+
+# ------------------------------------------------- people and time in the loop (polpo.engine.holds, approvals)
+
+
+@_event("checkpoint:reached")
+class CheckpointReached(Payload):
+    """Every afterTask finished: the blocksTasks wait for a person (``resume`` says how to let them run)."""
+
+    mission_id: str
+    checkpoint_name: str
+    after_tasks: list[str]
+    blocks_tasks: list[str]
+    resume: str  # the command that releases it
+    message: str | None = None
+    notify_channels: list[str] | None = None
+
+
+@_event("checkpoint:resumed")
+class CheckpointResumed(Payload):
+    mission_id: str
+    checkpoint_name: str
+    by: str
+    note: str | None = None
+    notify_channels: list[str] | None = None
+
+
+@_event("delay:started")
+class DelayStarted(Payload):
+    mission_id: str
+    delay_name: str
+    duration: str  # ISO-8601
+    after_tasks: list[str]
+    blocks_tasks: list[str]
+    started_at: str
+    expires_at: str
+    message: str | None = None
+    notify_channels: list[str] | None = None
+
+
+@_event("delay:expired")
+class DelayExpired(Payload):
+    mission_id: str
+    delay_name: str
+    notify_channels: list[str] | None = None
+
+
+@_event("approval:requested")
+class ApprovalRequested(Payload):
+    """A task with ``approval: "before"`` waits for a person before its first attempt."""
+
+    title: str
+    approve: str  # the command that approves it
+    reject: str  # and the one that rejects it
+    timeout_at: str | None = None
+    timeout_action: str | None = None
+
+
+@_event("approval:resolved")
+class ApprovalResolved(Payload):
+    status: str  # approved | rejected | timeout
+    by: str
+    reason: str | None = None
+
+
+@_event("task:verdict:overridden")
+class VerdictOverridden(Payload):
+    """A person overrode the judge's verdict on a task (the judge's scores are kept beside it)."""
+
+    passed: bool
+    was_passed: bool | None
+    reason: str
+    by: str
 
 
 # --------------------------------------------------------------------------------------------------- daemon

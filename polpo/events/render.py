@@ -221,6 +221,19 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
                                     "expectation judge kept the expectations"
                                     + (f" ({safe(d['error'])})" if d.get("error") else "")),
     "quality:gate:passed": _gate,
+    "checkpoint:reached": lambda d: f"checkpoint {safe(d.get('checkpointName'))} reached: "
+                                    f"{safe(d.get('message') or 'waiting for a person')}; {safe(d.get('resume'))}",
+    "checkpoint:resumed": lambda d: f"checkpoint {safe(d.get('checkpointName'))} resumed by {safe(d.get('by'))}"
+                                    + (f": {safe(d['note'])}" if d.get("note") else ""),
+    "delay:started": lambda d: f"delay {safe(d.get('delayName'))} started: blocked tasks wait until "
+                               f"{safe(d.get('expiresAt'))}",
+    "delay:expired": lambda d: f"delay {safe(d.get('delayName'))} expired",
+    "approval:requested": lambda d: f"{safe(d.get('title'))} waits for approval: {safe(d.get('approve'))} "
+                                    f"or {safe(d.get('reject'))}",
+    "approval:resolved": lambda d: f"{safe(d.get('status'))} by {safe(d.get('by'))}"
+                                   + (f": {safe(d['reason'])}" if d.get("reason") else ""),
+    "task:verdict:overridden": lambda d: f"verdict overridden to {'pass' if d.get('passed') else 'fail'} by "
+                                         f"{safe(d.get('by'))}: {safe(d.get('reason'))}",
     "quality:gate:failed": _gate,
     "quality:threshold:failed": lambda d: f"average score {d.get('avgScore')} below the mission threshold "
                                           f"{d.get('threshold')}",
@@ -284,8 +297,9 @@ _BAD = frozenset({"mission:rejected", "task:error", "quality:gate:failed", "qual
 _WARN = frozenset({"task:fix", "task:retry", "task:retry:blocked", "sla:warning", "budget:warning",
                    "budget:exceeded", "escalation:triggered",
                    "mission:cancelled", "task:timeout", "task:recovered", "assessment:corrected", "mission:resumed",
-                   "fault:paused"})
-_OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved", "fault:resumed"})
+                   "fault:paused", "checkpoint:reached", "approval:requested", "delay:started"})
+_OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved", "fault:resumed",
+                 "checkpoint:resumed", "delay:expired"})
 _INFO = frozenset({"agent:spawned", "orchestrator:started", "orchestrator:shutdown", "task:running",
                    "assessment:started", "assessment:check:started", "task:created"})
 

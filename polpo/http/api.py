@@ -16,8 +16,12 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from polpo.command_args import encode
+from polpo.http.auth import basic_user
+from polpo.http.body import BodyRefused, read_body
 from polpo.http.context import ApiContext, json_response
 from polpo.http.hub import event_line
+from polpo.http.problem import problem_response
 from polpo.store import read, views
 from polpo.store.read import Conn
 
@@ -94,9 +98,37 @@ class Api:
         return await self._command("retry", request.path_params["task_id"], read.task, "task")
 
     async def approve(self, request: Request) -> Response:
-        return await self._command("approve", request.path_params["task_id"], read.task, "task")
+        return await self._said("approve", request, request.path_params["task_id"], read.task, "task", ("note",))
 
-    async def _command(self, kind: str, ident: str, lookup: Any, what: str) -> Response:
+    async def resume(self, request: Request) -> Response:
+        return await self._said("resume", request, request.path_params["mission_id"], read.mission, "mission",
+                                ("checkpoint", "note"))
+
+    async def reject(self, request: Request) -> Response:
+        return await self._said("reject", request, request.path_params["task_id"], read.task, "task", ("reason",))
+
+    async def override(self, request: Request) -> Response:
+        return await self._said("override", request, request.path_params["task_id"], read.task, "task",
+                                ("passed", "reason", "score"))
+
+    async def _said(self, kind: str, request: Request, ident: str, lookup: Any, what: str,
+                    fields: tuple[str, ...]) -> Response:
+        """A person's command: what they said from the JSON body, who they are from the body's ``by``, else the
+        user name of HTTP Basic auth (the web view's), else ``api``."""
+        try:
+            body = orjson.loads(await read_body(request, self.ctx.cfg.http.max_body) or b"{}")
+        except BodyRefused as e:
+            return e.response()
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            return problem_response(400, "bad request", "send a JSON object")
+        args = {k: body[k] for k in fields if body.get(k) is not None}
+        args["by"] = str(body.get("by") or basic_user(request.headers.get("authorization")) or "api")[:200]
+        return await self._command(kind, ident, lookup, what, args)
+
+    async def _command(self, kind: str, ident: str, lookup: Any, what: str,
+                       args: dict[str, Any] | None = None) -> Response:
         def find(con: Conn) -> dict[str, Any] | None:
             row: dict[str, Any] | None = lookup(con, ident)
             return row
@@ -104,13 +136,14 @@ class Api:
         row = await self.ctx.readers.run(find)
         if row is None:
             return _not_found(what, ident)
-        status, answer = await self.ctx.apply_command(kind, row["id"])
-        return json_response({"status": status, "message": answer, "target": row["id"]},
-                             200 if status == "done" else 409)
+        status, answer = await self.ctx.apply_command(kind, encode(row["id"], **(args or {})))
+        if status != "done":  # refused: a problem answer that keeps the command's own fields
+            return problem_response(409, "refused", answer, message=answer, target=row["id"])
+        return json_response({"status": status, "message": answer, "target": row["id"]})
 
 
 def _not_found(what: str, ident: str) -> Response:
-    return json_response({"error": "not found", "message": f"no {what} {ident!r}"}, 404)
+    return problem_response(404, "not found", f"no {what} {ident!r}; `polpo status --all` lists them")
 
 
 def _int(raw: str | None, default: int, lo: int, hi: int | None) -> int:

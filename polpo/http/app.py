@@ -11,9 +11,11 @@ from starlette.staticfiles import StaticFiles
 
 from polpo.http.api import Api
 from polpo.http.auth import TokenAuth
-from polpo.http.context import ApiContext, json_response
+from polpo.http.context import ApiContext
 from polpo.http.guard import BrowserGuard, GuardPolicy
 from polpo.http.openapi import openapi_document
+from polpo.http.problem import problem_response
+from polpo.http.schedules import ScheduleRoutes
 from polpo.http.sse import StreamSlots, event_stream
 from polpo.http.submit import submit_mission
 from polpo.store.errors import StoreUnavailable
@@ -31,6 +33,7 @@ INDEX_HEADERS = {"cache-control": "no-cache", "x-frame-options": "DENY",
 
 def build_app(ctx: ApiContext, token: str | None) -> Starlette:
     api = Api(ctx)
+    schedules = ScheduleRoutes(ctx)
     spec = openapi_document(ctx.version)
     streams = StreamSlots(ctx.cfg.http.max_stream_clients)
 
@@ -62,6 +65,11 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Route("/api/tasks/{task_id}", api.task, methods=["GET"]),
         Route("/api/tasks/{task_id}/retry", api.retry, methods=["POST"]),
         Route("/api/tasks/{task_id}/approve", api.approve, methods=["POST"]),
+        Route("/api/schedules", schedules.list, methods=["GET"]),
+        Route("/api/schedules/{schedule_id}/{action}", schedules.act, methods=["POST"]),
+        Route("/api/missions/{mission_id}/resume", api.resume, methods=["POST"]),
+        Route("/api/tasks/{task_id}/reject", api.reject, methods=["POST"]),
+        Route("/api/tasks/{task_id}/override", api.override, methods=["POST"]),
         Route("/api/events", api.events, methods=["GET"]),
         Route("/api/events/stream", stream, methods=["GET"]),
         Route("/", index, methods=["GET"]),
@@ -74,4 +82,5 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
 
 async def _unavailable(_request: Request, exc: Exception) -> Response:
     """The database is restarting or unreachable: 503 with the reason and when to ask again, not a 500."""
-    return json_response({"error": str(exc)}, 503, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+    return problem_response(503, "unavailable", f"{exc}; try again in {UNAVAILABLE_RETRY_AFTER} s",
+                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from polpo.config import Config, ConfigError
+from polpo.http.problem import PROBLEM_JSON, problem
 
-__all__ = ["HttpPlan", "TokenAuth", "http_plan"]
+__all__ = ["HttpPlan", "TokenAuth", "basic_user", "http_plan"]
 
 OPEN_PATHS = frozenset({"/healthz"})
 
@@ -66,9 +67,9 @@ class TokenAuth:
         if self.token is None or scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._ok(scope):
             await self.app(scope, receive, send)
             return
-        body = b'{"error":"unauthorized","message":"send Authorization: Bearer <token>"}'
+        body = problem(401, "unauthorized", "send Authorization: Bearer <token>")
         await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", b'Basic realm="polpo", charset="UTF-8"')]})
         await send({"type": "http.response.body", "body": body})
 
@@ -87,3 +88,18 @@ class TokenAuth:
                 return False
             return hmac.compare_digest(cred.strip(), self.token)
         return False
+
+
+def basic_user(header: str | None) -> str | None:
+    """The user name of an HTTP Basic ``Authorization`` header (the web view's login: who a person said they
+    are; the password is the token, checked by :class:`TokenAuth`), else None."""
+    if not header:
+        return None
+    kind, _, cred = header.partition(" ")
+    if kind.lower() != "basic":
+        return None
+    try:
+        user = base64.b64decode(cred.strip(), validate=True).partition(b":")[0].decode()
+    except (binascii.Error, ValueError):
+        return None
+    return user or None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from polpo.http.context import json_response
+from polpo.http.problem import problem_response
 
 __all__ = ["BodyIncomplete", "BodyRefused", "BodyTooLarge", "declared_over", "read_body"]
 
@@ -20,7 +20,8 @@ class BodyRefused(Exception):
     status = 400
 
     def response(self) -> Response:
-        return json_response({"error": self.args[0], "errors": [{"path": "$", "message": self.args[1]}]}, self.status)
+        return problem_response(self.status, self.args[0], self.args[1],
+                                errors=[{"path": "$", "message": self.args[1]}])
 
 
 class BodyTooLarge(BodyRefused):

@@ -32,10 +32,12 @@ def api_url(state_dir: Path, daemon_pid: int | None) -> str | None:
     return url if isinstance(url, str) else None
 
 
-def call(base: str, method: str, path: str, token_env: str, timeout: float = 30.0) -> ApiAnswer:
+def call(base: str, method: str, path: str, token_env: str, timeout: float = 30.0,
+         body: dict[str, Any] | None = None) -> ApiAnswer:
     """One request; an HTTP error status is an answer too (its JSON body says why). OSError when unreachable."""
     post = method == "POST"  # a JSON body, as the API asks of every POST (README "Security")
-    req = urllib.request.Request(base + urllib.parse.quote(path, safe="/:"), method=method, data=b"{}" if post else None,
+    data = json.dumps(body or {}).encode() if post else None
+    req = urllib.request.Request(base + urllib.parse.quote(path, safe="/:"), method=method, data=data,
                                  headers={"Content-Type": "application/json"} if post else {})
     token = os.environ.get(token_env)
     if token:

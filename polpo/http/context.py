@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,6 +30,7 @@ class ApiContext:
     known_agents: list[str]
     channels: set[str]
     metrics: Callable[[], bytes] | None = None  # the Prometheus text
+    offer: Callable[[Path, bytes], Awaitable[bool]] | None = None  # the intake, for a file the API wrote
     started: float = field(default_factory=time.monotonic)
 
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from polpo.config import HttpSettings
+from polpo.http.problem import PROBLEM_JSON, problem
 from polpo.origins import format_origin, parse_authority, parse_origin
 
 __all__ = ["BrowserGuard", "GuardPolicy", "Seen", "Verdict", "decide", "seen"]
@@ -183,8 +183,8 @@ class BrowserGuard:
         if verdict.status == 204:
             await _answer(send, 204, b"", [*cors, *PREFLIGHT_ANSWER])
             return
-        body = orjson.dumps({"error": verdict.error, "message": verdict.message})
-        await _answer(send, verdict.status, body, [(b"content-type", b"application/json"), *cors])
+        body = problem(verdict.status, verdict.error, verdict.message)
+        await _answer(send, verdict.status, body, [(b"content-type", PROBLEM_JSON.encode()), *cors])
 
 
 def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:

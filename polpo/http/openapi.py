@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from polpo.http.problem import PROBLEM_JSON
 from polpo.mission.schema import mission_json_schema
 
 __all__ = ["ROUTES", "openapi_document"]
@@ -21,10 +22,16 @@ def _obj(**props: Any) -> dict[str, Any]:
     return {"type": "object", "properties": props}
 
 
-_ERROR = _obj(error={"type": "string"}, message={"type": "string"})
-_PROBLEMS = _obj(error={"type": "string"}, errors={"type": "array", "items": _obj(
+# RFC 9457 problem details (application/problem+json); error and errors are extension members
+_ERROR = _obj(type={"type": "string"}, title={"type": "string"}, status={"type": "integer"},
+              detail={"type": "string"}, error={"type": "string"})
+_PROBLEMS = _obj(type={"type": "string"}, title={"type": "string"}, status={"type": "integer"},
+                 detail={"type": "string"}, error={"type": "string"}, errors={"type": "array", "items": _obj(
     path={"type": "string", "description": "JSON path in the mission document, e.g. $.tasks[0].assignTo"},
     message={"type": "string"})})
+_REFUSED = _obj(type={"type": "string"}, title={"type": "string"}, status={"type": "integer"},
+                detail={"type": "string"}, error={"type": "string"}, message={"type": "string"},
+                target={"type": "string"})
 _COMMAND = _obj(status={"type": "string", "enum": ["done", "refused"]}, message={"type": "string"},
                 target={"type": "string"})
 _EVENT = {"type": "object", "description": "One event, as a line of events.jsonl", "properties": {
@@ -59,15 +66,30 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
      [("path", "mission_id", "mission id or name")], {200: ("the mission", _ANY), 404: ("unknown", _ERROR)}),
     ("post", "/api/missions/{mission_id}/cancel", "Cancel a running mission",
      [("path", "mission_id", "mission id or name")],
-     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _COMMAND)}),
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("get", "/api/tasks/{task_id}", "One task (MISSION:N): attempts, checks, reviewer traces, transcripts",
      [("path", "task_id", "task id, e.g. calculator:2")], {200: ("the task", _ANY), 404: ("unknown", _ERROR)}),
     ("post", "/api/tasks/{task_id}/retry", "Retry a failed task with a fresh budget",
      [("path", "task_id", "task id")],
-     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _COMMAND)}),
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("post", "/api/tasks/{task_id}/approve", "Let a task awaiting approval run its fix or retry",
      [("path", "task_id", "task id")],
-     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _COMMAND)}),
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
+    ("get", "/api/schedules", "Scheduled missions with their next run (README \"Schedules\")", [],
+     {200: ("schedules", _obj(schedules={"type": "array", "items": _ANY}))}),
+    ("post", "/api/schedules/{schedule_id}/{action}", "Pause, resume or remove a schedule",
+     [("path", "schedule_id", "schedule id (the mission file's name)"), ("path", "action", "pause | resume | remove")],
+     {200: ("done", _COMMAND), 404: ("unknown action", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
+    ("post", "/api/missions/{mission_id}/resume",
+     "Release a checkpoint (body: checkpoint (none: every reached one), note, by)",
+     [("path", "mission_id", "mission id or name")],
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
+    ("post", "/api/tasks/{task_id}/reject", "Reject a task awaiting approval before it starts (body: reason, by)",
+     [("path", "task_id", "task id")],
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
+    ("post", "/api/tasks/{task_id}/override", "Override a finished task's verdict (body: passed, reason, by)",
+     [("path", "task_id", "task id")],
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("get", "/api/events", "Stored events after a number, oldest first",
      [("query", "after", "seq to start after (default 0)"), ("query", "mission", "one mission's events"),
       ("query", "limit", "page size (default 1000, at most 5000)")],
@@ -92,7 +114,8 @@ def openapi_document(version: str) -> bytes:
     for method, path, summary, params, listed in ROUTES:
         responses = {**listed, **_GUARD, **(_JSON_ONLY if method == "post" else {})}
         op: dict[str, Any] = {"summary": summary, "responses": {
-            str(code): {"description": desc, **({"content": {_JSON: {"schema": s}}} if s is not None else {})}
+            str(code): {"description": desc, **({"content": {_JSON if code < 400 else PROBLEM_JSON: {"schema": s}}}
+                                                if s is not None else {})}
             for code, (desc, s) in responses.items()}}
         if params:
             op["parameters"] = [{"in": where, "name": name, "description": desc, "required": where == "path",

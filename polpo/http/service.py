@@ -4,6 +4,8 @@ the daemon (bind at start-up, serve in its task group, stop after the shutdown e
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from anyio.abc import TaskGroup
@@ -28,7 +30,8 @@ __all__ = ["HttpService"]
 
 class HttpService:
     def __init__(self, cfg: Config, plan: HttpPlan, store: Store, engine: Engine, *, channels: set[str],
-                 readers: ReaderPool, reviews: ReviewsFn) -> None:
+                 readers: ReaderPool, reviews: ReviewsFn,
+                 offer: Callable[[Path, bytes], Awaitable[bool]] | None = None) -> None:
         self.hub = EventHub()
         store.subscribe(self.hub.publish)
         board, dispatcher = engine.board, engine.dispatcher
@@ -41,7 +44,7 @@ class HttpService:
         ctx = ApiContext(cfg=cfg, version=__version__, readers=readers, hub=self.hub,
                          apply_command=engine.apply_command,
                          known_agents=engine.agents.known_names(),
-                         channels=channels, metrics=self.metrics.render)
+                         channels=channels, metrics=self.metrics.render, offer=offer)
         self.app = build_app(ctx, plan.token)
         self.server = HttpServer(plan, cfg.state_dir, cfg.http)
 

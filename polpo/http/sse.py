@@ -21,8 +21,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from polpo.events.catalog import Event
-from polpo.http.context import ApiContext, json_response
+from polpo.http.context import ApiContext
 from polpo.http.hub import event_line
+from polpo.http.problem import problem_response
 from polpo.store import read
 
 __all__ = ["StreamSlots", "event_stream"]
@@ -52,9 +53,9 @@ class StreamSlots:
 
 async def event_stream(ctx: ApiContext, request: Request, slots: StreamSlots) -> Response:
     if not slots.take():
-        return json_response({"error": "too many streams", "message": f"{slots.limit} event streams are open "
-                              f"([http] max_stream_clients); try again in {RETRY_AFTER} s"}, 503,
-                             headers={"retry-after": str(RETRY_AFTER)})
+        return problem_response(503, "too many streams", f"{slots.limit} event streams are open "
+                                f"([http] max_stream_clients); try again in {RETRY_AFTER} s",
+                                headers={"retry-after": str(RETRY_AFTER)})
     try:
         raw = request.headers.get("last-event-id") or request.query_params.get("after")
         after = int(raw) if raw is not None and raw.strip().isdigit() else None

@@ -23,6 +23,7 @@ from polpo.engine.admission import slugify
 from polpo.events import catalog as E
 from polpo.http.body import BodyRefused, read_body
 from polpo.http.context import ApiContext, json_response
+from polpo.http.problem import problem_response
 from polpo.intake.scoped import scoped_problems
 from polpo.intake.watcher import is_mission_file
 from polpo.mission.loader import load_mission
@@ -50,11 +51,14 @@ async def submit_mission(ctx: ApiContext, request: Request) -> Response:
     source = str(target)
 
     def verdict(ev: E.Event) -> bool:
-        return ev.event in ("mission:accepted", "mission:rejected") and ev.data.get("file") == source
+        return (ev.event in ("mission:accepted", "mission:rejected", "schedule:created")
+                and ev.data.get("file") == source)
 
     listener = ctx.hub.listen(verdict, capacity=100)  # before the file exists
     try:
         await anyio.to_thread.run_sync(_write, target, raw)
+        if ctx.offer is not None:  # taken in now, without the folder's latency
+            await ctx.offer(target, raw)
         ev = await listener.first(INTAKE_WAIT)
     finally:
         listener.close()
@@ -65,6 +69,9 @@ async def submit_mission(ctx: ApiContext, request: Request) -> Response:
         await anyio.to_thread.run_sync(lambda: target.unlink(missing_ok=True))
         errors: list[dict[str, Any]] = ev.data.get("errors") or []
         return _problems(errors)
+    if ev.event == "schedule:created":  # a scheduled mission: nothing runs until its first firing
+        return json_response({"scheduleId": ev.mission_id, "file": source, "nextRunAt": ev.data.get("nextRunAt")},
+                             201)
     return json_response({"missionId": ev.mission_id, "file": source, "warnings": ev.data.get("warnings") or []}, 201)
 
 
@@ -75,7 +82,9 @@ def body_limit(cfg: Config) -> tuple[int, str]:
 
 
 def _problems(errors: list[dict[str, Any]]) -> Response:
-    return json_response({"error": "invalid mission", "errors": errors}, 422)
+    detail = "; ".join(f"{e.get('path', '$')}: {e.get('message', '')}" for e in errors[:3])
+    return problem_response(422, "invalid mission", detail + (f"; and {len(errors) - 3} more" if len(errors) > 3 else ""),
+                            errors=errors)
 
 
 def _target(folder: Path, name: str | None, mission_name: str | None) -> Path | None:

@@ -19,8 +19,9 @@ import asyncio
 from typing import Any, Literal
 
 import h11
-import orjson
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from polpo.http.problem import PROBLEM_JSON, problem
 
 __all__ = ["timed_protocol"]
 
@@ -103,10 +104,10 @@ class TimedH11Protocol(H11Protocol):
         self.transport.close()
 
     def _answer_408(self, message: str) -> None:
-        body = orjson.dumps({"error": "request timeout", "message": message})
+        body = problem(408, "request timeout", message)
         try:
             out = self.conn.send(h11.Response(status_code=408, reason=b"Request Timeout", headers=[
-                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                (b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close")]))
             out = (out or b"") + (self.conn.send(h11.Data(data=body)) or b"") + (self.conn.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError:

@@ -87,12 +87,17 @@ def unreadable(u: Unreadable) -> Verdict:
 
 
 def unknown_channels(spec: MissionSpec, known: Collection[str] | None) -> list[Problem]:
-    """A gate's notifyChannels must name channels of the config, or its notifications would vanish."""
+    """A gate's, checkpoint's or delay's notifyChannels must name channels of the config, or its notifications
+    would vanish."""
     if known is None:
         return []
     listing = ", ".join(sorted(known)) or "none are configured"
-    return [Problem(f"$.qualityGates[{i}].notifyChannels[{j}]", f'no channel named "{name}"; available: {listing}')
-            for i, g in enumerate(spec.quality_gates) for j, name in enumerate(g.notify_channels)
+    places: tuple[tuple[str, list[list[str]]], ...] = (
+        ("qualityGates", [g.notify_channels for g in spec.quality_gates]),
+        ("checkpoints", [c.notify_channels for c in spec.checkpoints]),
+        ("delays", [d.notify_channels for d in spec.delays]))
+    return [Problem(f"$.{key}[{i}].notifyChannels[{j}]", f'no channel named "{name}"; available: {listing}')
+            for key, lists in places for i, names in enumerate(lists) for j, name in enumerate(names)
             if name not in known]
 
 

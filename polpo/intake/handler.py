@@ -27,6 +27,7 @@ import anyio
 
 from polpo.engine.admission import Admission, slugify
 from polpo.engine.faults import FaultNotes
+from polpo.engine.schedules import Scheduler
 from polpo.fsfaults import Pause, passing
 from polpo.intake.check import Verdict, cap, check_mission, internal_error, unreadable
 from polpo.intake.reader import Unreadable
@@ -42,14 +43,16 @@ log = logging.getLogger("polpo.intake")
 
 
 class IntakeHandler:
-    def __init__(self, admission: Admission, *, known_agents: list[str], channels: Collection[str] | None) -> None:
+    def __init__(self, admission: Admission, *, known_agents: list[str], channels: Collection[str] | None,
+                 schedules: Scheduler | None = None) -> None:
         self.admission = admission
+        self.schedules = schedules  # a file with a schedule makes one (polpo.engine.schedules)
         self.known_agents = known_agents
         self.channels = channels  # notification channels, for checking gates' notifyChannels
         self.faults = FaultNotes(admission.store, admission.clock)
 
     async def __call__(self, path: Path, content: bytes | Unreadable) -> str:
-        """Returns what happened: accepted | rejected | busy | duplicate."""
+        """Returns what happened: accepted | scheduled | rejected | busy | duplicate."""
         source = os.path.abspath(path)  # noqa: ASYNC240 - string work; watcher paths are absolute
         digest = content.digest if isinstance(content, Unreadable) else hashlib.sha256(content).hexdigest()
         try:
@@ -78,7 +81,8 @@ class IntakeHandler:
         if isinstance(content, Unreadable):
             self._reject(source, digest, unreadable(content))
             return "rejected"
-        if active is not None:
+        scheduled = self.schedules is not None and self.schedules.of_source(source) is not None
+        if active is not None and not scheduled:  # a scheduled file's edit changes its schedule, even mid-run
             if active.hash == digest:  # edited back to what is running
                 adm.record(source, digest, SourceOutcome.ACCEPTED, active.id)
                 return "duplicate"
@@ -95,6 +99,8 @@ class IntakeHandler:
         if verdict.spec is None:
             self._reject(source, digest, verdict)
             return "rejected"
+        if self.schedules is not None and (scheduled or verdict.spec.schedule is not None):
+            return await self.schedules.from_file(source, digest, verdict.spec, list(verdict.warnings))
         await adm.accept(spec=verdict.spec, source=source, digest=digest, warnings=list(verdict.warnings))
         return "accepted"
 

@@ -38,6 +38,7 @@ SETTLE_MAX = 30.0  # give up waiting for a writer that never stops
 UNPARSABLE_GRACE = 1.0  # how long a file that is broken JSON must stay unchanged before it is rejected
 INCOMPLETE_GRACE = 10.0  # the same for a file that looks cut short (or is still empty): a writer may be pausing
 WATCH_RESTART_DELAY = 0.5  # after the watcher failed, before it watches (and scans) again
+WATCH_STEP_MS = 5  # watchfiles yields a batch after this much quiet: the floor of a dropped file's latency
 DEFAULT_MAX_BYTES: int = DaemonSettings.model_fields["max_mission_bytes"].default
 
 Content = bytes | Unreadable
@@ -95,16 +96,25 @@ _GRACE = {Shape.COMPLETE: 0.0, Shape.BROKEN: UNPARSABLE_GRACE, Shape.INCOMPLETE:
 
 
 async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | None:
-    """The file's bytes once they stop changing (or why they are not read); None if it vanished."""
+    """The file's bytes once they stop changing (or why they are not read); None if it vanished.
+
+    The first reading is immediate: a file that arrived whole (renamed into the folder, or closed after it was
+    written) parses as one complete JSON document and is handed over at once. A file still being written is
+    never complete JSON (a mission is an object: any prefix of it lacks the closing brace), so it waits for its
+    size and mtime to stop changing as before."""
     waited = 0.0
     stable_for = 0.0
     prev = _stat(path)
     read_at: tuple[int, int, int] | None = None
     content: Content | None = None
     grace = 0.0
+    first = True
     while True:
-        await anyio.sleep(SETTLE_STEP)
-        waited += SETTLE_STEP
+        if first:
+            first = False
+        else:
+            await anyio.sleep(SETTLE_STEP)
+            waited += SETTLE_STEP
         cur = _stat(path)
         if cur is None:
             return None
@@ -113,7 +123,7 @@ async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | No
             prev, stable_for = cur, 0.0
             if waited < SETTLE_MAX:
                 continue
-        stable_for += SETTLE_STEP
+        stable_for += SETTLE_STEP if waited else 0.0
         if cur != read_at:  # read again only when the file changed
             content = await anyio.to_thread.run_sync(partial(read_mission_file, path, max_bytes, raise_passing=True))
             read_at = cur
@@ -167,12 +177,14 @@ class Intake:
         self._lock = anyio.Lock()  # files are handled one at a time, in arrival order
         self.ready = anyio.Event()
         self.handled = 0  # files read and handed to the handler (duplicates included)
+        self.live = False  # watching (a cluster node's intake runs only while it leads)
 
     async def run(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         async with anyio.create_task_group() as tg:
             self._scan(tg)  # files added while the daemon was down
             self.ready.set()
+            self.live = True
             pause = self.faults.pause()  # the watch itself out of file descriptors (EMFILE, ENFILE)
             while not self.stop_event.is_set():
                 try:
@@ -190,13 +202,30 @@ class Intake:
                             self.faults.still(self.folder, pause)
                     with anyio.move_on_after(delay):
                         await self.stop_event.wait()
+            self.live = False
             tg.cancel_scope.cancel()
+
+    async def offer(self, path: Path, raw: bytes) -> bool:
+        """Bytes the API has just written to ``path`` in the folder, handled now rather than when the watcher sees
+        the file (which then finds the same bytes: a duplicate, nothing starts twice). False when this intake is
+        not watching (a cluster node that does not lead): the leader's watcher takes the file in."""
+        if not self.live:
+            return False
+        async with self._lock:
+            try:
+                await self.handler(path, raw)
+            except Exception:  # the watcher's own turn for the file retries a passing fault, reports the rest
+                log.warning("could not take in %s from the API at once; the watcher will", path, exc_info=True)
+                return False
+            finally:
+                self.handled += 1
+        return True
 
     async def _watch(self, tg: anyio.abc.TaskGroup, pause: Pause) -> None:
         """Watch until stopped. Events lost when this fails are found by the scan of the next round."""
         watcher = awatch(self.folder, watch_filter=lambda _c, p: is_mission_file(Path(p)), recursive=False,
                          stop_event=self.stop_event, force_polling=self.force_polling or None,
-                         step=30, rust_timeout=1000, yield_on_timeout=True)
+                         step=WATCH_STEP_MS, rust_timeout=1000, yield_on_timeout=True)
         first = True
         async for changes in watcher:
             if first:  # the watcher is live now: scan once more for files that arrived in between

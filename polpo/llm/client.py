@@ -5,9 +5,18 @@ not each get right on their own:
 
 * ``import litellm`` costs ~4 s; it happens once, in a worker thread, so the event loop keeps serving events
   and quick CLI commands never pay it.
-* Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff a
-  bounded number of times; other errors (bad request, auth) fail at once.
-* At most ``per_model`` calls run at once against one model, whoever makes them.
+* Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff and full
+  jitter (:mod:`polpo.jitter`) a bounded number of times; other errors (bad request, auth) fail at once.
+* At most ``per_model`` calls run at once against one model, whoever makes them, and ``[limits]``' requests and
+  tokens per minute hold for all of them (:mod:`polpo.llm.ratelimit`; a 429's ``Retry-After`` holds the key).
+* A failure that the evidence blames on the request (the same error twice for the same request, a timeout while
+  the server answers others, a context overflow: :mod:`polpo.llm.failures`) is not retried and not an outage.
+* With a context window (``ModelSettings.context_window``, else litellm's model info), every request is fitted to
+  it before it is sent (:mod:`polpo.llm.context`); one that cannot fit is not sent.
+* A reply is priced from its tokens by one price book (:mod:`polpo.llm.prices`: ``[prices]``, then litellm's
+  map); ``cost`` None means the price is unknown, never free.
+* Inside a task's turn, every call is admitted by the turn's budgets before it is sent and counted after it
+  (:mod:`polpo.llm.spend`); one that cannot fit is not sent.
 
 API keys come only from the environment (see :mod:`polpo.llm.secrets`); every error message that leaves
 this module is passed through :func:`polpo.llm.secrets.redact`. A call to an ``api_base`` always carries an
@@ -17,7 +26,6 @@ explicit key (the named variable's, else :data:`NO_KEY`): litellm's fallback to 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -27,8 +35,14 @@ from typing import Any, Protocol
 
 import anyio
 
+from polpo.jitter import backoff as jittered
+from polpo.llm import failures
+from polpo.llm.context import ContextOverflow, estimate_tokens, fit_messages
+from polpo.llm.failures import classify
+from polpo.llm.prices import PriceBook, default_book
+from polpo.llm.ratelimit import RateLimiter
 from polpo.llm.secrets import redact
-from polpo.llm.spend import CURRENT_METER, DEFAULT_MAX_OUTPUT, BudgetRefused, estimate_prompt_tokens
+from polpo.llm.spend import CURRENT_METER, DEFAULT_MAX_OUTPUT, BudgetRefused
 
 __all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LLMError", "ModelSettings",
            "ToolCallOut", "effective_max_tokens", "load_litellm"]
@@ -79,6 +93,9 @@ class ModelSettings:
     max_tokens: int | None = None
     """The most tokens one reply may generate (``[agents.X]`` / ``[judge] max_tokens``): a model that loops
     holds a single-slot local server until this bound, not until the request times out."""
+    context_window: int | None = None
+    """The model's context in tokens (``[agents.X]`` / ``[judge] context_window``); None: litellm's model info
+    when it knows the model, else no fitting."""
 
 
 def effective_max_tokens(settings: ModelSettings, asked: int | None) -> int | None:
@@ -127,7 +144,8 @@ class ChatReply:
 
 class LLMError(Exception):
     """A call that failed for good. ``kind`` is one of rate_limit, timeout, connection, server, auth,
-    bad_request, other; ``message`` is already redacted."""
+    bad_request, other, or a request fault (repeated_error, runaway, context_overflow:
+    :data:`polpo.llm.failures.REQUEST_FAULTS`); ``message`` is already redacted."""
 
     def __init__(self, kind: str, message: str, *, attempts: int = 1) -> None:
         super().__init__(message)
@@ -150,39 +168,6 @@ class ChatClient(Protocol):
                    response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatReply: ...
 
 
-def classify(exc: BaseException) -> str:
-    """Map a litellm (or httpx/openai) exception to a coarse kind, by class name so no import is needed."""
-    names = {c.__name__ for c in type(exc).__mro__}
-    text = str(exc).lower()
-    if "missing credentials" in text or "api_key client option must be set" in text:
-        return "auth"  # litellm reports a missing key as a 500; retrying cannot help
-    if "RateLimitError" in names:
-        return "rate_limit"
-    if "Timeout" in names or "APITimeoutError" in names or isinstance(exc, TimeoutError):
-        return "timeout"
-    if "AuthenticationError" in names or "PermissionDeniedError" in names:
-        return "auth"
-    if names & {"BadRequestError", "ContextWindowExceededError", "NotFoundError",
-                "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"}:
-        return "bad_request"
-    if names & {"InternalServerError", "ServiceUnavailableError", "BadGatewayError"}:
-        # litellm reports a refused connection (a dead port) as a 500 "Connection error."
-        return "connection" if "connection error" in text or "connection refused" in text else "server"
-    if "APIConnectionError" in names or isinstance(exc, ConnectionError):
-        return "connection"
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        if status == 429:
-            return "rate_limit"
-        if status >= 500:
-            return "server"
-        if status in (401, 403):
-            return "auth"
-        if 400 <= status < 500:
-            return "bad_request"
-    return "other"
-
-
 class LLMClient:
     """Shared by every LLM caller of one daemon (agents and reviewers)."""
 
@@ -194,6 +179,8 @@ class LLMClient:
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        limiter: RateLimiter | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         self.per_model = per_model
         self.max_retries = max_retries
@@ -201,7 +188,11 @@ class LLMClient:
         self.max_backoff = max_backoff
         self._sleep = sleep
         self._limits: dict[str, anyio.Semaphore] = {}
-        self._unpriced: set[str] = set()  # models litellm has no price for
+        self.limiter = limiter
+        self._prices = prices
+        self._windows: dict[str, int | None] = {}  # model → litellm's context window for it (None: unknown)
+        self._answered: dict[str, float] = {}  # server (api_base, else model) → when it last answered a call
+        self._failures: dict[str, str] = {}  # request fingerprint → signature of its last server error
         self.calls = 0  # requests sent, retries included (for metrics and tests)
 
     def _limit(self, model: str) -> anyio.Semaphore:
@@ -245,57 +236,117 @@ class LLMClient:
         bound = effective_max_tokens(settings, max_tokens)
         if bound is not None:
             kwargs["max_tokens"] = bound
+        window = settings.context_window or self._window(litellm, settings.model)
+        if window:  # the answer gets max_tokens, or what is left when that is more than half the window
+            try:
+                kwargs["messages"], used = fit_messages(kwargs["messages"], tools, window,
+                                                        min(bound or window // 4, window // 2))
+                if bound is not None:
+                    kwargs["max_tokens"] = min(bound, window - used)
+            except ContextOverflow as exc:
+                raise LLMError("context_overflow", f"not sent: the request to {settings.model} {exc}; set "
+                                                   "context_window to the model's real size if it is larger, lower "
+                                                   "max_tokens, or use a model with a larger context") from None
         meter = CURRENT_METER.get()
         if meter is None:
-            return await self._send(litellm, settings, kwargs)
+            return await self._send(litellm, settings, kwargs, bound)
         try:  # the turn's budgets: a call that cannot fit is never sent (polpo.llm.spend)
-            ticket = meter.admit(settings.model, lambda: (estimate_prompt_tokens(messages, tools),
-                                                          bound or DEFAULT_MAX_OUTPUT))
+            ticket = meter.admit(settings.model, lambda: (estimate_tokens(kwargs["messages"], tools),
+                                                          kwargs.get("max_tokens") or DEFAULT_MAX_OUTPUT))
         except BudgetRefused as e:
             raise LLMError("budget", str(e)) from None
-        used = (0, 0)
+        reply: ChatReply | None = None
         try:
-            reply = await self._send(litellm, settings, kwargs)
-            used = (reply.prompt_tokens, reply.completion_tokens)
+            reply = await self._send(litellm, settings, kwargs, bound)
             return reply
-        finally:
-            meter.record(ticket, settings.model, *used)
+        finally:  # a failed call reports no usage: its reservation goes, nothing is counted
+            meter.record(ticket, settings.model, *((reply.prompt_tokens, reply.completion_tokens, reply.cost)
+                                                   if reply is not None else (0, 0, 0.0)))
 
-    async def _send(self, litellm: Any, settings: ModelSettings, kwargs: dict[str, Any]) -> ChatReply:
+    async def _send(self, litellm: Any, settings: ModelSettings, kwargs: dict[str, Any], bound: int | None,
+                    ) -> ChatReply:
+        """The request as fitted, sent with the limits, the blame and the retries."""
+        server = settings.api_base or settings.model
         errors: list[str] = []
         attempt = 0
+        limiter = self.limiter
+        key = limiter.key(settings.model, settings.api_base) if limiter is not None else None
         while True:
             attempt += 1
-            start = time.monotonic()
+            start = sent = time.monotonic()
             try:
+                if key is not None and limiter is not None:
+                    await limiter.acquire(key, _estimate(kwargs, bound))
                 async with self._limit(settings.model):
                     self.calls += 1
-                    resp = await litellm.acompletion(**kwargs)
+                    sent = time.monotonic()
+                    with anyio.fail_after(settings.timeout):  # litellm's timeout bounds each read, not the call
+                        resp = await litellm.acompletion(**kwargs)
             except Exception as exc:
                 kind = classify(exc)
-                message = redact(f"{type(exc).__name__}: {exc}")[:2000]
+                text = str(exc) or f"no complete answer within {settings.timeout:g} s"
+                message = redact(f"{type(exc).__name__}: {text}")[:2000]
+                kind = self._blame(kind, exc, message, kwargs, sent, self._answered.get(server))
                 if kind not in _RETRYABLE or attempt > self.max_retries:
                     suffix = f" (after {attempt} attempts)" if attempt > 1 else ""
                     if kind == "auth" and kwargs.get("api_key") == NO_KEY:
                         suffix += (f" (no key was sent to {settings.api_base}: set api_key_env to the variable "
                                    "holding its key)")
+                    if kind in failures.REQUEST_FAULTS:
+                        suffix += f": {failures.request_fault_hint(kind)}"
                     raise LLMError(kind, message + suffix, attempts=attempt) from None
                 errors.append(message)
-                await self._sleep(self._delay(attempt, exc))
+                retry_after = _retry_after(exc)
+                if key is not None and limiter is not None and kind == "rate_limit":
+                    limiter.hold(key, min(retry_after or 0.0, self.max_backoff))  # the limiter paces the rest
+                    retry_after = None
+                await self._sleep(self._delay(attempt, retry_after))
                 continue
-            reply = _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors)
-            if reply.cost is None and settings.model not in self._unpriced:
-                cost = _price(litellm, resp)  # litellm prices while it logs; this is for when it did not
-                if cost is None:
-                    self._unpriced.add(settings.model)  # an unknown model stays unknown: do not try each call
-                reply = dataclasses.replace(reply, cost=cost)
-            return reply
+            self._answered[server] = time.monotonic()
+            return _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors,
+                          self._prices or default_book())
 
-    def _delay(self, attempt: int, exc: BaseException) -> float:
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return min(retry_after, self.max_backoff)
-        return float(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
+    def _window(self, litellm: Any, model: str) -> int | None:
+        """litellm's input context of ``model``, looked up once (None when litellm does not know the model)."""
+        if model not in self._windows:
+            try:
+                info = litellm.get_model_info(model)
+                size = info.get("max_input_tokens")  # not max_tokens: for some models that is the output bound
+                self._windows[model] = int(size) if size else None
+            except Exception:
+                self._windows[model] = None
+        return self._windows[model]
+
+    def _blame(self, kind: str, exc: BaseException, message: str, request: dict[str, Any], sent: float,
+               answered: float | None) -> str:
+        """``kind``, or the request fault the evidence shows (see :mod:`polpo.llm.failures`)."""
+        if failures.is_context_overflow(kind, message):
+            return "context_overflow"
+        if failures.is_runaway(kind, sent, answered):
+            return "runaway"
+        status = getattr(exc, "status_code", None)
+        signature = failures.failure_signature(kind, status if isinstance(status, int) else None, message)
+        if signature is None:
+            return kind
+        fingerprint = failures.request_fingerprint(request)
+        if self._failures.get(fingerprint) == signature:
+            return "repeated_error"
+        if len(self._failures) >= 1024:
+            self._failures.clear()
+        self._failures[fingerprint] = signature
+        return kind
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Full jitter over the capped exponential delay, never before the provider's ``Retry-After``."""
+        wait = jittered(attempt, self.backoff, self.max_backoff)
+        return max(wait, min(retry_after, self.max_backoff)) if retry_after is not None else wait
+
+
+def _estimate(kwargs: dict[str, Any], bound: int | None) -> int:
+    """Tokens a call may use, for a tokens-per-minute limit: the prompt at ~4 characters a token, plus the reply's
+    bound (or as much again as the prompt when unbounded)."""
+    prompt = len(json.dumps(kwargs["messages"], default=str)) // 4
+    return prompt + (bound if bound is not None else prompt)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -310,14 +361,7 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _price(litellm: Any, resp: Any) -> float | None:
-    try:
-        return float(litellm.completion_cost(completion_response=resp))
-    except Exception:
-        return None
-
-
-def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str]) -> ChatReply:
+def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str], prices: PriceBook) -> ChatReply:
     choice = resp.choices[0]
     msg = choice.message
     calls: list[ToolCallOut] = []
@@ -330,13 +374,7 @@ def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[st
     usage = getattr(resp, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    cost: float | None
-    try:
-        hidden = getattr(resp, "_hidden_params", None) or {}
-        known = hidden.get("response_cost")  # litellm already priced it while logging: do not price twice
-        cost = float(known) if known is not None else None
-    except (TypeError, ValueError):
-        cost = None
     return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
-                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
+                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                     cost=prices.price(model, prompt_tokens, completion_tokens),
                      duration=duration, retries=retries, retry_errors=errors)

@@ -10,21 +10,20 @@ whatever task group they run — goes through :meth:`polpo.llm.client.LLMClient.
 the call (:meth:`Meter.admit`, which may refuse) and tells it after (:meth:`Meter.record`). No caller has to
 remember to pass a budget along, and a call outside any turn (``polpo calibrate``) is simply not metered.
 
-:func:`price` is the one place a model's price is looked up (litellm's price map); a model without one is
-``None``, never free.
+Prices are the one price book's (:mod:`polpo.llm.prices`: ``[prices]``, then litellm's map): a call is counted at
+the cost its reply was priced at, so a budget counts what ``polpo status`` shows, and a model without a price is
+``None`` there and here, never free. Estimates count tokens as context fitting does (:mod:`polpo.llm.context`).
 """
 
 from __future__ import annotations
 
-import functools
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
-__all__ = ["CURRENT_METER", "DEFAULT_MAX_OUTPUT", "BudgetRefused", "Meter", "Spend", "estimate_prompt_tokens",
-           "price"]
+__all__ = ["CURRENT_METER", "DEFAULT_MAX_OUTPUT", "BudgetRefused", "Meter", "Spend", "metering"]
 
 DEFAULT_MAX_OUTPUT = 4096
 """The output bound assumed for a call that sets none (the estimate must cover the most a reply may cost)."""
@@ -73,68 +72,27 @@ class Meter(Protocol):
         gives (prompt tokens, most output tokens); it is called only when a budget applies."""
         ...
 
-    def record(self, ticket: object, model: str, tokens_in: int, tokens_out: int) -> None:
-        """After a call (``tokens_*`` 0 when it failed): the reservation goes, what was used is counted."""
+    def record(self, ticket: object, model: str, tokens_in: int, tokens_out: int, usd: float | None) -> None:
+        """After a call (``tokens_*`` 0 when it failed): the reservation goes, what was used is counted at ``usd``
+        (the reply's cost by the price book; None: its price is unknown)."""
+        ...
+
+    def close(self) -> None:
+        """The turn is over: nothing more is metered through this meter, and it holds nothing of the engine."""
         ...
 
 
 CURRENT_METER: ContextVar[Meter | None] = ContextVar("polpo_meter", default=None)
+M = TypeVar("M", bound=Meter)
 
 
-@functools.lru_cache(maxsize=256)
-def _rates(model: str) -> tuple[float, float] | None:
-    """USD per input token and per output token, from litellm's price map (already imported by the client)."""
-    litellm: Any = sys.modules.get("litellm")
-    if litellm is None:
-        return None
+@contextmanager
+def metering(meter: M) -> Iterator[M]:
+    """Every LLM call made inside — in whatever task it runs — is metered by ``meter``, which is closed after
+    (a context a library copied meanwhile, litellm's background tasks, keeps only a shell)."""
+    token = CURRENT_METER.set(meter)
     try:
-        per_in, _ = litellm.cost_per_token(model=model, prompt_tokens=1_000_000, completion_tokens=0)
-        _, per_out = litellm.cost_per_token(model=model, prompt_tokens=0, completion_tokens=1_000_000)
-    except Exception:
-        return None
-    return float(per_in) / 1_000_000, float(per_out) / 1_000_000
-
-
-def price(model: str, tokens_in: int, tokens_out: int) -> float | None:
-    """What a call of ``model`` with these tokens costs in USD; None when the model has no known price."""
-    rates = _rates(model)
-    if rates is None:
-        if "litellm" in sys.modules:
-            return None
-        _rates.cache_clear()  # asked before litellm was imported: do not remember "unknown"
-        return None
-    return tokens_in * rates[0] + tokens_out * rates[1]
-
-
-def estimate_prompt_tokens(messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
-    """An upper estimate of a request's prompt tokens: 3 characters a token (tokenizers average ~4 on English
-    and code), plus each message's framing. Cheap: no tokenizer, the tools' schemas measured once per list."""
-    chars = 0
-    for m in messages:
-        c = m.get("content")
-        if isinstance(c, str):
-            chars += len(c) + 16
-        elif c is not None:
-            chars += len(str(c)) + 16
-        for call in m.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            chars += len(fn.get("arguments") or "") + len(fn.get("name") or "") + 32
-    if tools:
-        chars += _tools_chars(tools)
-    return chars // 3 + 8
-
-
-_tools_seen: dict[int, tuple[list[dict[str, Any]], int]] = {}
-
-
-def _tools_chars(tools: list[dict[str, Any]]) -> int:
-    hit = _tools_seen.get(id(tools))
-    if hit is not None and hit[0] is tools:
-        return hit[1]
-    import orjson
-
-    n = len(orjson.dumps(tools))
-    if len(_tools_seen) > 64:
-        _tools_seen.clear()
-    _tools_seen[id(tools)] = (tools, n)
-    return n
+        yield meter
+    finally:
+        CURRENT_METER.reset(token)
+        meter.close()

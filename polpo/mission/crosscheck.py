@@ -15,6 +15,8 @@ from polpo.mission.rawdoc import Loc, Suggester, as_list, get, name_of
 __all__ = ["CrossChecker"]
 
 _TASK_ID = re.compile(r"(?:.+:)?(\d+)")
+# the elements that make tasks wait for others: (their list's key, what an error calls one)
+_WAITERS = (("qualityGates", "gate"), ("checkpoints", "checkpoint"), ("delays", "delay"))
 
 
 class CrossChecker:
@@ -31,8 +33,9 @@ class CrossChecker:
         self.edges: dict[str, list[str]] = {}  # title → what it waits for (dependsOn + gates)
         self.dep_key: dict[str, tuple[int, str]] = {}  # title → (task index, its dependsOn key)
         self.declared: dict[str, set[str]] = {}  # title → its own (valid) dependsOn
-        self.gate_of: dict[tuple[str, str], int] = {}  # gate-made edge → gate index
-        self.gate_names: dict[int, str] = {}
+        # an edge a gate, checkpoint or delay made → (its list's key, its index); and what to call it
+        self.gate_of: dict[tuple[str, str], tuple[str, int]] = {}
+        self.gate_names: dict[tuple[str, int], str] = {}
 
     def run(self) -> list[tuple[Loc, str]]:
         self._titles()
@@ -148,17 +151,23 @@ class CrossChecker:
                     self.edges[title].append(t)
 
     def _gates(self) -> None:
-        gates_key, gates = get(self.data, "qualityGates")
+        """Quality gates, checkpoints and delays: each names tasks (titles or ids) and makes its blocksTasks wait
+        for every afterTask, so its waits count toward cycles like dependsOn does."""
+        for key, what in _WAITERS:
+            self._waiter(key, what)
+
+    def _waiter(self, key: str, what: str) -> None:
+        gates_key, gates = get(self.data, key)
         names: dict[str, int] = {}
         for g, gate in enumerate(as_list(gates)):
             name_key, name = get(gate, "name")
             n = name_of(name)
             if n is not None and n in names:
                 self.found.append(((gates_key, g, name_key),
-                                   f'duplicate gate name "{n}" (first used at $.qualityGates[{names[n]}])'))
+                                   f'duplicate {what} name "{n}" (first used at $.{key}[{names[n]}])'))
             elif n is not None:
                 names[n] = g
-            self.gate_names[g] = n or f"#{g + 1}"
+            self.gate_names[(gates_key, g)] = f'{what} "{n or f"#{g + 1}"}"'
             after_key, after = get(gate, "afterTasks")
             blocks_key, blocks = get(gate, "blocksTasks")
             waits = [t for j, v in enumerate(as_list(after))
@@ -170,11 +179,11 @@ class CrossChecker:
                     continue
                 if b in waits_set:
                     self.found.append(((gates_key, g, blocks_key, j),
-                                       f'"{b}" is also in afterTasks: a gate cannot block a task it waits for'))
+                                       f'"{b}" is also in afterTasks: a {what} cannot block a task it waits for'))
                     continue
                 for a in waits:  # each blocked task waits for every afterTask
                     if (b, a) not in self.gate_of and a not in self.declared[b]:
-                        self.gate_of[(b, a)] = g
+                        self.gate_of[(b, a)] = (gates_key, g)
                         self.edges[b].append(a)
 
     def _cycle(self) -> None:
@@ -185,12 +194,10 @@ class CrossChecker:
         start = min(range(len(nodes)), key=lambda k: self.titles[nodes[k]])
         nodes = nodes[start:] + nodes[:start]
         ring = [*nodes, nodes[0]]
-        gates_key = get(self.data, "qualityGates")[0]
         via: list[str] = []
         for a, b in itertools.pairwise(ring):
             if b not in self.declared[a]:
-                via.append(f'gate "{self.gate_names[self.gate_of[(a, b)]]}" makes "{a}" wait for "{b}"')
+                via.append(f'{self.gate_names[self.gate_of[(a, b)]]} makes "{a}" wait for "{b}"')
         a, b = ring[0], ring[1]
-        loc: Loc = (("tasks", *self.dep_key[a]) if b in self.declared[a]
-                    else (gates_key, self.gate_of[(a, b)]))
+        loc: Loc = (("tasks", *self.dep_key[a]) if b in self.declared[a] else self.gate_of[(a, b)])
         self.found.append((loc, "dependency cycle: " + " → ".join(ring) + (f" ({'; '.join(via)})" if via else "")))

@@ -94,13 +94,15 @@ def _carryable_problem(p: Problem) -> Problem:
 
 
 def _gates_by_title(spec: MissionSpec, id_refs: dict[str, str]) -> MissionSpec:
-    """Gates that named tasks by id, rewritten to name them by title (what the engine matches on)."""
+    """Gates, checkpoints and delays that named tasks by id, rewritten to name them by title (what the engine
+    matches on)."""
     if not id_refs:
         return spec
-    gates = [g.model_copy(update={"after_tasks": [id_refs.get(t, t) for t in g.after_tasks],
-                                  "blocks_tasks": [id_refs.get(t, t) for t in g.blocks_tasks]})
-             for g in spec.quality_gates]
-    return spec.model_copy(update={"quality_gates": gates})
+    update = {key: [g.model_copy(update={"after_tasks": [id_refs.get(t, t) for t in g.after_tasks],
+                                         "blocks_tasks": [id_refs.get(t, t) for t in g.blocks_tasks]})
+                    for g in getattr(spec, key)]
+              for key in ("quality_gates", "checkpoints", "delays")}
+    return spec.model_copy(update=update)
 
 
 def format_problems(file: str, problems: Sequence[Problem]) -> list[str]:

@@ -6,17 +6,16 @@ one run reports everything a person has to fix; these helpers never raise on a p
 
 from __future__ import annotations
 
-import difflib
 import functools
-from collections.abc import Collection
 from typing import Any
 
 from pydantic.alias_generators import to_snake
 
+from polpo.suggest import Suggester
+
 __all__ = ["Loc", "Suggester", "as_list", "get", "name_of", "sort_key"]
 
 Loc = tuple[str | int, ...]
-MAX_SUGGESTIONS = 50  # difflib is linear in the candidates: cap it so a broken 10 000-task file stays fast
 
 
 
@@ -43,24 +42,6 @@ def name_of(v: Any) -> str | None:
 
 def as_list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
-
-
-class Suggester:
-    """'; did you mean "x"?' for a misspelt key or name; a budget keeps a badly broken big file linear."""
-
-    def __init__(self) -> None:
-        self.budget = MAX_SUGGESTIONS
-
-    def __call__(self, word: str, choices: Collection[str]) -> str:
-        if not choices or self.budget <= 0:
-            return ""
-        self.budget -= 1
-        lowered = {c.lower(): c for c in choices}
-        match = lowered.get(word.lower()) or lowered.get(word.replace("_", "").lower())
-        if match is None:
-            close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-            match = close[0] if close else None
-        return f'; did you mean "{match}"?' if match else ""
 
 
 def sort_key(loc: Loc) -> tuple[tuple[int, int, str], ...]:

@@ -23,6 +23,7 @@ from polpo.docmodel import Model, Name, NonEmpty
 from polpo.durations import Deadline as _Deadline
 from polpo.durations import Duration as _Duration
 from polpo.mission.notifications import RULE_TOLERATED, current_event_name
+from polpo.mission.schedule import ScheduleFields
 
 MAX_COUNT = 100  # retries, fix attempts, escalation steps
 MAX_CONCURRENCY = 1000
@@ -153,6 +154,10 @@ class TaskSpec(Model):
     isolation: Isolation | None = None  # None: the mission's setting (see MissionSettings.isolation)
     budget: Budget | None = None  # None: the mission's taskBudget (polpo.engine.spend_book)
     plateau: Plateau | None = None  # None: the mission's
+    # "before": a person approves the task before its first attempt (polpo approve / reject); see engine/approvals.py
+    approval: Literal["before"] | None = None
+    approval_timeout: Duration | None = None
+    approval_timeout_action: Literal["fail", "approve"] = "fail"
 
     @field_validator("depends_on", "expectations", "expected_outcomes")
     @classmethod
@@ -235,6 +240,27 @@ class QualityGate(Model):
     notify_channels: list[str] = []
 
 
+class Checkpoint(Model):
+    """A stop for a person: once every afterTask is terminal, the blocksTasks wait for ``polpo resume``."""
+
+    name: Name
+    after_tasks: list[Name] = Field(min_length=1)
+    blocks_tasks: list[Name] = Field(min_length=1)
+    message: str | None = None
+    notify_channels: list[str] = []
+
+
+class Delay(Model):
+    """A wait: once every afterTask is terminal, the blocksTasks wait ``duration`` (its expiry is stored)."""
+
+    name: Name
+    after_tasks: list[Name] = Field(min_length=1)
+    blocks_tasks: list[Name] = Field(min_length=1)
+    duration: Duration
+    message: str | None = None
+    notify_channels: list[str] = []
+
+
 class MissionSettings(Model):
     """``isolation``: ``"worktree"`` runs each task in its own git worktree and branch when the workspace is a git
     repository (polpo.engine.isolation); ``"none"`` runs every task in the workspace itself. Unset (the default):
@@ -258,14 +284,16 @@ class MissionSettings(Model):
     plateau: Plateau | None = None  # None: fixes go on until maxFixAttempts
 
 
-class MissionSpec(Model):
-    TOLERATED = frozenset({"checkpoints", "delays", "expectedOutcomes", "prompt"})
+class MissionSpec(ScheduleFields):  # schedule, timezone, endDate, overlap, catchUp, misfireGrace
+    TOLERATED = frozenset({"expectedOutcomes", "prompt"})
     schema_version: Literal[1] | None = None
     name: str | None = None
     description: str | None = None
     tasks: list[TaskSpec] = Field(min_length=1)
     team: list[TeamAgent] = []
     quality_gates: list[QualityGate] = []
+    checkpoints: list[Checkpoint] = []
+    delays: list[Delay] = []
     quality_threshold: float | None = Field(None, ge=1, le=5, allow_inf_nan=False)
     deadline: Deadline | None = None
     workspace: str | None = None
@@ -301,7 +329,7 @@ def mission_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
-    "EXPECTATION_TYPES", "TOLERANT_MODELS", "Expectation", "ExpectedOutcome", "Isolation", "MissionSettings",
+    "EXPECTATION_TYPES", "TOLERANT_MODELS", "Checkpoint", "Delay", "Expectation", "ExpectedOutcome", "Isolation", "MissionSettings",
     "MissionSpec", "NotificationRule", "Notifications", "QualityGate", "RetryPolicy", "TaskSpec", "TeamAgent", "Tier",
     "mission_json_schema",
 ]

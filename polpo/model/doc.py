@@ -16,6 +16,7 @@ import json
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import timedelta
 from typing import Any, overload
 
 import orjson
@@ -30,7 +31,7 @@ _Deadline = Any  # a datetime or a timedelta (polpo.mission.schema.Deadline)
 class MissionDoc:
     """The stored form of a mission: ``text()`` is what the ``missions.spec`` column holds."""
 
-    __slots__ = ("_deadlines", "_deps", "_isolation", "_notifications", "_priority", "_spans", "assignees", "blob", "head", "titles")
+    __slots__ = ("_approval", "_deadlines", "_deps", "_isolation", "_notifications", "_priority", "_spans", "assignees", "blob", "head", "titles")
 
     def __init__(self, head: MissionSpec, parts: Iterable[tuple[str, bytes]], tasks: Iterable[TaskSpec]) -> None:
         """``parts``: the head's top-level (key, JSON value) pairs in order, ``"tasks"`` among them (its value
@@ -44,6 +45,7 @@ class MissionDoc:
         self._deadlines: dict[int, _Deadline] = {}
         self._notifications: dict[int, Notifications] = {}
         self._isolation: dict[int, str] = {}
+        self._approval: dict[int, tuple[timedelta | None, str]] = {}  # approval "before": (timeout, action)
         index: dict[str, int] = {}
         pending_deps: dict[int, Sequence[str]] = {}
         for k, (key, value) in enumerate(parts):
@@ -72,6 +74,8 @@ class MissionDoc:
                     self._notifications[i] = ts.notifications
                 if ts.isolation is not None:
                     self._isolation[i] = ts.isolation
+                if ts.approval is not None:
+                    self._approval[i] = (ts.approval_timeout, ts.approval_timeout_action)
             out += b"]"
         out += b"}"
         for i, titles in pending_deps.items():
@@ -130,6 +134,10 @@ class MissionDoc:
 
     def notifications(self, idx: int) -> Notifications | None:
         return self._notifications.get(idx)
+
+    def approval(self, idx: int) -> tuple[timedelta | None, str] | None:
+        """(timeout, action on timeout) when task ``idx`` waits for a person before its first attempt."""
+        return self._approval.get(idx)
 
     def isolation(self, idx: int) -> str | None:
         """The task's own ``isolation`` (None: the mission's or its agent's)."""

@@ -14,6 +14,8 @@ from typing import Any
 from polpo.checks.base import CheckOutcome
 from polpo.mission.schema import MissionSpec, Notifications, TaskSpec
 from polpo.model.doc import MissionDoc
+from polpo.model.holds import HoldKind, HoldState
+from polpo.model.spend import SpendRows
 from polpo.model.status import (
     AssessmentStatus,
     AttemptKind,
@@ -55,6 +57,8 @@ class Attempt:
     outcomes: list[dict[str, Any]] | None = None
     tokens: int | None = None
     cost: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
     permanent: bool = False  # it could not start for a reason a new attempt cannot change
     transcript: list[dict[str, Any]] | None = None  # stored in its own table; kept here for the reviewers
 
@@ -173,6 +177,12 @@ class Mission:
     # derived by wiring: gate name -> afterTasks not yet terminal; task title -> gates waiting on it
     gate_pending: dict[str, int] = field(default_factory=dict)
     gates_after: dict[str, list[str]] = field(default_factory=dict)
+    spent: SpendRows = field(default_factory=lambda: SpendRows())
+    """What this node's calls for the mission spent (the rows it wrote): the report's spend."""
+    # checkpoints and delays (polpo.engine.holds): stored state by (kind, name); wired like the gates
+    holds: dict[tuple[HoldKind, str], HoldState] = field(default_factory=dict)
+    hold_pending: dict[tuple[HoldKind, str], int] = field(default_factory=dict)
+    holds_after: dict[str, list[tuple[HoldKind, str]]] = field(default_factory=dict)
     _by_title: dict[str, Task] = field(default_factory=dict, repr=False)
 
     @property

@@ -79,6 +79,7 @@ class SourceOutcome(StrEnum):
     ACCEPTED = "accepted"
     REJECTED = "rejected"
     BUSY = "busy"                      # edited while its mission still runs
+    SCHEDULED = "scheduled"            # a schedule was made from them (polpo.engine.schedules)
 
 
 class StopReason(StrEnum):

@@ -5,7 +5,7 @@ and to put in a ``notification:failed`` event: URLs go through ``redact_url``, h
 response bodies are cut short and scrubbed of secret values.
 
 HTTP retries: connection errors, timeouts, 429 and 5xx are retried ``retries`` times with exponential
-backoff (``backoff``, doubled each time, capped at ``backoff_max``); any other 4xx is final at once, since
+backoff (``backoff``, doubled each time, capped at ``backoff_max``, with full jitter); any other 4xx is final at once, since
 sending the same request again cannot fix it. 429 is a 4xx that means "later", so it is retried too.
 """
 
@@ -23,6 +23,7 @@ import orjson
 from polpo.clock import Clock, SystemClock
 from polpo.events.catalog import Event
 from polpo.events.render import headline
+from polpo.jitter import full_jitter
 from polpo.llm.secrets import redact, redact_url
 from polpo.mission.schema import NotificationRule
 from polpo.notify.config import ChannelConfig, CommandChannel, FileChannel, SlackChannel, WebhookChannel
@@ -113,8 +114,8 @@ class _HttpDeliverer:
                 if last:
                     raise DeliveryError(f"{self.safe_url}: {last}")
                 return
-            if n < attempts:
-                await self.sleep(min(delay, self.ch.backoff_max.total_seconds()))
+            if n < attempts:  # full jitter: the deliveries a receiver's outage failed do not return in lockstep
+                await self.sleep(full_jitter(min(delay, self.ch.backoff_max.total_seconds())))
                 delay *= 2
         raise DeliveryError(f"{self.safe_url}: {last} (gave up after {attempts} attempt(s))")
 

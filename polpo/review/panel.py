@@ -30,6 +30,7 @@ from typing import Any, Literal
 import anyio
 
 from polpo.llm.client import ChatClient, ModelSettings
+from polpo.llm.failures import REQUEST_FAULTS
 from polpo.llm.secrets import redact
 from polpo.review.calibration import Calibration, calibrate_consensus
 from polpo.review.consensus import Consensus, DimensionResult, Review, consensus, pstdev
@@ -40,7 +41,8 @@ __all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run
 
 MAX_SUGGESTIONS = 8
 REASONING_IN_DETAILS = 300
-REFUSED = frozenset({"auth", "bad_request"})  # the provider answered "no": trying again later will not help
+# the provider answered "no", or the evidence blames the request (polpo.llm.failures): trying again will not help
+REFUSED = frozenset({"auth", "bad_request", *REQUEST_FAULTS})
 TRANSIENT = frozenset({"rate_limit", "timeout", "connection", "server", "time_limit"})  # waiting may help
 Stability = Literal["stable_pass", "flaky", "stable_fail"]
 
@@ -276,9 +278,11 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
     first = client_for if client_for is not None and opts.samples == 1 else plain
     traces = await _rounds(first, models, ctx, dims, 0, max(1, opts.samples), max_turns, reviewer_timeout)
     rerun = False
+    last = traces  # the latest round: whether waiting may help is judged on it
     if not any(t.ok for t in traces) and not {t.error_kind for t in traces} <= REFUSED:
         rerun = True
-        traces += await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
+        last = await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
+        traces += last
     c = _verdict(traces, dims, threshold, n, opts)
     extra = False
     if c is not None and opts.uncertain_band > 0 and abs(c.global_score - threshold) <= opts.uncertain_band:
@@ -287,10 +291,10 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
         c = _verdict(traces, dims, threshold, n, opts) or c
     if c is None:
         errors = "; ".join(f"reviewer {t.index} ({t.model}): {t.error or 'no result'}" for t in traces)
-        kinds = {t.error_kind for t in traces}
+        kinds = {t.error_kind for t in last}
         head = ("all reviewers failed, twice" if rerun else
-                "all reviewers failed (not re-run: the provider refused the request; sending it again unchanged "
-                "would get the same answer)")
+                "all reviewers failed (not re-run: the provider refused the request, or the request itself was "
+                "at fault; sending it again unchanged would fail the same way)")
         return PanelResult(passed=False, global_score=None, threshold=threshold, scores=[], reviewers=traces,
                            rerun=rerun, error=f"{head}: {errors}", retryable=bool(kinds & TRANSIENT),
                            samples=opts.samples, options=opts, seats=n)

@@ -111,11 +111,21 @@ REVIEW_OUTPUT_SYSTEM = (
 )
 
 
-def _task_block(title: str, description: str, criteria: str, attempt: int) -> str:
+def section_limits(window: int | None, timeline_max: int) -> tuple[int, int]:
+    """(description, timeline) bounds in characters: the fixed ones, or with a known small context window about
+    a tenth and a fifth of it, so that the rubric and the instructions after them are never what the client has
+    to trim to make the prompt fit (the tools and the answer need their share too)."""
+    if window is None:
+        return DESCRIPTION_MAX, timeline_max
+    chars = window * 3
+    return min(DESCRIPTION_MAX, max(500, chars // 16)), min(timeline_max, max(500, chars // 8))
+
+
+def _task_block(title: str, description: str, criteria: str, attempt: int, description_max: int) -> str:
     return (
         f"TASK: {title}\n"
         + (f"(attempt {attempt} of this task)\n" if attempt > 1 else "")
-        + f"\nDESCRIPTION:\n{head(description, DESCRIPTION_MAX)}\n\n"
+        + f"\nDESCRIPTION:\n{head(description, description_max)}\n\n"
         f"ACCEPTANCE CRITERIA:\n{criteria.strip() or DEFAULT_CRITERIA}\n"
     )
 
@@ -130,14 +140,16 @@ def _analysis_instructions(dim_names: Sequence[str]) -> str:
 
 
 def review_files_user(*, title: str, description: str, criteria: str, attempt: int, files_changed: Sequence[str],
-                      timeline: str, rubric: str, dim_names: Sequence[str], max_turns: int) -> str:
+                      timeline: str, rubric: str, dim_names: Sequence[str], max_turns: int,
+                      window: int | None = None) -> str:
     files = "\n".join(f"- {f}" for f in files_changed[:200])
     more = f"\n- … and {len(files_changed) - 200} more" if len(files_changed) > 200 else ""
+    desc_max, timeline_max = section_limits(window, TIMELINE_MAX)
     return (
         "You are a senior code reviewer performing a G-Eval evaluation of an AI agent's work.\n\n"
-        + _task_block(title, description, criteria, attempt)
+        + _task_block(title, description, criteria, attempt, desc_max)
         + f"\nFILES THE AGENT CREATED OR CHANGED:\n{files}{more}\n\n"
-        f"EXECUTION TIMELINE AND OUTPUT (for context):\n{tail(timeline, TIMELINE_MAX) or '(none recorded)'}\n\n"
+        f"EXECUTION TIMELINE AND OUTPUT (for context):\n{tail(timeline, timeline_max) or '(none recorded)'}\n\n"
         f"EVALUATION DIMENSIONS:\n{rubric}\n\n"
         f"Explore the workspace with the tools, starting from the files above (you have at most {max_turns} "
         "turns). Read the relevant code, look for tests and how errors are handled.\n"
@@ -146,11 +158,12 @@ def review_files_user(*, title: str, description: str, criteria: str, attempt: i
 
 
 def review_output_user(*, title: str, description: str, criteria: str, attempt: int, timeline: str,
-                       rubric: str, dim_names: Sequence[str]) -> str:
+                       rubric: str, dim_names: Sequence[str], window: int | None = None) -> str:
+    desc_max, timeline_max = section_limits(window, TIMELINE_MAX * 2)
     return (
         "You are a senior reviewer performing a G-Eval evaluation of an AI agent's work.\n\n"
-        + _task_block(title, description, criteria, attempt)
-        + f"\nEXECUTION TIMELINE, OUTPUT, STDERR AND OUTCOMES:\n{tail(timeline, TIMELINE_MAX * 2) or '(none recorded)'}"
+        + _task_block(title, description, criteria, attempt, desc_max)
+        + f"\nEXECUTION TIMELINE, OUTPUT, STDERR AND OUTCOMES:\n{tail(timeline, timeline_max) or '(none recorded)'}"
         f"\n\nEVALUATION DIMENSIONS:\n{rubric}\n\n" + _analysis_instructions(dim_names)
     )
 

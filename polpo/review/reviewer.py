@@ -31,9 +31,9 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -45,6 +45,7 @@ from polpo.review.consensus import DimScore, weighted_score
 from polpo.review.dimensions import Dim, render_rubric
 from polpo.review.parsing import JSONNotFound, extract_json
 from polpo.review.submission import Submission, validate_submission
+from polpo.review.trace import ReviewerTrace
 from polpo.tools.catalog import TOOLS
 from polpo.tools.registry import ToolContext
 
@@ -59,7 +60,6 @@ TRACE_TEXT_MAX = 40_000
 STRATEGIES: tuple[str, ...] = ("forced_tool", "auto_tool", "json_text")
 REVIEW_TOOLS = TOOLS.read_only()
 """What a reviewer may call in phase 1: the tools whose ``read_only`` flag is set."""
-Mode = Literal["files", "output"]
 
 
 @dataclass(frozen=True)
@@ -75,69 +75,6 @@ class ReviewContext:
     timeline: str
     """The execution timeline, output, stderr and registered outcomes, as text."""
     attempt: int = 1
-
-
-# ------------------------------------------------------------------------------------------------- trace
-
-
-@dataclass
-class ReviewerTrace:
-    """Everything one reviewer did, JSON-able via :meth:`to_json` (camelCase keys)."""
-
-    index: int
-    model: str
-    ok: bool = False
-    mode: Mode = "files"
-    analysis: str = ""
-    files_read: list[str] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    scores: list[DimScore] = field(default_factory=list)
-    summary: str = ""
-    suggestions: list[str] = field(default_factory=list)
-    strategy: str | None = None
-    strategy_errors: list[str] = field(default_factory=list)
-    ignored_dimensions: list[str] = field(default_factory=list)
-    error: str | None = None
-    error_kind: str | None = None
-    """An LLM error kind, ``invalid`` (answers but no valid scores), ``time_limit`` or ``internal``."""
-    tokens: int = 0
-    cost: float | None = None
-    cache_hits: int = 0
-    cache_misses: int = 0
-    duration: float = 0.0
-    turns: int = 0
-    """Phase 1 model calls."""
-    global_score: float | None = None
-    """This reviewer's own weighted score (for display; the verdict uses the consensus)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index, "model": self.model, "ok": self.ok, "mode": self.mode,
-            "analysis": self.analysis, "filesRead": list(self.files_read), "messages": list(self.messages),
-            "scores": [s.to_json() for s in self.scores], "summary": self.summary,
-            "suggestions": list(self.suggestions), "strategy": self.strategy,
-            "strategyErrors": list(self.strategy_errors), "ignoredDimensions": list(self.ignored_dimensions),
-            "error": self.error, "errorKind": self.error_kind, "tokens": self.tokens, "cost": self.cost,
-            "cacheHits": self.cache_hits, "cacheMisses": self.cache_misses, "duration": round(self.duration, 3),
-            "turns": self.turns, "globalScore": self.global_score,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ReviewerTrace:
-        return cls(
-            index=int(data["index"]), model=str(data["model"]), ok=bool(data.get("ok")),
-            mode="output" if data.get("mode") == "output" else "files", analysis=str(data.get("analysis") or ""),
-            files_read=list(data.get("filesRead") or []), messages=list(data.get("messages") or []),
-            scores=[DimScore(s["dimension"], float(s["score"]), str(s.get("reasoning") or ""),
-                             list(s.get("evidence") or [])) for s in data.get("scores") or []],
-            summary=str(data.get("summary") or ""), suggestions=list(data.get("suggestions") or []),
-            strategy=data.get("strategy"), strategy_errors=list(data.get("strategyErrors") or []),
-            ignored_dimensions=list(data.get("ignoredDimensions") or []), error=data.get("error"),
-            error_kind=data.get("errorKind"), tokens=int(data.get("tokens") or 0), cost=data.get("cost"),
-            cache_hits=int(data.get("cacheHits") or 0), cache_misses=int(data.get("cacheMisses") or 0),
-            duration=float(data.get("duration") or 0.0), turns=int(data.get("turns") or 0),
-            global_score=data.get("globalScore"),
-        )
 
 
 class _Run:
@@ -173,6 +110,8 @@ class _Run:
             return reply  # a cached answer costs nothing now
         self.trace.cache_misses += reply.cached is False
         self.trace.tokens += reply.prompt_tokens + reply.completion_tokens
+        self.trace.tokens_in += reply.prompt_tokens
+        self.trace.tokens_out += reply.completion_tokens
         if reply.cost is not None:
             self.costs.append(reply.cost)
             self.trace.cost = math.fsum(self.costs)
@@ -194,7 +133,8 @@ async def run_reviewer(client: ChatClient, settings: ModelSettings, *, index: in
         if scope.cancelled_caught:
             trace.ok = False
             trace.error = f"timed out after {time_limit:g} s" + (f" ({trace.error})" if trace.error else "")
-            trace.error_kind = "time_limit"
+            # the server answered its turns, so it is up: this review is too long (runaway), not an outage
+            trace.error_kind = "runaway" if trace.turns else "time_limit"
         elif not trace.ok and trace.error_kind is None:
             trace.error_kind = "invalid"
     except LLMError as exc:
@@ -247,7 +187,7 @@ async def _explore(run: _Run, ctx: ReviewContext, dims: list[Dim], max_turns: in
         {"role": "user", "content": redact(prompts.review_files_user(
             title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
             files_changed=ctx.files_changed, timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=names,
-            max_turns=max_turns))},
+            max_turns=max_turns, window=run.settings.context_window))},
     ]
     for m in convo:
         run.record(1, m)
@@ -296,8 +236,8 @@ async def _analyse_output(run: _Run, ctx: ReviewContext, dims: list[Dim]) -> str
     convo: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.REVIEW_OUTPUT_SYSTEM},
         {"role": "user", "content": redact(prompts.review_output_user(
-            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
-            timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=[d.name for d in dims]))},
+            title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt, timeline=ctx.timeline,
+            rubric=render_rubric(dims), dim_names=[d.name for d in dims], window=run.settings.context_window))},
     ]
     for m in convo:
         run.record(1, m)
@@ -345,12 +285,16 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
     choices: list[str | dict[str, Any]] = [
         {"type": "function", "function": {"name": prompts.SUBMIT_REVIEW}}, "auto"]
     provider_errors: list[LLMError] = []  # every strategy failed on the provider: an outage, not bad output
+    tried = 0
     for strategy, choice in zip(STRATEGIES[:2], choices, strict=True):
+        tried += 1
         try:
             reply = await run.chat(convo, tools=[tool], tool_choice=choice)
         except LLMError as exc:
             trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
             provider_errors.append(exc)
+            if exc.kind == "context_overflow":
+                break  # the next tool strategy sends this same conversation: it cannot fit either
             continue
         msg = reply.as_message()
         run.record(2, msg, strategy=strategy)
@@ -381,7 +325,7 @@ async def _score(run: _Run, dims: list[Dim], analysis: str) -> Submission | None
         reply = await run.chat(plain)
     except LLMError as exc:
         trace.strategy_errors.append(f"{strategy}: {exc.kind}: {exc.message}")
-        if len(provider_errors) == 2:
+        if len(provider_errors) == tried:
             raise
         return None
     run.record(2, reply.as_message(), strategy=strategy)

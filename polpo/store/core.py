@@ -34,7 +34,7 @@ from polpo.events.pipeline import event_data
 from polpo.fsfaults import Pause, errno_name
 from polpo.llm.secrets import secret_values
 from polpo.store.errors import StoreUnavailable
-from polpo.store.fencing import Fenced
+from polpo.store.fencing import Deposed, Fenced
 from polpo.store.identity import StoreLost, lost_advice, lost_message
 from polpo.store.protocol import StoreError, Subscriber
 from polpo.store.rows import ASSESSMENTS, ATTEMPTS, TASKS, Row, Table
@@ -65,6 +65,9 @@ class StoreCore:
         self.lost: str | None = None  # set once the database was deleted or replaced: nothing is written after
         self.on_lost: Callable[[str], None] | None = None
         self.fenced: str | None = None  # set once this node may no longer write (polpo.store.fencing): never unset
+        self.term: int | None = None
+        """The leadership term whose decisions (``Tx.decided``) this store writes: None on one node (it always
+        leads); on a cluster node the role's current term while it leads, 0 while it does not."""
         self.rescued: Path | None = None  # a copy of what a lost database held, if the backend could make one
         self._seq = max_seq
         self._queue: deque[Tx] = deque()
@@ -97,7 +100,7 @@ class StoreCore:
     async def _close_backend(self) -> None:
         raise NotImplementedError
 
-    async def events_after(self, seq: int) -> list[Event]:
+    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
         raise NotImplementedError
 
     @property
@@ -144,6 +147,8 @@ class StoreCore:
         if self._closed:
             raise StoreError("store is closed")
         tx.ts = iso(self.clock.now())
+        if tx.decision:
+            tx.term = self.term
         self._queue.append(tx)
         self._wake.set()
         return tx
@@ -191,8 +196,15 @@ class StoreCore:
         """Write ``batch``; while the backend is unavailable keep it and try again (with backoff). A batch that
         fails for another reason is written one transaction at a time, so only the faulty one is dropped."""
         while True:
+            if self.term is not None:
+                batch = self._in_term(batch)
             try:
                 await self._write_batch(batch)
+            except Deposed as e:  # the database refused the leader's lock: its decisions go, the rest is written
+                log.warning("this node no longer leads (%s): its queued decisions are dropped; the next leader "
+                            "settles from the store", e)
+                self.term = 0
+                continue
             except StoreLost as e:  # never written anywhere: the database is gone, or this node was fenced
                 for tx in batch:
                     tx.error = str(e)
@@ -216,6 +228,19 @@ class StoreCore:
             if self.unavailable is not None:
                 self._available_again()
             return
+
+    def _in_term(self, batch: list[Tx]) -> list[Tx]:
+        """``batch`` without the decisions of a leadership term that has ended (they are finished, unwritten)."""
+        keep = [tx for tx in batch if not tx.decision or (self.term and tx.term == self.term)]
+        if len(keep) == len(batch):
+            return batch
+        for tx in batch:
+            if tx.decision and not (self.term and tx.term == self.term):
+                tx.events.clear()  # (stamped by a refused try)
+                tx.error = "not written: the leadership term it was decided in has ended"
+                tx.finish()
+        log.info("dropped %d decision(s) of a leadership term that has ended", len(batch) - len(keep))
+        return keep
 
     def _unavailable(self, reason: str) -> float:
         """The store cannot be written: say so (once, then a reminder every 5 minutes); the seconds to wait."""

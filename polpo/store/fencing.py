@@ -15,9 +15,9 @@ The rules (docs/DESIGN.md, "Fencing"):
   :class:`StoreLost`, which the engine treats as the end of a run, never as its failure), kills its agents and
   leaves (exit 1; a supervisor starts it again as a new incarnation). A write refused for the leader's lock
   alone (``PLF02``) is a deposition, not a fence: the node stops leading (its decisions stop at once), and the
-  transaction begins again under its lease alone. What it had decided and queued before it noticed may still
-  commit: the next leader settles from the store and follows those events (the gap: a leader's decisions and a
-  turn's own writes share transactions, so they cannot yet be refused apart).
+  transaction begins again under its lease alone — without the leader's decisions it had queued (transactions
+  marked :meth:`~polpo.store.tx.Tx.decided`, written only while their term lasts): the next leader settles
+  from the store.
 
 SQL text, error checks and the fenced BEGIN: no asyncpg import (the CLI and SQLite daemons never load it).
 """
@@ -36,7 +36,7 @@ from polpo.store.identity import StoreLost
 
 log = logging.getLogger("polpo.cluster")
 
-__all__ = ["FENCE_FUNCTION", "LEADER_KEY", "LEADER_WRITES_KEY", "Fence", "Fenced", "fenced_reason",
+__all__ = ["FENCE_FUNCTION", "LEADER_KEY", "LEADER_WRITES_KEY", "Deposed", "Fence", "Fenced", "fenced_reason",
            "fenced_transaction"]
 
 LEADER_KEY = 0x706F6C706F + 1  # the leader's session advisory lock (the migration lock is 0x706F6C706F)
@@ -68,6 +68,11 @@ $fence$;
 
 class Fenced(StoreLost):
     """This node may no longer write: its lease (or its leadership) is gone and others take its work over."""
+
+
+class Deposed(Exception):
+    """The database refused a leader's write for its lock alone (``PLF02``, the lease still holds): the writer
+    drops the batch's leader decisions (:meth:`polpo.store.tx.Tx.decided`) and writes the rest under the lease."""
 
 
 def fenced_reason(e: BaseException) -> str | None:
@@ -119,9 +124,11 @@ class Fence:
                 fn(reason)
         return Fenced(self.fenced)
 
-    async def begin(self, conn: Any) -> None:
+    async def begin(self, conn: Any, *, deposed: bool = False) -> None:
         """BEGIN a transaction on ``conn`` that goes on only while this node holds its lease, in one round trip
-        (simple-query protocol: two statements); :class:`Fenced` when it does not (the transaction is gone)."""
+        (simple-query protocol: two statements); :class:`Fenced` when it does not (the transaction is gone).
+        ``deposed``: a refusal for the leader's lock alone raises :class:`Deposed` (the store's writer, whose
+        batch may hold decisions of the term that ended) instead of beginning again at once."""
         self.ensure()
         while True:
             try:
@@ -136,6 +143,8 @@ class Fence:
                         # it), and its own turns go on; the BEGIN is tried again under its lease alone
                         log.warning("%s; writing on under this node's lease alone", why)
                         self.leader_pid = None
+                        if deposed:
+                            raise Deposed(why) from None
                         continue
                     raise self.trip(why) from None
                 raise

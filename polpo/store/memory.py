@@ -13,25 +13,31 @@ commit (the follower's job on PostgreSQL).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import orjson
+from typing import Any, Protocol
 
 from polpo.clock import Clock, iso
 from polpo.events.catalog import Event
-from polpo.model.records import Assessment
-from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
+from polpo.store.fencing import Deposed
 from polpo.store.memory_claims import ClaimTable
-from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord
+from polpo.store.named_reads import NamedReads, Select
 
 __all__ = ["MemoryDatabase", "MemoryStore"]
 
 Rec = dict[str, Any]
-_CLAIM_TABLES = (R.CLAIM_OFFERS, R.CLAIM_STOPS, R.CLAIM_REQUEUES, R.CLAIM_DROPS)
+
+
+class TableOwner(Protocol):
+    """What keeps, in memory, a table whose statements live with the module that owns it (``Table.write``: the
+    cluster's claims); the store hands it that table's rows of each batch."""
+
+    def apply(self, table: R.Table, rows: Sequence[R.Row]) -> None: ...
+
+    def committed(self) -> None:
+        """After the batch's events were handed on (PostgreSQL's NOTIFY is delivered at the commit)."""
 
 
 @dataclass
@@ -44,10 +50,13 @@ class MemoryDatabase:
     events: list[Event] = field(default_factory=list)
     stores: list[MemoryStore] = field(default_factory=list)
     next_command: int = 0
+    leader: str | None = None  # the node holding the leader's lock (PostgreSQL's advisory lock)
     claims: ClaimTable = field(init=False)
+    owners: dict[str, TableOwner] = field(init=False)  # table name -> what applies its rows
 
     def __post_init__(self) -> None:
         self.claims = ClaimTable(self.clock.monotonic)
+        self.owners = {"claims": self.claims}
 
     def queue_command(self, kind: str, target: str) -> int:
         """Queue a retry / cancel / approve as the CLI would."""
@@ -59,7 +68,7 @@ class MemoryDatabase:
         return cid
 
 
-class MemoryStore(StoreCore):
+class MemoryStore(NamedReads, StoreCore):
     def __init__(self, clock: Clock, db: MemoryDatabase | None = None) -> None:
         self.db = db or MemoryDatabase(clock)
         super().__init__(clock, len(self.db.events))
@@ -69,14 +78,19 @@ class MemoryStore(StoreCore):
         self.on_remote: Callable[[list[Event]], None] | None = None  # other stores' events, after their commit
 
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> Sequence[int] | None:
+        if self.term and self.db.leader != self.node:  # as polpo_fence's PLF02: the lock is gone, the lease holds
+            raise Deposed(f"node {self.node} no longer holds the leader's lock")
         for table, group in rows.items():  # validated first, applied after: all or nothing
             for row in group:
                 if len(row) != len(table.cols):
                     raise ValueError(f"{table.name}: row of {len(row)} values for {len(table.cols)} columns")
-        offered = False
+        owners: list[TableOwner] = []
         for table, group in rows.items():
-            if table in _CLAIM_TABLES:
-                offered |= self.db.claims.apply(table, group)
+            if table.write is not None:  # a table another module owns
+                owner = self.db.owners[table.name]
+                owner.apply(table, group)
+                if owner not in owners:
+                    owners.append(owner)
                 continue
             target = self.tables[table.name]
             for row in group:
@@ -99,8 +113,8 @@ class MemoryStore(StoreCore):
         for other in self.db.stores:
             if other is not self and other.on_remote is not None and events:
                 other.on_remote(events)
-        if offered:
-            self.db.claims.notify()
+        for owner in owners:
+            owner.committed()
         return seqs if renumbered else None
 
     async def _close_backend(self) -> None:
@@ -115,63 +129,10 @@ class MemoryStore(StoreCore):
         """The stored rows of ``table`` that ``where`` accepts (tests read the state through this)."""
         return [dict(r) for r in self.tables[table].values() if where(r)]
 
-    # -- named reads ---------------------------------------------------------------------------------------
-    async def sources(self) -> list[SourceRecord]:
-        return [SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"])
-                for r in self.tables["sources"].values()]
+    # -- named reads (polpo.store.named_reads: the same reads as the SQL backends, over the dictionaries) --------
+    async def _select(self, q: Select, *args: Any) -> list[Mapping[str, Any]]:
+        return q.apply(self.tables[q.table].values(), args)
 
-    async def mission_index(self) -> list[MissionIndexEntry]:
-        ms = sorted(self.tables["missions"].values(), key=lambda r: r["seq"])
-        return [MissionIndexEntry(r["id"], r["source"], r["run"], r["seq"]) for r in ms]
-
-    async def open_mission_ids(self) -> list[str]:
-        ms = sorted(self.tables["missions"].values(), key=lambda r: r["seq"])
-        return [r["id"] for r in ms if r["status"] in ("running", "cancelling")]
-
-    async def load_mission(self, mission_id: str) -> LoadedMission | None:
-        row = self.tables["missions"].get((mission_id,))
-        if row is None:
-            return None
-        m = R.mission_from_row(row)
-        for g in self.tables["gates"].values():
-            if g["mission_id"] == mission_id:
-                m.gate_state[g["name"]] = GateStatus(g["status"])
-        for t in sorted((t for t in self.tables["tasks"].values() if t["mission_id"] == mission_id),
-                        key=lambda t: t["idx"]):
-            task = R.task_from_row(t, m)
-            m.tasks[task.id] = task
-        loaded = LoadedMission(m)
-        attempts = sorted((a for a in self.tables["attempts"].values() if a["mission_id"] == mission_id),
-                          key=lambda a: (a["task_id"], a["number"]))
-        for a in attempts:
-            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
-        return loaded
-
-    async def open_assessment(self, attempt_id: str) -> Assessment | None:
-        open_ = sorted((a for a in self.tables["assessments"].values()
-                        if a["attempt_id"] == attempt_id and a["status"] == "running"), key=lambda a: a["id"])
-        if not open_:
-            return None
-        row = open_[-1]
-        checks = sorted((c for c in self.tables["checks"].values() if c["assessment_id"] == row["id"]),
-                        key=lambda c: c["idx"])
-        return R.assessment_from_row(row, checks)
-
-    async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
-        return [(r["entity_id"], r["kind"]) for r in self.tables["sla_marks"].values()
-                if r["mission_id"] == mission_id]
-
-    async def spend_rows(self, period: str) -> list[dict[str, Any]]:
-        open_ = {r["id"] for r in self.tables["missions"].values() if r["status"] in ("running", "cancelling")}
-        return [dict(r) for r in self.tables["spend"].values() if r["period"] == period or r["mission_id"] in open_]
-
-    async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
-        row = self.tables["dimensions"].get((task_id, check_idx))
-        return (row["source"], orjson.loads(row["data"])) if row else None
-
-    async def queued_commands(self) -> list[CommandRecord]:
-        return [CommandRecord(r["id"], r["kind"], r["target"])
-                for r in sorted(self.tables["commands"].values(), key=lambda r: r["id"]) if r["status"] == "queued"]
-
-    async def events_after(self, seq: int) -> list[Event]:
-        return [ev for ev in self.events if ev.seq > seq]
+    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
+        after = [ev for ev in self.events if ev.seq > seq]
+        return after if limit is None else after[:limit]

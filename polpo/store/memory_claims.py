@@ -17,13 +17,15 @@ from typing import Any, Protocol
 import anyio
 
 from polpo.model.records import Attempt, Mission, Task
+from polpo.store import claim_writes as W
 from polpo.store import rows as R
 from polpo.store.claim_records import Claim, DeadClaim, limit_keys, within_limits
+from polpo.store.named_reads import GATES
 
 __all__ = ["ClaimTable", "MemoryClaims"]
 
 Rec = dict[str, Any]
-_OFFER_COLS = R.CLAIM_OFFERS.cols
+_OFFER_COLS = W.OFFERS.cols
 
 
 class ClaimTable:
@@ -34,26 +36,34 @@ class ClaimTable:
         self.rows: dict[str, Rec] = {}  # task id -> claim
         self.nodes: dict[str, tuple[str, float]] = {}  # node -> (incarnation, last heartbeat)
         self.listeners: list[Callable[[], None]] = []  # NOTIFY polpo_claims: a task was offered or given back
+        self._claimable = False  # this batch made something claimable (told at its commit)
 
-    def apply(self, table: R.Table, rows: Sequence[R.Row]) -> bool:
-        """A writer's batch rows for the claims (the SQL of :func:`polpo.store.sql.statement`); True when
+    def apply(self, table: R.Table, rows: Sequence[R.Row]) -> None:
+        """A writer's batch rows for the claims (the statements of :mod:`polpo.store.claim_writes`); notes when
         something became claimable (an offer, a claim given back, or a held slot freed)."""
         offered = False
         for row in rows:
-            if table is R.CLAIM_OFFERS:
+            if table is W.OFFERS:
                 if row[0] not in self.rows:  # ON CONFLICT DO NOTHING: an offer never takes a held claim back
                     self.rows[row[0]] = {**dict(zip(_OFFER_COLS, row, strict=True)), "node": None,
                                          "incarnation": None, "stop": None}
                     offered = True
-            elif table is R.CLAIM_STOPS:
+            elif table is W.STOPS:
                 c = self.rows.get(row[0])
                 if c is not None and c["node"] is not None:
                     c["stop"] = row[1]
-            elif table is R.CLAIM_REQUEUES:
+            elif table is W.REQUEUES:
                 offered |= self.end(*row, requeue=True)
-            elif table is R.CLAIM_DROPS:  # a held slot freed: a claimer held back by a limit looks again
+            elif table is W.DROPS:  # a held slot freed: a claimer held back by a limit looks again
                 offered |= self.end(*row, requeue=False)
-        return offered
+            else:
+                raise ValueError(f"not a claims statement: {table}")
+        self._claimable |= offered
+
+    def committed(self) -> None:
+        if self._claimable:
+            self._claimable = False
+            self.notify()
 
     def end(self, task_id: str, node: str, incarnation: str, *, requeue: bool) -> bool:
         """Only the holder ends its claim; True when it did."""
@@ -184,7 +194,7 @@ class MemoryClaims:
         return out
 
     async def mission_gates(self, mission_id: str) -> dict[str, str]:
-        return {g["name"]: g["status"] for g in self.store.tables["gates"].values() if g["mission_id"] == mission_id}
+        return {g["name"]: g["status"] for g in GATES.apply(self.store.tables["gates"].values(), (mission_id,))}
 
     async def relay(self, kind: str, target: str, *, wait: float = 10.0) -> tuple[str, str]:
         """Queued in the shared command inbox for the leader, and the answer awaited (as on PostgreSQL)."""

@@ -34,24 +34,22 @@ from typing import Any
 
 import anyio
 import asyncpg
-import orjson
 
 from polpo.clock import Clock
 from polpo.config import StoreSettings
 from polpo.events.catalog import Event
-from polpo.model.records import Assessment
-from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
 from polpo.store.errors import StoreUnavailable
 from polpo.store.fencing import Fence
+from polpo.store.named_reads import NamedReads, Select
 from polpo.store.postgres_conn import PgTarget, target
 from polpo.store.postgres_faults import is_outage
 from polpo.store.postgres_schema import migrate
-from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
+from polpo.store.protocol import StoreError
 from polpo.store.sql import statement
 
-__all__ = ["CLAIMS_CHANNEL", "EVENTS_CHANNEL", "InDoubt", "PostgresStore"]
+__all__ = ["EVENTS_CHANNEL", "InDoubt", "PostgresStore"]
 
 log = logging.getLogger("polpo.store")
 
@@ -59,7 +57,6 @@ _NUMBER = "UPDATE event_clock SET seq = seq + $1 RETURNING seq"
 _NOTIFY = "SELECT pg_notify($1, $2)"
 _IDENTITY = "SELECT value FROM meta WHERE key = 'store_id'"
 EVENTS_CHANNEL = "polpo_events"  # payload: the last seq of a committed batch
-CLAIMS_CHANNEL = "polpo_claims"  # a task was offered to the cluster
 _INSERT_EVENT = ("INSERT INTO events (seq, ts, event, mission_id, task_id, data, node) "
                  "VALUES ($1, $2, $3, $4, $5, $6, $7)")
 
@@ -93,7 +90,7 @@ def _mark(ev: Event) -> tuple[str, str, str | None, str | None, str | None]:
     return (ev.ts, ev.event, ev.mission_id, ev.task_id, ev.node)
 
 
-class PostgresStore(StoreCore):
+class PostgresStore(NamedReads, StoreCore):
     identity_every = 5.0  # a query, not a stat: a dropped and recreated database is seen within seconds
     unavailable_advice = "start the PostgreSQL server or restore the way to it"
 
@@ -174,8 +171,8 @@ class PostgresStore(StoreCore):
         async with self.pool.acquire() as conn:
             if self.lease_fence is None:
                 await conn.execute("BEGIN")
-            else:  # BEGIN and the fence share a round trip
-                await self.lease_fence.begin(conn)
+            else:  # BEGIN and the fence share a round trip; a lost leader lock: Deposed (core drops decisions)
+                await self.lease_fence.begin(conn, deposed=True)
             try:
                 first, last = await self._statements(conn, rows, events)
             except BaseException:
@@ -197,13 +194,14 @@ class PostgresStore(StoreCore):
 
         A batch without events is rows only, and rows are upserts of whole states: one written twice in doubt is
         the same state."""
-        offers = False
+        channels: list[str] = []
         for table, group in rows.items():
             sql, params = statement(table, group, "$")
             await conn.executemany(sql, [_no_nul(r) for r in params])
-            offers = offers or table is R.CLAIM_OFFERS or table is R.CLAIM_REQUEUES
-        if offers:  # delivered at the commit: idle nodes claim at once (polpo.store.cluster.claims)
-            await conn.execute(_NOTIFY, CLAIMS_CHANNEL, "")
+            if table.notify is not None and table.notify not in channels:
+                channels.append(table.notify)
+        for channel in channels:  # delivered at the commit (a task offered: idle nodes claim at once)
+            await conn.execute(_NOTIFY, channel, "")
         if not events:
             return 0, 0
         last = int(await conn.fetchval(_NUMBER, len(events)))  # locks the clock until the commit
@@ -217,71 +215,10 @@ class PostgresStore(StoreCore):
     async def _close_backend(self) -> None:
         await self.pool.close()
 
-    async def _all(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+    async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
         try:
-            return [dict(r) for r in await self.pool.fetch(sql, *args)]
+            return [dict(r) for r in await self.pool.fetch(q.sql("$"), *args)]
         except Exception as e:
             if is_outage(e):  # the pool's connections outlived the server: the next reads get new ones
                 await self.pool.expire_connections()
             raise
-
-    # -- named reads ---------------------------------------------------------------------------------------
-    async def sources(self) -> list[SourceRecord]:
-        return [SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"])
-                for r in await self._all("SELECT path, hash, outcome, mission_id FROM sources")]
-
-    async def mission_index(self) -> list[MissionIndexEntry]:
-        return [MissionIndexEntry(r["id"], r["source"], r["run"], r["seq"])
-                for r in await self._all("SELECT id, source, run, seq FROM missions ORDER BY seq")]
-
-    async def open_mission_ids(self) -> list[str]:
-        rows = await self._all("SELECT id FROM missions WHERE status IN ('running', 'cancelling') ORDER BY seq")
-        return [r["id"] for r in rows]
-
-    async def load_mission(self, mission_id: str) -> LoadedMission | None:
-        rows = await self._all("SELECT * FROM missions WHERE id = $1", mission_id)
-        if not rows:
-            return None
-        m = R.mission_from_row(rows[0])
-        for g in await self._all("SELECT name, status FROM gates WHERE mission_id = $1", mission_id):
-            m.gate_state[g["name"]] = GateStatus(g["status"])
-        for t in await self._all("SELECT * FROM tasks WHERE mission_id = $1 ORDER BY idx", mission_id):
-            task = R.task_from_row(t, m)
-            m.tasks[task.id] = task
-        loaded = LoadedMission(m)
-        for a in await self._all("SELECT * FROM attempts WHERE mission_id = $1 ORDER BY task_id, number",
-                                 mission_id):
-            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
-        return loaded
-
-    async def open_assessment(self, attempt_id: str) -> Assessment | None:
-        rows = await self._all("SELECT * FROM assessments WHERE attempt_id = $1 AND status = 'running' "
-                               "ORDER BY id DESC LIMIT 1", attempt_id)
-        if not rows:
-            return None
-        checks = await self._all("SELECT * FROM checks WHERE assessment_id = $1 ORDER BY idx", rows[0]["id"])
-        return R.assessment_from_row(rows[0], checks)
-
-    async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
-        rows = await self._all("SELECT entity_id, kind FROM sla_marks WHERE mission_id = $1", mission_id)
-        return [(r["entity_id"], r["kind"]) for r in rows]
-
-    async def spend_rows(self, period: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._all(
-            "SELECT * FROM spend WHERE period = $1 OR mission_id IN "
-            "(SELECT id FROM missions WHERE status IN ('running', 'cancelling'))", period)]
-
-    async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
-        rows = await self._all("SELECT source, data FROM dimensions WHERE task_id = $1 AND check_idx = $2",
-                               task_id, check_idx)
-        return (rows[0]["source"], orjson.loads(rows[0]["data"])) if rows else None
-
-    async def queued_commands(self) -> list[CommandRecord]:
-        rows = await self._all("SELECT id, kind, target FROM commands WHERE status = 'queued' ORDER BY id")
-        return [CommandRecord(r["id"], r["kind"], r["target"]) for r in rows]
-
-    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
-        rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data, node FROM events WHERE seq > $1 "
-                               "ORDER BY seq LIMIT $2", seq, limit)
-        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]),
-                      node=r["node"]) for r in rows]

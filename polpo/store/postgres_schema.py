@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polpo.store.errors import StoreError
 from polpo.store.fencing import FENCE_FUNCTION
+from polpo.store.schema import SCHEDULES_TABLE
 
 if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
     from asyncpg import Connection
@@ -251,7 +252,44 @@ MIGRATIONS: list[str] = [
     """,
     # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
     FENCE_FUNCTION,
-    # v6: the SQLite schema v7: what LLM calls cost, per task, mission, agent-day and daemon-day.
+    # v6: the SQLite schema v7: scheduled missions (polpo.schedules).
+    SCHEDULES_TABLE.format(T=T, I="BIGINT"),
+    # v7: the SQLite schema v8: checkpoints, delays and approvals (polpo.engine.holds), verdict overrides.
+    f"""
+    CREATE TABLE overrides (
+        task_id      {T} PRIMARY KEY,
+        mission_id   {T} NOT NULL,
+        passed       BIGINT NOT NULL,
+        score        DOUBLE PRECISION NOT NULL,
+        judge_passed BIGINT,
+        judge_score  DOUBLE PRECISION,
+        attempt_id   {T},
+        reason       {T} NOT NULL,
+        by_person    {T} NOT NULL,
+        created_at   {T} NOT NULL
+    );
+    CREATE TABLE holds (
+        mission_id  {T} NOT NULL,
+        kind        {T} NOT NULL,
+        name        {T} NOT NULL,
+        status      {T} NOT NULL,
+        at          {T} NOT NULL,
+        expires_at  {T},
+        released_at {T},
+        resumed_by  {T},
+        note        {T},
+        PRIMARY KEY (mission_id, kind, name)
+    );
+    """,
+    # v8: the SQLite schema v9: spend split into input and output tokens, and each reviewer's cost.
+    """
+    ALTER TABLE attempts ADD COLUMN tokens_in BIGINT;
+    ALTER TABLE attempts ADD COLUMN tokens_out BIGINT;
+    ALTER TABLE reviews ADD COLUMN tokens_in BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN tokens_out BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN cost DOUBLE PRECISION;
+    """,
+    # v9: the SQLite schema v10: what LLM calls cost, per task, mission, agent-day and daemon-day.
     f"""
     CREATE TABLE spend (
         scope       {T} NOT NULL,

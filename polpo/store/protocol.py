@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.model.records import Assessment, Attempt, Mission
+from polpo.model.schedule import Schedule
 from polpo.model.status import SourceOutcome
 from polpo.store.errors import StoreError
 from polpo.store.tx import Tx
@@ -62,6 +63,7 @@ class LoadedMission:
 class Store(Protocol):
     event_log: EventLog | None
     node: str | None  # stamped on every event (``[daemon] node``)
+    term: int | None  # the leadership term whose decisions are written (None: one node, it always leads)
     commits: int
     identity: str  # the store's UUID, written once at creation (polpo.store.identity)
     lost: str | None  # why nothing more is written: the database was deleted or replaced while running
@@ -131,4 +133,10 @@ class Store(Protocol):
 
     async def queued_commands(self) -> list[CommandRecord]: ...
 
-    async def events_after(self, seq: int) -> list[Event]: ...
+    async def schedules(self) -> list[Schedule]:
+        """Every schedule not removed (polpo.model.schedule)."""
+        ...
+
+    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
+        """The stored events after ``seq``, oldest first (at most ``limit``)."""
+        ...

@@ -213,6 +213,33 @@ def dimensions(con: Conn, tid: str) -> list[dict[str, Any]]:
             for r in con.execute("SELECT * FROM dimensions WHERE task_id = ? ORDER BY check_idx", (tid,))]
 
 
+def override(con: Conn, tid: str) -> dict[str, Any] | None:
+    """A person's verdict on a task over the judge's (polpo.engine.overrides), or None."""
+    return _dict(con.execute("SELECT * FROM overrides WHERE task_id = ?", (tid,)).fetchone())
+
+
+def overrides_for_labels(con: Conn, mission: str | None = None) -> list[dict[str, Any]]:
+    """Every override (or one mission's) with what a label needs: the task's place in its mission's spec, the
+    mission's workspace, the judged attempt's latest assessment scores and the judge models that reviewed it."""
+    rows = [dict(r) for r in con.execute(
+        "SELECT o.*, t.idx, t.title, m.spec, m.workspace FROM overrides o JOIN tasks t ON t.id = o.task_id "
+        "JOIN missions m ON m.id = o.mission_id WHERE (? IS NULL OR o.mission_id = ?) ORDER BY o.created_at, o.task_id",
+        (mission, mission))]
+    for r in rows:
+        a = con.execute("SELECT id, scores FROM assessments WHERE attempt_id = ? ORDER BY id DESC LIMIT 1",
+                        (r["attempt_id"],)).fetchone()
+        r["judge_scores"] = orjson.loads(a["scores"]) if a is not None and a["scores"] else None
+        r["judge_models"] = sorted({m[0] for m in con.execute(
+            "SELECT DISTINCT model FROM reviews WHERE assessment_id = ?", (a["id"],))}) if a is not None else []
+        r["dimensions"] = dimensions(con, r["task_id"])
+    return rows
+
+
+def holds(con: Conn, mid: str) -> list[dict[str, Any]]:
+    """A mission's checkpoints, delays and approvals once reached or started (polpo.engine.holds)."""
+    return [dict(r) for r in con.execute("SELECT * FROM holds WHERE mission_id = ? ORDER BY kind, name", (mid,))]
+
+
 def gates(con: Conn, mid: str) -> list[dict[str, Any]]:
     return [dict(r) for r in con.execute("SELECT * FROM gates WHERE mission_id = ? ORDER BY name", (mid,))]
 
@@ -276,6 +303,7 @@ class TaskRow:
     agent: str
     retries: int
     total_fixes: int
+    status: str = ""
 
 
 @dataclass(frozen=True)
@@ -322,13 +350,14 @@ class Snapshot:
     marks: list[MarkRow]
     mission_order: list[str]  # acceptance order
     reviews: list[ReviewRow] = field(default_factory=list)
+    spend: dict[str, dict[str, Any]] = field(default_factory=dict)  # task id -> its spend tally (polpo.model.spend)
 
 
 def metrics_snapshot(con: Conn, *, mission: str | None = None) -> Snapshot:
     """The rows metrics need, optionally of one mission (by id); read-only."""
     where, args = ("WHERE t.mission_id = ?", (mission,)) if mission is not None else ("", ())
-    tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0) for r in con.execute(
-        f"SELECT t.id, t.mission_id, t.title, t.agent, t.retries, t.total_fixes FROM tasks t {where} "
+    tasks = [TaskRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5] or 0, r[6]) for r in con.execute(
+        f"SELECT t.id, t.mission_id, t.title, t.agent, t.retries, t.total_fixes, t.status FROM tasks t {where} "
         "ORDER BY t.mission_id, t.idx", args)]
     assessments = [AssessmentRow(r[0], r[1], r[2], bool(r[3]), r[4], _scores(r[5])) for r in con.execute(
         "SELECT a.task_id, t.mission_id, COALESCE(at.agent, t.agent), a.passed, a.global_score, a.scores "

@@ -8,7 +8,7 @@ prompt, a task's dimension set).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +19,10 @@ import orjson
 from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
 from polpo.model.doc import MissionDoc
+from polpo.model.holds import HoldKind, HoldState, HoldStatus
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.schedule import Schedule, ScheduleStatus
+from polpo.model.spend import AttemptSpend
 from polpo.model.status import (
     AssessmentStatus,
     AttemptKind,
@@ -28,11 +31,26 @@ from polpo.model.status import (
     MissionStatus,
     TaskStatus,
 )
+from polpo.store.columns import (
+    FLAG,
+    JSON,
+    TIME,
+    TIME_OR_NONE,
+    Col,
+    Columns,
+    enum,
+    loaded_json,
+    loaded_time,
+    stored_json,
+    stored_time,
+)
 
 Row = tuple[Any, ...]
+Statement = Callable[[Sequence[Row], str], tuple[str, Sequence[Row]]]
+"""A table's own statement: (rows, placeholder "?" or "$") → (SQL text, parameter rows)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object a table: compared and hashed by identity (the writer's dict keys)
 class Table:
     name: str
     cols: tuple[str, ...]
@@ -41,18 +59,28 @@ class Table:
     """Columns an upsert writes when it inserts and never updates: what is stored once (a prompt, a spec) and
     what never changes for a record (its mission, its position). Leaving the latter out of the UPDATE spares the
     indexes on them a delete and re-insert on every write (7.6 → 4.3 µs a task row)."""
+    write: Statement | None = None
+    """The statement of a table another module owns (the cluster's claims, :mod:`polpo.store.claim_writes`): its
+    SQL lives with its owner, not here or in :mod:`polpo.store.sql`, and its rows still ride in a :class:`Tx`,
+    atomic with the state that causes them. None: an upsert of ``cols``."""
+    notify: str | None = None
+    """A channel told at the commit of a batch that wrote this table (PostgreSQL's NOTIFY)."""
 
 
 MISSIONS = Table("missions", ("id", "seq", "name", "source", "hash", "run", "spec", "workspace", "status", "reason",
                               "report", "warnings", "created_at", "finished_at", "home"), ("id",), ("spec",))
-TASKS = Table("tasks", ("id", "mission_id", "idx", "title", "agent", "status", "reason", "attempts", "retries",
-                        "fix_attempts", "total_fixes", "interruptions", "next_kind", "feedback", "updated_at",
-                        "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
-                        "expectations"), ("id",), ("mission_id", "idx"))
+TASK_COLUMNS = Columns(
+    "id", "mission_id", "idx", "title", "agent", Col("status", enum(TaskStatus)), "reason", "attempts", "retries",
+    "fix_attempts", "total_fixes", "interruptions", Col("next_kind", enum(AttemptKind)), "feedback",
+    Col("updated_at", TIME), Col("started_at", TIME_OR_NONE), Col("finished_at", TIME_OR_NONE), "score",
+    "escalation_level", "model", Col("judge_used", FLAG), Col("expectations", JSON))
+"""A task's columns, declared once (:mod:`polpo.store.columns`): :data:`TASKS`, :func:`task_row`, task_from_row."""
+TASKS = Table("tasks", TASK_COLUMNS.names, ("id",), ("mission_id", "idx"))
 ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
                               "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail",
                               "stdout_bytes", "stderr_bytes", "duration", "files", "prompt", "verdict",
-                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent"),
+                              "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent",
+                              "tokens_in", "tokens_out"),
                  ("id",), ("task_id", "mission_id", "number", "prompt"))
 ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message",
                                     "created_at", "finished_at", "global_score", "scores"), ("id",),
@@ -60,14 +88,21 @@ ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "s
 CHECKS = Table("checks", ("assessment_id", "idx", "task_id", "type", "label", "passed", "message", "details",
                           "duration", "created_at", "scores"), ("assessment_id", "idx"))
 GATES = Table("gates", ("mission_id", "name", "status", "reason", "avg_score", "evaluated_at"), ("mission_id", "name"))
+HOLDS = Table("holds", ("mission_id", "kind", "name", "status", "at", "expires_at", "released_at", "resumed_by", "note"),
+              ("mission_id", "kind", "name"))
+OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "judge_passed", "judge_score", "attempt_id",
+                                "reason", "by_person", "created_at"), ("task_id",))
 SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
-REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at"),
+REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
+                            "tokens_in", "tokens_out", "cost"),
                 ("assessment_id", "check_idx", "reviewer"))
 DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "created_at"), ("task_id", "check_idx"),
                    ("data", "source"))
 SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at"),
                   ("entity_id", "kind"), ("data", "created_at"))
+SCHEDULES = Table("schedules", ("id", "source", "hash", "spec", "expr", "timezone", "status", "anchor", "updated_at",
+                                "cursor_at", "queued", "last_run"), ("id",))  # polpo.model.schedule
 # what LLM calls cost, per account: a task, a mission (period ""), an agent's or the daemon's day (period
 # "YYYY-MM-DD", UTC; key "" for the daemon); flags: 1 budget:warning sent, 2 budget:exceeded sent; limit_*: a task's budget
 # as `polpo retry --budget` raised it (polpo.engine.spend_book)
@@ -75,32 +110,10 @@ SPEND = Table("spend", ("scope", "key", "period", "mission_id", "tokens_in", "to
                         "flags", "limit_usd", "limit_tokens", "updated_at"), ("scope", "key", "period"), ("mission_id",))
 COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
-# PostgreSQL only (several daemons): a ready task offered to the cluster (insert if absent) and the end of a
-# claim (its holder gives it back or drops it); see polpo.store.cluster.claims
-CLAIM_OFFERS = Table("claims", ("task_id", "mission_id", "home", "prio", "mseq", "idx", "agent_key", "agent_limit",
-                                "mission_limit"), ("task_id",))
-CLAIM_STOPS = Table("claims", ("task_id", "stop"), ("task_id",))  # an update: ask the holder to stop its run
-CLAIM_REQUEUES = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("requeue",))  # back to the queue
-CLAIM_DROPS = Table("claims", ("task_id", "node", "incarnation"), ("task_id",), ("drop",))  # turn over: gone
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, SLA_MARKS, SPEND)
-
-
-def _ts(v: datetime | None) -> str | None:
-    return iso(v) if v is not None else None
-
-
-def _json(v: Any) -> str | None:
-    return orjson.dumps(v).decode() if v is not None else None
-
-
-def _dt(v: str | None) -> datetime | None:
-    return parse_iso(v) if v else None
-
-
-def _loads(v: str | None) -> Any:
-    return orjson.loads(v) if v else None
+                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES,
+                                    SPEND)
 
 
 # --------------------------------------------------------------------------------------------- to rows
@@ -109,32 +122,31 @@ def _loads(v: str | None) -> Any:
 def mission_row(m: Mission) -> Row:
     """``spec`` is insert-only: the stored JSON the mission keeps, never serialised again."""
     return (m.id, m.seq, m.name, m.source, m.hash, m.run, m.doc.text(), str(m.workspace), m.status.value, m.reason,
-            _json(m.report), orjson.dumps(m.warnings).decode(), iso(m.created_at), _ts(m.finished_at), m.home)
+            stored_json(m.report), orjson.dumps(m.warnings).decode(), iso(m.created_at), stored_time(m.finished_at),
+            m.home)
 
 
-def task_row(t: Task) -> Row:
-    return (t.id, t.mission_id, t.idx, t.title, t.agent, t.status.value, t.reason, t.attempts, t.retries,
-            t.fix_attempts, t.total_fixes, t.interruptions, t.next_kind.value, t.feedback, iso(t.updated_at),
-            _ts(t.started_at), _ts(t.finished_at), t.score, t.escalation_level, t.model, int(t.judge_used),
-            _json(t.expectations))
+task_row: Callable[[Task], Row] = TASK_COLUMNS.to_row()
+"""A task's row, in :data:`TASKS` column order."""
 
 
 def attempt_row(a: Attempt) -> Row:
     return (a.id, a.task_id, a.mission_id, a.number, a.kind.value, a.agent, a.status.value, a.pid, a.pid_ticks,
             a.exit_code, a.signal, int(a.timed_out), a.error, a.stdout_tail, a.stderr_tail, a.stdout_bytes,
-            a.stderr_bytes, a.duration, _json(a.files), a.prompt, a.verdict, iso(a.started_at),
-            _ts(a.finished_at), a.model, _json(a.outcomes), a.tokens, a.cost, int(a.permanent))
+            a.stderr_bytes, a.duration, stored_json(a.files), a.prompt, a.verdict, iso(a.started_at),
+            stored_time(a.finished_at), a.model, stored_json(a.outcomes), a.tokens, a.cost, int(a.permanent),
+            a.tokens_in, a.tokens_out)
 
 
 def assessment_row(a: Assessment) -> Row:
     return (a.id, a.attempt_id, a.task_id, a.trigger.value, a.status.value,
-            None if a.passed is None else int(a.passed), a.message, iso(a.created_at), _ts(a.finished_at),
-            a.global_score, _json(a.scores))
+            None if a.passed is None else int(a.passed), a.message, iso(a.created_at), stored_time(a.finished_at),
+            a.global_score, stored_json(a.scores))
 
 
 def check_row(assessment_id: str, task_id: str, c: CheckOutcome, at: datetime) -> Row:
     return (assessment_id, c.index, task_id, c.type, c.label, int(c.passed), c.message, c.details, c.duration,
-            iso(at), _json(c.row_json()))
+            iso(at), stored_json(c.row_json()))
 
 
 # -------------------------------------------------------------------------------------------- from rows
@@ -145,18 +157,23 @@ def mission_from_row(r: Mapping[str, Any]) -> Mission:
     return Mission(id=r["id"], seq=r["seq"], name=r["name"], source=r["source"], hash=r["hash"], run=r["run"],
                    doc=MissionDoc.parse(r["spec"]), workspace=Path(r["workspace"]),
                    status=MissionStatus(r["status"]), created_at=parse_iso(r["created_at"]),
-                   warnings=orjson.loads(r["warnings"]), reason=r["reason"], report=_loads(r["report"]),
-                   finished_at=_dt(r["finished_at"]), home=r["home"])
+                   warnings=orjson.loads(r["warnings"]), reason=r["reason"], report=loaded_json(r["report"]),
+                   finished_at=loaded_time(r["finished_at"]), home=r["home"])
 
 
-def task_from_row(r: Mapping[str, Any], m: Mission) -> Task:
-    return Task(id=r["id"], mission_id=m.id, idx=r["idx"], title=r["title"], agent=r["agent"],
-                doc=m.doc, status=TaskStatus(r["status"]), updated_at=parse_iso(r["updated_at"]),
-                reason=r["reason"], attempts=r["attempts"], retries=r["retries"], fix_attempts=r["fix_attempts"],
-                total_fixes=r["total_fixes"], interruptions=r["interruptions"],
-                next_kind=AttemptKind(r["next_kind"]), feedback=r["feedback"], started_at=_dt(r["started_at"]),
-                finished_at=_dt(r["finished_at"]), score=r["score"], escalation_level=r["escalation_level"],
-                model=r["model"], judge_used=bool(r["judge_used"]), expectations=_loads(r["expectations"]))
+task_from_row: Callable[[Mapping[str, Any], Mission], Task] = TASK_COLUMNS.from_row(
+    Task, "m", mission_id="m.id", doc="m.doc")
+"""A task record of mission ``m`` from its row (the mission's document stays the mission's)."""
+
+
+REVIEW_SPEND_COLUMNS = "assessment_id, check_idx, reviewer, task_id, model, tokens_in, tokens_out, cost"
+
+
+def keep_spend(m: Mission, a: Attempt) -> None:
+    """A loaded attempt's spend, on its mission (for the report after a restart)."""
+    spent = AttemptSpend.of(a.task_id, a.kind.value, a.agent, a.model, a.tokens, a.tokens_in, a.tokens_out, a.cost)
+    if spent is not None:
+        m.spent.attempts[a.id] = spent
 
 
 def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
@@ -166,10 +183,10 @@ def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
                    pid_ticks=a["pid_ticks"], exit_code=a["exit_code"], signal=a["signal"],
                    timed_out=bool(a["timed_out"]), error=a["error"], stdout_tail=a["stdout_tail"] or "",
                    stderr_tail=a["stderr_tail"] or "", stdout_bytes=a["stdout_bytes"] or 0,
-                   stderr_bytes=a["stderr_bytes"] or 0, duration=a["duration"], files=_loads(a["files"]),
-                   verdict=a["verdict"], finished_at=_dt(a["finished_at"]), model=a["model"],
-                   outcomes=_loads(a["outcomes"]), tokens=a["tokens"], cost=a["cost"],
-                   permanent=bool(a.get("permanent")))
+                   stderr_bytes=a["stderr_bytes"] or 0, duration=a["duration"], files=loaded_json(a["files"]),
+                   verdict=a["verdict"], finished_at=loaded_time(a["finished_at"]), model=a["model"],
+                   outcomes=loaded_json(a["outcomes"]), tokens=a["tokens"], cost=a["cost"],
+                   permanent=bool(a.get("permanent")), tokens_in=a.get("tokens_in"), tokens_out=a.get("tokens_out"))
 
 
 def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Assessment:
@@ -181,6 +198,29 @@ def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]
                                      details=c["details"], duration=c["duration"], index=c["idx"],
                                      **CheckOutcome.fields_from_row_json(extra)))
     return a
+
+
+def schedule_row(s: Schedule) -> Row:
+    return (s.id, s.source, s.hash, s.spec, s.expr, s.timezone, s.status.value, iso(s.anchor), iso(s.updated_at),
+            stored_time(s.cursor), s.queued, s.last_run)
+
+
+def schedule_from_row(r: Mapping[str, Any]) -> Schedule:
+    return Schedule(id=r["id"], source=r["source"], hash=r["hash"], spec=r["spec"], expr=r["expr"],
+                    timezone=r["timezone"], status=ScheduleStatus(r["status"]), anchor=parse_iso(r["anchor"]),
+                    updated_at=parse_iso(r["updated_at"]), cursor=loaded_time(r["cursor_at"]), queued=r["queued"],
+                    last_run=r["last_run"])
+
+
+def hold_row(mission_id: str, h: HoldState) -> Row:
+    return (mission_id, h.kind.value, h.name, h.status.value, iso(h.at), stored_time(h.expires_at),
+            stored_time(h.released_at), h.by, h.note)
+
+
+def hold_from_row(r: Mapping[str, Any]) -> HoldState:
+    return HoldState(kind=HoldKind(r["kind"]), name=r["name"], status=HoldStatus(r["status"]), at=parse_iso(r["at"]),
+                     expires_at=loaded_time(r["expires_at"]), released_at=loaded_time(r["released_at"]),
+                     by=r["resumed_by"], note=r["note"])
 
 
 def gate_status(v: str) -> GateStatus:

@@ -6,6 +6,23 @@ transaction at open time, so a daemon never sees a half-migrated file.
 
 from __future__ import annotations
 
+SCHEDULES_TABLE = """
+    CREATE TABLE schedules (
+        id          {T} PRIMARY KEY,          -- the mission file's stem (its runs are ID, ID#2, …)
+        source      {T} NOT NULL UNIQUE,      -- the mission file
+        hash        {T} NOT NULL,             -- sha256 of the bytes it was made from
+        spec        {T} NOT NULL,             -- the validated mission document (JSON) each run starts from
+        expr        {T} NOT NULL,             -- cron expression, ISO instant or ISO interval
+        timezone    {T},
+        status      {T} NOT NULL,             -- active | paused | ended | removed
+        anchor      {T} NOT NULL,             -- when the file was read
+        updated_at  {T} NOT NULL,
+        cursor_at   {T},                      -- the newest scheduled instant dealt with
+        queued      {I} NOT NULL DEFAULT 0,   -- firings waiting for the active run (overlap "queue")
+        last_run    {T}                       -- the newest run's mission id
+    );
+"""  # shared with the PostgreSQL migration (polpo.store.postgres_schema)
+
 MIGRATIONS: list[str] = [
     # v1: the foundation.
     """
@@ -203,7 +220,46 @@ MIGRATIONS: list[str] = [
         value       TEXT NOT NULL
     );
     """,
-    # v7: what LLM calls cost, per task, mission, agent-day and daemon-day (budgets: polpo.engine.spend_book).
+    # v7: scheduled missions (polpo.schedules): one row per scheduled mission file.
+    SCHEDULES_TABLE.format(T="TEXT", I="INTEGER"),
+    # v8: checkpoints, delays and approvals (polpo.engine.holds, people): one row per hold once it is reached;
+    # a person's verdict on a task over the judge's (polpo.engine.overrides), kept beside the judge's.
+    """
+    CREATE TABLE overrides (
+        task_id      TEXT PRIMARY KEY,
+        mission_id   TEXT NOT NULL,
+        passed       INTEGER NOT NULL,        -- the person's verdict
+        score        REAL NOT NULL,           -- the person's score, 1..5 (what `polpo labels export` writes)
+        judge_passed INTEGER,                 -- the verdict it replaced (the task's status then)
+        judge_score  REAL,                    -- the judge's global score then
+        attempt_id   TEXT,                    -- the attempt judged (its assessment holds the judge's scores)
+        reason       TEXT NOT NULL,
+        by_person    TEXT NOT NULL,
+        created_at   TEXT NOT NULL
+    );
+    CREATE TABLE holds (
+        mission_id  TEXT NOT NULL,
+        kind        TEXT NOT NULL,            -- checkpoint | delay
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,            -- reached | started | released
+        at          TEXT NOT NULL,            -- reached or started
+        expires_at  TEXT,                     -- a delay's end (stored: a restart keeps it)
+        released_at TEXT,
+        resumed_by  TEXT,                     -- who resumed a checkpoint
+        note        TEXT,
+        PRIMARY KEY (mission_id, kind, name)
+    );
+    """,
+    # v9: spend split into input and output tokens, for the agent's turns and for each reviewer and judge, with
+    # the reviewer's cost (NULL: its model has no known price) in columns a mission's spend is summed from.
+    """
+    ALTER TABLE attempts ADD COLUMN tokens_in INTEGER;
+    ALTER TABLE attempts ADD COLUMN tokens_out INTEGER;
+    ALTER TABLE reviews ADD COLUMN tokens_in INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN tokens_out INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE reviews ADD COLUMN cost REAL;
+    """,
+    # v10: what LLM calls cost, per task, mission, agent-day and daemon-day (budgets: polpo.engine.spend_book).
     """
     CREATE TABLE spend (
         scope       TEXT NOT NULL,                           -- task | mission | agent | daemon

@@ -24,22 +24,19 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import anyio.to_thread
-import orjson
 
 from polpo.clock import Clock
 from polpo.events.catalog import Event
-from polpo.model.records import Assessment
-from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
 from polpo.store.errors import StoreUnavailable
-from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord, StoreError
+from polpo.store.named_reads import NamedReads, Select
+from polpo.store.protocol import StoreError
 from polpo.store.schema import MIGRATIONS, PRAGMAS, SCHEMA_VERSION
 from polpo.store.sql import statement
 
@@ -52,7 +49,7 @@ CHECKPOINT_EVERY = 200
 WAIT_FOR_LOCK_MS = 5000  # the wait of a batch written in a thread when another process held the write lock
 
 
-class SqliteStore(StoreCore):
+class SqliteStore(NamedReads, StoreCore):
     def __init__(self, db: aiosqlite.Connection, path: Path, clock: Clock, max_seq: int, identity: str = "") -> None:
         super().__init__(clock, max_seq, identity)
         self.db = db
@@ -139,70 +136,9 @@ class SqliteStore(StoreCore):
         finally:
             await self.db.close()
 
-    async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        async with self.db.execute(sql, tuple(params)) as cur:
+    async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
+        async with self.db.execute(q.sql("?"), args) as cur:
             return [dict(r) for r in await cur.fetchall()]
-
-    # -- named reads ---------------------------------------------------------------------------------------
-    async def sources(self) -> list[SourceRecord]:
-        return [SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"])
-                for r in await self._all("SELECT path, hash, outcome, mission_id FROM sources")]
-
-    async def mission_index(self) -> list[MissionIndexEntry]:
-        return [MissionIndexEntry(r["id"], r["source"], r["run"], r["seq"])
-                for r in await self._all("SELECT id, source, run, seq FROM missions ORDER BY seq")]
-
-    async def open_mission_ids(self) -> list[str]:
-        rows = await self._all("SELECT id FROM missions WHERE status IN ('running', 'cancelling') ORDER BY seq")
-        return [r["id"] for r in rows]
-
-    async def load_mission(self, mission_id: str) -> LoadedMission | None:
-        rows = await self._all("SELECT * FROM missions WHERE id = ?", (mission_id,))
-        if not rows:
-            return None
-        m = R.mission_from_row(rows[0])
-        for g in await self._all("SELECT name, status FROM gates WHERE mission_id = ?", (mission_id,)):
-            m.gate_state[g["name"]] = GateStatus(g["status"])
-        for t in await self._all("SELECT * FROM tasks WHERE mission_id = ? ORDER BY idx", (mission_id,)):
-            task = R.task_from_row(t, m)
-            m.tasks[task.id] = task
-        loaded = LoadedMission(m)
-        for a in await self._all("SELECT * FROM attempts WHERE mission_id = ? ORDER BY task_id, number",
-                                 (mission_id,)):
-            loaded.attempts[a["task_id"]] = R.attempt_from_row(a)
-        return loaded
-
-    async def open_assessment(self, attempt_id: str) -> Assessment | None:
-        rows = await self._all("SELECT * FROM assessments WHERE attempt_id = ? AND status = 'running' "
-                               "ORDER BY id DESC LIMIT 1", (attempt_id,))
-        if not rows:
-            return None
-        checks = await self._all("SELECT * FROM checks WHERE assessment_id = ? ORDER BY idx", (rows[0]["id"],))
-        return R.assessment_from_row(rows[0], checks)
-
-    async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
-        rows = await self._all("SELECT entity_id, kind FROM sla_marks WHERE mission_id = ?", (mission_id,))
-        return [(r["entity_id"], r["kind"]) for r in rows]
-
-    async def spend_rows(self, period: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._all(
-            "SELECT * FROM spend WHERE period = ? OR mission_id IN "
-            "(SELECT id FROM missions WHERE status IN ('running', 'cancelling'))", (period,))]
-
-    async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
-        rows = await self._all("SELECT source, data FROM dimensions WHERE task_id = ? AND check_idx = ?",
-                               (task_id, check_idx))
-        return (rows[0]["source"], orjson.loads(rows[0]["data"])) if rows else None
-
-    async def queued_commands(self) -> list[CommandRecord]:
-        rows = await self._all("SELECT id, kind, target FROM commands WHERE status = 'queued' ORDER BY id")
-        return [CommandRecord(r["id"], r["kind"], r["target"]) for r in rows]
-
-    async def events_after(self, seq: int) -> list[Event]:
-        rows = await self._all("SELECT seq, ts, event, mission_id, task_id, data, node FROM events WHERE seq > ? "
-                               "ORDER BY seq", (seq,))
-        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]),
-                      node=r["node"]) for r in rows]
 
 
 # SQLite errors that may pass without a change to polpo: space, permissions, I/O, another process's lock

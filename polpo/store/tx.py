@@ -1,7 +1,8 @@
 """A unit of change: row upserts and the events that announce them, committed together.
 
 Backend-neutral: a ``Tx`` holds (table, row) pairs and typed event payloads; the store it is submitted to turns
-them into statements. Building one does no I/O, so state code can describe a change without awaiting.
+them into statements. A table whose SQL lives with another module (the cluster's claims) rides in the same way,
+through :meth:`Tx.put`, so what it writes stays atomic with the state that causes it. Building one does no I/O, so state code can describe a change without awaiting.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import anyio
 from polpo.checks.base import CheckOutcome
 from polpo.clock import iso
 from polpo.events.catalog import Event, Payload
+from polpo.model.holds import HoldState
 from polpo.model.records import Assessment, Attempt, Mission, Task
+from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 
@@ -23,7 +26,7 @@ PendingEvent = tuple[Payload, str | None, str | None]  # payload, mission id, ta
 
 
 class Tx:
-    __slots__ = ("_done", "error", "events", "finished", "ops", "pending", "ts")
+    __slots__ = ("_done", "decision", "error", "events", "finished", "ops", "pending", "term", "ts")
 
     def __init__(self) -> None:
         self.ops: list[tuple[R.Table, R.Row]] = []
@@ -33,6 +36,8 @@ class Tx:
         self.error: str | None = None  # why it was not written (it was dropped, alone, so the others could be)
         self.finished = False  # written, or dropped with ``error``
         self._done: anyio.Event | None = None  # made only for a waiter: most transactions are submitted, not awaited
+        self.decision = False  # a leader's decision about a mission (see :meth:`decided`)
+        self.term: int | None = None  # the store's leadership term when a decision was submitted
 
     @property
     def done(self) -> anyio.Event:
@@ -42,6 +47,14 @@ class Tx:
             if self.finished:
                 self._done.set()
         return self._done
+
+    def decided(self) -> Tx:
+        """This transaction is a leader's decision about a mission (a cascade, a gate, a completion, an offer),
+        not a turn's own writes: on a cluster node it is written only while the leadership term it was decided in
+        lasts (the store drops it once that term has ended, or when the database refuses the leader's lock), and
+        the next leader decides again from the store."""
+        self.decision = True
+        return self
 
     def finish(self) -> None:
         """The writer is through with it: wake whoever waits."""
@@ -75,6 +88,15 @@ class Tx:
         self.ops.append((R.GATES, (mission_id, name, status.value, reason, avg_score, iso(at))))
         return self
 
+    def hold(self, mission_id: str, h: HoldState) -> Tx:
+        self.ops.append((R.HOLDS, R.hold_row(mission_id, h)))
+        return self
+
+    def override(self, row: R.Row) -> Tx:
+        """A person's verdict on a task (``R.OVERRIDES`` columns, in order)."""
+        self.ops.append((R.OVERRIDES, row))
+        return self
+
     def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime) -> Tx:
         self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at))))
         return self
@@ -84,8 +106,11 @@ class Tx:
         return self
 
     def review(self, assessment_id: str, check_idx: int, reviewer: int, task_id: str, model: str, ok: bool,
-               data_json: str, at: datetime) -> Tx:
-        self.ops.append((R.REVIEWS, (assessment_id, check_idx, reviewer, task_id, model, int(ok), data_json, iso(at))))
+               data_json: str, at: datetime, *, tokens_in: int = 0, tokens_out: int = 0,
+               cost: float | None = None) -> Tx:
+        """A reviewer's (or the expectation judge's) trace, and what its calls spent (``cost`` None: unknown)."""
+        self.ops.append((R.REVIEWS, (assessment_id, check_idx, reviewer, task_id, model, int(ok), data_json, iso(at),
+                                     tokens_in, tokens_out, cost)))
         return self
 
     def dimensions(self, task_id: str, check_idx: int, source: str, data_json: str, at: datetime) -> Tx:
@@ -102,25 +127,21 @@ class Tx:
         self.ops.append((R.SPEND, row))
         return self
 
+    def schedule(self, s: Schedule) -> Tx:
+        self.ops.append((R.SCHEDULES, R.schedule_row(s)))
+        return self
+
     def command_done(self, command_id: int, status: str, result: str, at: datetime) -> Tx:
         self.ops.append((R.COMMANDS_DONE, (command_id, status, result, iso(at))))
         return self
 
+    def put(self, table: R.Table, row: R.Row) -> Tx:
+        """A row of a table another module owns, whose statement comes with the table (:attr:`R.Table.write`:
+        the cluster's claims, :mod:`polpo.store.claim_writes`): written in this transaction, with the rest."""
+        self.ops.append((table, row))
+        return self
+
     # -- events ---------------------------------------------------------------------------------------------
-    def claim_offer(self, row: R.Row) -> Tx:
-        """A ready task offered to the cluster's nodes (PostgreSQL only; see polpo.store.cluster.claims)."""
-        self.ops.append((R.CLAIM_OFFERS, row))
-        return self
-
-    def claim_end(self, row: R.Row, *, requeue: bool) -> Tx:
-        """The holder's turn is over: the task goes back to the queue (``requeue``) or the claim goes."""
-        self.ops.append((R.CLAIM_REQUEUES if requeue else R.CLAIM_DROPS, row))
-        return self
-
-    def claim_stop(self, task_id: str, reason: str) -> Tx:
-        self.ops.append((R.CLAIM_STOPS, (task_id, reason)))
-        return self
-
     def event(self, payload: Payload, *, mission_id: str | None = None, task_id: str | None = None) -> Tx:
         self.pending.append((payload, mission_id, task_id))
         return self

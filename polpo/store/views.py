@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from polpo.store import read
+from polpo.store import read, spend_read
 from polpo.store.read import Conn
 
 __all__ = ["camel", "mission_view", "missions_view", "quality", "task_view"]
@@ -28,6 +28,7 @@ def task_view(con: Conn, ident: str, *, full: bool) -> dict[str, Any] | None:
     t["hasTiers"] = read.task_has_tiers(con, t["id"])
     t["attempts"] = read.attempts(con, t["id"], full=full)
     t["dimensions"] = read.dimensions(con, t["id"])
+    t["override"] = read.override(con, t["id"])
     return t
 
 
@@ -42,8 +43,12 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
     names = [_camel_key(k) for k in keys] if camel_case else keys
     tasks = [dict(zip(names, r, strict=True)) for r in rows]
     m["gates"] = read.gates(con, m["id"])
+    m["holds"] = read.holds(con, m["id"])
+    # a running mission is paused for the tasks its reached checkpoints block (the others go on)
+    m["paused_at"] = [h["name"] for h in m["holds"] if h["kind"] == "checkpoint" and h["status"] == "reached"]
     m["spec"] = orjson.Fragment(m["spec"]) if raw_spec else orjson.loads(m["spec"])
     m["quality"] = quality({**m, "tasks": tasks})
+    m["spend"] = spend_read.spend(con, [m["id"]])[m["id"]]
     if camel_case:
         m = camel(m)
     m["tasks"] = tasks
@@ -52,7 +57,11 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
 
 def missions_view(con: Conn, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
     """The latest missions, oldest first, with their task counts (not their tasks)."""
-    return read.missions(con, include_finished=include_finished, limit=limit)
+    ms = read.missions(con, include_finished=include_finished, limit=limit)
+    spent = spend_read.spend(con, [m["id"] for m in ms])
+    for m in ms:
+        m["spend"] = spent[m["id"]]["total"]
+    return ms
 
 
 def quality(m: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +78,7 @@ def quality(m: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- camelCase
 
 _WORD = re.compile(r"_([a-z0-9])")
-_NESTED = frozenset({"tasks", "gates", "attempts", "assessments", "checks"})
+_NESTED = frozenset({"tasks", "gates", "holds", "attempts", "assessments", "checks", "override"})
 
 
 @lru_cache(maxsize=512)
@@ -84,5 +93,7 @@ def camel(doc: dict[str, Any]) -> dict[str, Any]:
     for k, v in doc.items():
         if k in _NESTED and isinstance(v, list):
             v = [camel(x) if isinstance(x, dict) else x for x in v]
+        elif k in _NESTED and isinstance(v, dict):
+            v = camel(v)
         out[_camel_key(k)] = v
     return out

@@ -52,13 +52,13 @@ class Tracing:
         self.provider.shutdown()  # exports what is still batched
 
 
-def start_tracing(store: Store, reviews: ReviewsFn) -> Tracing | None:
+def start_tracing(store: Store, reviews: ReviewsFn, transcripts: ReviewsFn | None = None) -> Tracing | None:
     if not wanted():
         return None
     provider = make_provider()  # the daemon checked at start that the extra is installed (polpo.extras)
     from polpo.telemetry.spans import EventSpans
 
-    spans = EventSpans(provider.get_tracer("polpo", __version__), reviews)
+    spans = EventSpans(provider.get_tracer("polpo", __version__), reviews, transcripts)
     store.subscribe(spans.observe)
     return Tracing(spans, provider)
 

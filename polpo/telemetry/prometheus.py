@@ -31,6 +31,9 @@ DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 
 SCORE_BUCKETS = (1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5)
 
 
+JUDGE_CHECK = -1  # the check index the expectation judge's trace is stored under
+
+
 def _as_float(fn: Callable[[], int]) -> Callable[[], float]:
     return lambda: float(fn())
 
@@ -82,6 +85,10 @@ class Metrics:
                                     ["model"], registry=r)
         self.judge_cost = Counter("polpo_judge_cost_usd", "Cost of the judge panel's reviewers (USD), by model",
                                   ["model"], registry=r)
+        self.llm_tokens = Counter("polpo_llm_tokens", "Tokens of polpo's LLM calls, by model, kind (input | output) "
+                                  "and role (agent | reviewer | judge)", ["model", "kind", "role"], registry=r)
+        self.llm_cost = Counter("polpo_llm_cost_usd", "Cost of polpo's LLM calls (USD; calls of a model with no "
+                                "known price count in tokens only), by model and role", ["model", "role"], registry=r)
         self.sla = Counter("polpo_sla_events", "SLA warnings, violations and deadlines met", ["kind"], registry=r)
         self.notify_failed = Counter("polpo_notification_failures", "Notifications that could not be delivered",
                                      ["channel"], registry=r)
@@ -121,6 +128,12 @@ class Metrics:
                 self.scores.labels(check_type).observe(d["globalScore"])
             if check_type == "llm_review" and ev.task_id is not None and isinstance(d.get("index"), int):
                 self.review_queue.put(ev.task_id, d["index"])
+        elif name == "agent:finished":
+            if d.get("model") is not None:
+                self._spend(str(d["model"]), "agent", d)
+        elif (name == "assessment:judged" and not d.get("skipped")) or name == "assessment:corrected":
+            if ev.task_id is not None:
+                self.review_queue.put(ev.task_id, JUDGE_CHECK)
         elif name == "mission:accepted":
             self.missions_accepted.inc()
         elif name == "mission:rejected":
@@ -134,10 +147,21 @@ class Metrics:
         elif name == "notification:sent":
             self.notify_sent.labels(str(d.get("channel"))).inc()
 
+    def _spend(self, model: str, role: str, d: Mapping[str, Any]) -> None:
+        for kind, key in (("input", "tokensIn"), ("output", "tokensOut")):
+            if isinstance(d.get(key), int) and d[key]:
+                self.llm_tokens.labels(model, kind, role).inc(d[key])
+        if isinstance(d.get("cost"), int | float):
+            self.llm_cost.labels(model, role).inc(d["cost"])
+
     def _reviews(self, task_id: str, check_idx: int, traces: list[dict[str, Any]]) -> None:
         for t in traces:
             data = t["data"]
             model = str(t.get("model") or data.get("model"))
+            if check_idx == JUDGE_CHECK:  # the expectation judge's one call, not a panel seat
+                self._spend(model, "judge", data)
+                continue
+            self._spend(model, "reviewer", data)
             self.judge_calls.labels(model, "ok" if t.get("ok") else "failed").inc()
             if isinstance(data.get("tokens"), int):
                 self.judge_tokens.labels(model).inc(data["tokens"])

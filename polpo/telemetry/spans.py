@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from polpo.events.catalog import Event
 from polpo.telemetry.follow import RUNNING, ReviewQueue, ReviewsFn, ts_seconds
+from polpo.telemetry.genai import agent_call_spans
 
 __all__ = ["EventSpans"]
 
@@ -26,7 +28,9 @@ def _ns(ts: str) -> int:
 
 
 class EventSpans:
-    def __init__(self, tracer: Tracer, reviews: ReviewsFn) -> None:
+    def __init__(self, tracer: Tracer, reviews: ReviewsFn, transcripts: ReviewsFn | None = None) -> None:
+        """``transcripts``: (task id, attempt number) → the attempt's stored transcript, for the LLM agent's
+        ``chat`` and ``execute_tool`` spans (:mod:`polpo.telemetry.genai`); None: no such spans."""
         self.tracer = tracer
         self.missions: dict[str, Span] = {}
         self.tasks: dict[str, Span] = {}
@@ -35,9 +39,16 @@ class EventSpans:
         self.scores: dict[str, float] = {}
         self.pending_reviews: dict[tuple[str, int], Span] = {}  # ended check spans whose reviewers are to come
         self.review_queue = ReviewQueue(reviews, self._reviewers)
+        self.pending_agents: dict[tuple[str, int], Span] = {}  # attempt spans whose agent calls are to come
+        self.agent_queue = ReviewQueue(transcripts, self._agent_calls) if transcripts is not None else None
 
     async def run(self) -> None:
-        await self.review_queue.run()
+        if self.agent_queue is None:
+            await self.review_queue.run()
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.review_queue.run)
+            tg.start_soon(self.agent_queue.run)
 
     # -- spans, started lazily after a restart ---------------------------------------------------------------
     def _start(self, name: str, parent: Span | None, at: int, attrs: dict[str, Any]) -> Span:
@@ -102,6 +113,9 @@ class EventSpans:
             span.set_attribute("polpo.agent.timed_out", bool(d.get("timedOut")))
             if isinstance(d.get("duration"), int | float):
                 span.set_attribute("polpo.agent.duration_s", float(d["duration"]))
+            if d.get("model") and self.agent_queue is not None and isinstance(d.get("attempt"), int):
+                self.pending_agents[(ev.task_id, d["attempt"])] = span
+                self.agent_queue.put(ev.task_id, d["attempt"])
         elif name == "assessment:check:started":
             at = _ns(ev.ts)
             self.checks[(ev.task_id, int(d.get("index") or 0))] = self._start(
@@ -157,6 +171,11 @@ class EventSpans:
         if d.get("type") == "llm_review":
             self.pending_reviews[(tid, idx)] = span
             self.review_queue.put(tid, idx)
+
+    def _agent_calls(self, task_id: str, number: int, turns: list[dict[str, Any]]) -> None:
+        span = self.pending_agents.pop((task_id, number), None)
+        if span is not None:
+            agent_call_spans(self.tracer, span, turns)
 
     def _reviewers(self, task_id: str, check_idx: int, traces: list[dict[str, Any]]) -> None:
         check = self.pending_reviews.pop((task_id, check_idx), None)

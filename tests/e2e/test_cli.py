@@ -166,3 +166,20 @@ def test_a_second_daemon_on_the_same_state_folder_is_refused_with_the_first_ones
         assert f"another polpo daemon (pid {first.pid}) is using {tmp_path / 'state'}" in r.stderr
         assert "watching" not in r.stderr
         assert first.poll() is None
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_missions_folder_the_daemon_had_to_create_is_warned_about(tmp_path: Path, exists: bool) -> None:
+    """A typo'd missions_dir is created (so a later folder works) but said out loud, before "watching"."""
+    config = write_config(tmp_path)
+    if not exists:
+        (tmp_path / "missions").rmdir()
+    with daemon_process(config) as proc:
+        wait_events(tmp_path / "state", lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(3 if not exists else 2)]
+    warned = [x for x in lines if "did not exist and was created" in x]
+    assert bool(warned) is not exists, lines
+    if warned:
+        assert str(tmp_path / "missions") in warned[0] and "[daemon] missions_dir" in warned[0]
+        assert "watching" in lines[1]

@@ -294,3 +294,24 @@ def test_behind_a_token_the_buttons_work_with_the_password_the_browser_asked_for
             wait_events(state, lambda evs: any(e["event"] == "mission:cancelled" for e in evs))
         finally:
             context.close()
+
+
+def test_opened_with_the_token_in_the_address_the_page_loads_and_follows(browser: Any, tmp_path: Path) -> None:
+    """http://user:TOKEN@host/ is how people paste a token: the page must load its data and its live stream
+    (fetch refuses a URL that carries credentials, so the page builds its requests from its origin)."""
+    config = write_config(tmp_path, extra='[http]\nlisten = "127.0.0.1:0"\ntoken_env = "WEB_TEST_TOKEN"\n')
+    state = tmp_path / "state"
+    with daemon_process(config, env={"WEB_TEST_TOKEN": "tok-url"}):
+        wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
+        url = json.loads((state / "http.json").read_text())["url"]
+        (tmp_path / "missions" / "shown.json").write_text(mission_json(shell_task("wait", "sleep 60"), name="shown"))
+        wait_events(state, lambda evs: any(e["event"] == "agent:spawned" for e in evs))
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(url.replace("http://", "http://me:tok-url@") + "/#/mission/shown")
+            page.wait_for_selector("#cancel")  # the mission's page, with its data
+            page.wait_for_selector('#connection[data-state="live"]')
+            assert "Could not load" not in page.inner_text("body")
+        finally:
+            context.close()

@@ -75,6 +75,7 @@ async def test_a_provider_outage_interrupts_the_attempt_and_it_runs_again_withou
     slept: list[float] = []
     async with engine_on_memory(agent_cfg(tmp_path, srv)) as run:
         run.engine.runner.outage.sleep = sleeper(run, slept)
+        run.engine.runner.outage.rng = lambda: 0.0  # the nominal delays (full jitter draws below them)
         m = await run.accept(TASK)
         done = await run.wait_event("mission:completed", mission_id=m.id)
     assert done.data["outcome"] == "completed"
@@ -96,6 +97,7 @@ async def test_a_lasting_outage_holds_the_task_and_retry_runs_it_again(tmp_path:
     slept: list[float] = []
     async with engine_on_memory(agent_cfg(tmp_path, srv)) as run:
         run.engine.runner.outage.sleep = sleeper(run, slept)
+        run.engine.runner.outage.rng = lambda: 0.0  # the nominal delays (full jitter draws below them)
         m = await run.accept(TASK)
         tid = f"{m.id}:1"
         waiting = await run.wait_event("agent:interrupted", task_id=tid, waiting=True)

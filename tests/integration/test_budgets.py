@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from polpo.agents.base import AgentRequest
+from polpo.command_args import encode
 from polpo.model.status import TaskStatus
 from tests.support.engine import EngineRun, ScriptAgent, config, engine_on_memory
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text, tool_call
@@ -77,6 +78,19 @@ def flat_judge(scores: list[float] | None = None, seats: int = 2) -> ScriptedJud
     return ScriptedJudge(score_for=score)
 
 
+def llm_bot(srv: FakeLLM, setting: str) -> str:
+    """An LLM agent ``bot`` on the fake server, with one more ``[agents.bot]`` setting."""
+    return f"""
+[agents.bot]
+type = "llm"
+model = "{MODEL}"
+api_base = "{srv.base_url}"
+api_key_env = "{KEY_ENV}"
+max_tokens = 512
+{setting}
+"""
+
+
 def spend_rows(run: EngineRun, scope: str) -> list[dict[str, Any]]:
     return run.store.rows("spend", lambda r: r["scope"] == scope)
 
@@ -111,6 +125,24 @@ async def test_a_usd_task_budget_stops_a_failing_review_loop_before_it_is_exceed
     assert not run.of("task:maxRetries") and 1 < len(agent.requests) < 20
     assert [e.data["to"] for e in run.of("task:transition")][-1] == "failed"
     assert run.of("task:transition")[-1].data["trigger"] == "budget"
+
+
+async def test_a_usd_budget_counts_at_the_prices_the_config_sets(tmp_path: Path, srv: FakeLLM) -> None:
+    """One price book: ``[prices]`` over litellm's map prices what a budget counts, as it prices what ``polpo
+    status`` shows (a budget priced by litellm's map alone would count gpt-4o at $2.50 / $10 per M)."""
+    srv.responder = flat_judge()
+    prices = f'[prices."{MODEL}"]\ninput_per_mtok = 100\noutput_per_mtok = 400'
+    async with engine_on_memory(cfg(tmp_path, srv, prices), agents={"fake": writes()}) as run:
+        m = await run.accept({"tasks": [task("greet", budget={"usd": 3.0})]})
+        await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    [t] = run.store.rows("tasks")
+    assert t["status"] == TaskStatus.FAILED and t["reason"].startswith("budget: task ")
+    [acct] = spend_rows(run, "task")
+    assert acct["usd"] == pytest.approx((acct["tokens_in"] * 100 + acct["tokens_out"] * 400) / 1e6)
+    assert acct["usd_known"] == 1 and 0.5 < acct["usd"] <= 3.0
+    reviews = run.store.rows("reviews", lambda r: r["tokens_in"] > 0)  # not the reviewers a refusal stopped
+    assert reviews and all(r["cost"] == pytest.approx((r["tokens_in"] * 100 + r["tokens_out"] * 400) / 1e6)
+                           for r in reviews)
 
 
 async def test_a_token_budget_counts_input_and_output_tokens(tmp_path: Path, srv: FakeLLM) -> None:
@@ -199,16 +231,7 @@ async def test_an_llm_agents_tool_loop_stops_at_a_turn_boundary_when_the_next_ca
         turns[0] += 1
         return tool_call("write_file", {"path": f"part{turns[0]}.txt", "content": f"part {turns[0]}\n" * 50})
     srv.responder = agent_model
-    extra = f"""
-[agents.bot]
-type = "llm"
-model = "{MODEL}"
-api_base = "{srv.base_url}"
-api_key_env = "{KEY_ENV}"
-max_tokens = 512
-max_turns = 40
-"""
-    async with engine_on_memory(cfg(tmp_path, srv, extra)) as run:
+    async with engine_on_memory(cfg(tmp_path, srv, llm_bot(srv, "max_turns = 40"))) as run:
         m = await run.accept({"tasks": [{"title": "t", "description": "write the parts", "assignTo": "bot",
                                          "budget": {"tokens": 12000},
                                          "expectations": [{"type": "file_exists", "path": "part1.txt"}]}]})
@@ -236,15 +259,7 @@ async def test_an_agents_daily_budget_interrupts_its_attempt_which_runs_again_th
             return tool_call("write_file", {"path": f"part{calls[0]}.txt", "content": "x\n" * 200})
         return text("done: the parts are written")
     srv.responder = agent_model
-    extra = f"""
-[agents.bot]
-type = "llm"
-model = "{MODEL}"
-api_base = "{srv.base_url}"
-api_key_env = "{KEY_ENV}"
-max_tokens = 512
-daily_tokens = 5000
-"""
+    extra = llm_bot(srv, "daily_tokens = 5000")
     slept: list[float] = []
     async with engine_on_memory(cfg(tmp_path, srv, extra)) as run:
         async def sleep(seconds: float) -> None:
@@ -279,10 +294,10 @@ async def test_on_budget_hold_waits_on_hold_until_retry_raises_the_budget(tmp_pa
         assert t["reason"].startswith("budget: ") and f"polpo retry {tid} --budget USD" in t["reason"]
         assert not run.of("mission:completed") and len(exceeded(run, "task")) == 1
         held = spend_rows(run, "task")[0]["usd"]
-        assert await run.engine.commands.apply("retry", f"{tid} usd=lots") == (
-            "refused", f"retry {tid}: 'usd=lots' is not usd=AMOUNT or tokens=COUNT")
+        assert await run.engine.commands.apply("retry", encode(tid, usd="lots")) == (
+            "refused", f"retry {tid}: usd='lots' is not usd=AMOUNT or tokens=COUNT (positive)")
         srv.responder = ScriptedJudge(score=5.0)
-        assert (await run.engine.commands.apply("retry", f"{tid} usd=1.0"))[0] == "done"
+        assert (await run.engine.commands.apply("retry", encode(tid, usd=1.0)))[0] == "done"
         done = await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
     assert done.data["outcome"] == "completed"
     [acct] = spend_rows(run, "task")

@@ -54,6 +54,7 @@ async def leader(url: str, root: Path, queue_pool: Any = None) -> AsyncIterator[
     engine = Engine(cfg, store, clock, agents, cluster=ClaimQueue(queue_pool or store.pool, "L", "iL", 30))
     assert engine.cluster is not None
     engine.cluster.leader = True
+    store.term = 1  # a leader decides in a term of its own (ClusterRole.lead): its decisions are written
     run = EngineRun(engine, store, clock, [])  # type: ignore[arg-type]
     store.subscribe(run.publish)
     try:

@@ -136,12 +136,15 @@ async def test_a_node_that_renewed_before_the_take_over_keeps_its_claim(postgres
 async def test_a_leader_whose_lock_connection_is_gone_is_deposed_and_writes_on_under_its_lease_alone(
         postgres_url: str) -> None:
     """The refusal for the lock alone (PLF02) is a deposition, not a fence: the node stops claiming leadership in
-    its writes and is not stopped (its lease holds); a fenced lease still stops it (the other tests)."""
+    its writes and is not stopped (its lease holds), and the leader's decisions queued in the refused batch are
+    dropped while its own writes go on; a fenced lease still stops it (the other tests)."""
     async with node(postgres_url, "a") as a:
         lock = await asyncpg.connect(postgres_url)
         assert await lock.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_KEY)
         a.fence.leader_pid = lock.get_server_pid()
+        a.store.term = 1  # its first term as leader (ClusterRole.lead)
         await a.store.commit(a.store.tx().event(started()))  # leads, holds its lease: writes
+        await a.store.commit(a.store.tx().decided().event(started()))  # and decides
         before = await event_count(postgres_url)
         admin = await asyncpg.connect(postgres_url)
         try:
@@ -153,9 +156,12 @@ async def test_a_leader_whose_lock_connection_is_gone_is_deposed_and_writes_on_u
         finally:
             await admin.close()
             lock.terminate()
-        await a.store.commit(a.store.tx().event(started()))
+        decision = a.store.submit(a.store.tx().decided().event(started()))  # queued before it noticed
+        await a.store.commit(a.store.tx().event(started()))  # in the same batch: its turn's own write
         assert a.fence.leader_pid is None and a.fence.fenced is None
         assert await event_count(postgres_url) == before + 1
+        assert decision.finished and decision.error is not None and decision.events == []
+        assert a.store.term == 0
 
 
 async def test_a_node_whose_heartbeat_hangs_stops_by_its_own_clock_before_its_lease_runs_out(

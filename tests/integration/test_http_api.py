@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,11 @@ async def test_submit_follow_and_read_a_mission(api: tuple[Daemon, httpx.AsyncCl
 
     bad = await client.post("/api/missions", content=json.dumps({"name": "bad", "tasks": [{"title": "x",
                                                                                          "assignTo": "nobody"}]}))
-    assert bad.status_code == 422
-    paths = {e["path"] for e in bad.json()["errors"]}
+    assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
+    problem = bad.json()  # RFC 9457, with the errors list as an extension member
+    assert (problem["type"], problem["title"], problem["status"]) == ("about:blank", HTTPStatus(422).phrase, 422)
+    assert "$.tasks[0]" in problem["detail"]
+    paths = {e["path"] for e in problem["errors"]}
     assert {"$.tasks[0].assignTo", "$.tasks[0].description"} <= paths
     assert list(daemon.cfg.missions_dir.iterdir()) == []  # nothing written for a bad document
 
@@ -241,3 +245,20 @@ async def test_a_finished_missions_answer_changes_when_it_is_retried(api: tuple[
     await sse_events(client, f"/api/events/stream?after={last}&mission=once", "mission:completed")
     again = (await client.get("/api/missions/once")).json()
     assert again["status"] == "completed" and again["tasks"][0]["status"] == "done"
+
+
+async def test_a_posted_mission_is_taken_in_by_the_api_at_once_and_the_watcher_finds_a_duplicate(
+        api: tuple[Daemon, httpx.AsyncClient]) -> None:
+    """The API hands what it wrote to the intake itself (no folder latency); the watcher then sees the same file
+    and the same bytes, which start nothing: one mission, accepted once."""
+    daemon, client = api
+    assert daemon.intake is not None
+    before = daemon.intake.handled
+    created = await client.post("/api/missions", content=two_tasks(name="Once"))
+    assert created.status_code == 201, created.text
+    with anyio.fail_after(10):
+        while daemon.intake.handled < before + 2 or not daemon.intake.idle:  # the API's turn, then the watcher's
+            await anyio.sleep(0.01)
+    events = [e for e in read_events(daemon.cfg.state_dir) if e.get("missionId") == "Once"]
+    assert [e["event"] for e in events].count("mission:accepted") == 1
+    assert not [e for e in read_events(daemon.cfg.state_dir) if e["event"] == "mission:rejected"]

@@ -86,7 +86,9 @@ def test_the_cross_site_requests_are_refused_and_their_commands_never_run(api: A
     for name, headers, status in attacks:
         r = api.post("/api/missions", api.mission(name), headers)
         assert r.status_code == status, (name, r.status_code, r.text)
-        assert r.json()["message"], name  # says what happened and what to configure
+        problem = r.json()  # RFC 9457: says what happened and what to configure
+        assert r.headers["content-type"] == "application/problem+json", name
+        assert problem["status"] == status and problem["type"] == "about:blank" and problem["detail"], name
     # a mission sent after them goes through the same intake: once it has completed, any attack would have too
     r = api.post("/api/missions", api.mission("after"), {"Content-Type": "application/json"})
     assert r.status_code == 201, r.text

@@ -268,7 +268,7 @@ def test_300_event_streams_then_one_more_and_no_reader_connection_left(tmp_path:
                 most = max(most, db_fds(d), db_fds(d, "-wal"))
             with httpx.stream("GET", d.url + "/api/events/stream") as one_more:
                 assert one_more.status_code == 503 and one_more.headers["retry-after"]
-                assert "[http] max_stream_clients" in json.loads(one_more.read())["message"]
+                assert "[http] max_stream_clients" in json.loads(one_more.read())["detail"]
             assert "polpo_http_stream_clients 300.0" in httpx.get(d.url + "/metrics").text
         finally:
             for sock in streams:

@@ -80,6 +80,7 @@ async def test_a_dead_judge_runs_the_agent_once_holds_the_task_and_retry_passes_
     slept: list[float] = []
     async with engine_on_memory(judge_cfg(tmp_path, port), agents={"fake": agent}) as run:
         run.engine.runner.outage.sleep = fake_sleep(run, slept)
+        run.engine.runner.outage.rng = lambda: 0.0  # the nominal delays (full jitter draws below them)
         start = run.clock.monotonic()
         m = await run.accept(MISSION)
         tid = f"{m.id}:1"
@@ -123,8 +124,11 @@ async def test_a_burst_of_500s_is_waited_out_without_blaming_the_agent(tmp_path:
     def answer(req: RecordedRequest) -> Reply:
         with lock:
             seen[0] += 1
-            burst = seen[0] <= 3
-        return error(500) if burst else judge(req)
+            n = seen[0]
+            burst = n <= 3
+        # each with its own request id, as a provider's 500s carry: the same body twice would blame the request
+        return error(500, {"error": {"message": f"server error (request id req_{n})",
+                                     "type": "server_error"}}) if burst else judge(req)
 
     agent = writes_hello()
     slept: list[float] = []
@@ -132,6 +136,7 @@ async def test_a_burst_of_500s_is_waited_out_without_blaming_the_agent(tmp_path:
         srv.responder = answer
         async with engine_on_memory(judge_cfg(tmp_path, port, retries=5), agents={"fake": agent}) as run:
             run.engine.runner.outage.sleep = fake_sleep(run, slept)
+            run.engine.runner.outage.rng = lambda: 0.0  # the nominal delays (full jitter draws below them)
             m = await run.accept(MISSION)
             done = await run.wait_event("mission:completed", mission_id=m.id)
     assert done.data["outcome"] == "completed"
@@ -150,6 +155,7 @@ async def test_a_refused_key_holds_at_once_since_waiting_cannot_help(tmp_path: P
         srv.responder = lambda req: error(401)
         async with engine_on_memory(judge_cfg(tmp_path, port), agents={"fake": agent}) as run:
             run.engine.runner.outage.sleep = fake_sleep(run, slept)
+            run.engine.runner.outage.rng = lambda: 0.0  # the nominal delays (full jitter draws below them)
             m = await run.accept(MISSION)
             err = await run.wait_event("assessment:error", task_id=f"{m.id}:1")
     assert err.data["retryable"] is False and "auth" in err.data["reason"]

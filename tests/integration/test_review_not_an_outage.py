@@ -40,7 +40,7 @@ async def test_a_panel_refused_by_the_provider_is_not_re_run(srv: FakeLLM, tmp_p
     result = await run_panel(client, models, ctx, [Dim("correctness", 1.0, "It works")], 3.0)
     assert result.global_score is None and not result.rerun and not result.retryable
     assert len(result.reviewers) == 3 and len(srv.requests) == 3  # one call each: no retry, no second round
-    assert result.error is not None and "not re-run" in result.error and "bad_request" in result.error
+    assert result.error is not None and "not re-run" in result.error and "context_overflow" in result.error
 
 
 async def test_invalid_output_from_every_reviewer_holds_the_task_without_backoff(tmp_path: Path,

@@ -308,6 +308,7 @@ async def test_reviewer_time_limit(srv: FakeLLM, client: LLMClient, ws: Path) ->
     srv.responder = lambda req: delay(5, text(ANALYSIS))
     trace = await run_reviewer(client, model(srv), index=1, ctx=context(ws), dims=DIMS, time_limit=0.5)
     assert not trace.ok and trace.error is not None and trace.error.startswith("timed out after 0.5 s")
+    assert trace.error_kind == "time_limit"  # no answer at all: the server may be down
     assert trace.messages  # what was sent so far is kept
 
 

@@ -17,7 +17,7 @@ from polpo.config import Config, load_config
 from polpo.engine.commands import retry_target
 from polpo.engine.spend_book import EXCEEDED, Limit, SpendBook
 from polpo.mission.schema import MissionSpec
-from polpo.model.status import TaskStatus
+from polpo.model.status import MissionStatus, TaskStatus
 from polpo.store.sqlite import SqliteStore
 from tests.support.stores import Backend, mission, task, writing
 
@@ -43,7 +43,7 @@ async def test_spend_and_its_flags_are_read_back_after_a_restart(backend: Backen
         spend = book(store, clock)
         meter = spend.meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
         ticket = meter.admit("openai/fake-model", lambda: (100, 200))
-        meter.record(ticket, "openai/fake-model", 120, 80)
+        meter.record(ticket, "openai/fake-model", 120, 80, None)
         with pytest.raises(Exception, match="cannot fit the next call"):
             meter.admit("openai/fake-model", lambda: (100, 201))  # 200 spent + 301 > 500 tokens
         spend.raise_task("m:2", "m", Limit(0.5, None))  # `polpo retry m:2 --budget 0.5`
@@ -61,6 +61,30 @@ async def test_spend_and_its_flags_are_read_back_after_a_restart(backend: Backen
         assert again.spent_fixed(again.meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)) is not None
         assert again.daemon_limit == Limit(None, 10_000)
         assert again.meter("m:2", "m", "coder", SPEC.tasks[0], SPEC).limits == (Limit(0.5, None), Limit(1.0, None))
+
+
+def spend_row(scope: str, key: str, period: str, mission_id: str | None) -> tuple[object, ...]:
+    return (scope, key, period, mission_id, 1, 2, 0.5, 1, 1, 0, None, None, "2026-01-01T00:00:00.000Z")
+
+
+async def test_the_spend_read_is_the_days_accounts_and_the_open_missions_each_once(backend: Backend) -> None:
+    """What a daemon's book starts from (``Store.spend_rows``, one named read for the three backends): the day's
+    agent and daemon accounts and every account of a mission still running or cancelling; not another day's, not
+    a finished mission's."""
+    store = await backend.open()
+    async with writing(store):
+        await store.commit(
+            store.tx().mission(mission("m1", 1)).mission(mission("m2", 2, MissionStatus.COMPLETED))
+            .mission(mission("m3", 3, MissionStatus.CANCELLING))
+            .spend(spend_row("task", "m1:1", "", "m1")).spend(spend_row("mission", "m1", "", "m1"))
+            .spend(spend_row("task", "m2:1", "", "m2")).spend(spend_row("mission", "m2", "", "m2"))
+            .spend(spend_row("mission", "m3", "", "m3")).spend(spend_row("daemon", "", "2026-01-01", None))
+            .spend(spend_row("agent", "coder", "2026-01-01", None)).spend(spend_row("daemon", "", "2025-12-31", None)))
+        got = await store.spend_rows("2026-01-01")
+    assert sorted((r["scope"], r["key"], r["period"]) for r in got) == [
+        ("agent", "coder", "2026-01-01"), ("daemon", "", "2026-01-01"), ("mission", "m1", ""), ("mission", "m3", ""),
+        ("task", "m1:1", "")]
+    assert {(r["tokens_in"], r["tokens_out"], r["usd"], r["usd_known"]) for r in got} == {(1, 2, 0.5, 1)}
 
 
 async def test_polpo_retry_budget_queues_the_raised_budget_in_the_inbox(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.model.status import (
     AssessmentStatus,
+    AttemptKind,
     AttemptStatus,
     GateStatus,
     MissionStatus,
@@ -55,6 +56,7 @@ async def test_events_are_published_in_commit_order_and_numbered_upwards(backend
         assert await store.events_after(0) == seen
         assert await store.events_after(seqs[1]) == seen[2:]
         assert await store.events_after(seqs[-1]) == []
+        assert await store.events_after(seqs[0], 2) == seen[1:3]  # a page (the cluster's follower reads so)
     finally:
         await store.close()
 
@@ -243,3 +245,28 @@ async def test_concurrent_commits_are_all_stored_and_published_in_order(backend:
     assert [e.seq for e in seen] == list(range(1, 91))
     for name in "abc":  # one producer's commits keep their order
         assert [e.data["to"] for e in seen if e.data["to"][0] == name] == [f"{name}{i}" for i in range(30)]
+
+
+async def test_a_loaded_mission_carries_the_spend_its_rows_record(backend: Backend) -> None:
+    """What the report sums after a restart: every attempt's and review's spend, each row once (a review row
+    written again replaces the earlier), the same as `polpo show` reads."""
+    store = await backend.open()
+    m = mission("m1", 1)
+    t1 = task(m, 0, TaskStatus.REVIEW)
+    first = attempt(t1, 1, status=AttemptStatus.FINISHED, model="openai/x", tokens=1100, tokens_in=1000,
+                    tokens_out=100, cost=0.25)
+    fix = attempt(t1, 2, model="openai/x", tokens=550, tokens_in=500, tokens_out=50, cost=0.125)
+    fix.kind = AttemptKind.FIX
+    quiet = attempt(task(m, 1), 1)  # a command agent: no LLM call
+    async with writing(store):
+        tx = store.tx().mission(m).task(t1).task(task(m, 1)).attempt(first).attempt(fix).attempt(quiet)
+        tx.review(f"{first.id}/as1", 0, 0, t1.id, "openai/j", True, "{}", T0, tokens_in=300, tokens_out=30, cost=0.5)
+        tx.review(f"{first.id}/as1", 0, 0, t1.id, "openai/j", True, "{}", T0, tokens_in=400, tokens_out=40, cost=0.5)
+        tx.review(f"{first.id}/judge", -1, 0, t1.id, "local", True, "{}", T0, tokens_in=70, tokens_out=7)
+        await store.commit(tx)
+        loaded = await store.load_mission("m1")
+    assert loaded is not None
+    spend = loaded.mission.spent.summary()
+    assert spend["total"] == {"tokensIn": 1970, "tokensOut": 197, "usd": 0.875, "costUnknown": ["local"]}
+    assert {p: t["usd"] for p, t in spend["byPhase"].items()} == {"agent": 0.25, "review": 0.5, "fixes": 0.125,
+                                                                  "retries": 0.0}

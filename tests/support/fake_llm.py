@@ -33,6 +33,15 @@ before a scripted reply is consumed (a refused request is recorded in ``srv.requ
   a request with ``tool_choice: "auto"`` → HTTP 400 ``"auto" tool choice requires --enable-auto-tool-choice
   and --tool-call-parser to be set``.
 
+``FakeLLM(context_window=N)`` plays a server started with an ``N``-token context (llama.cpp's ``-c N``, vLLM's
+``--max-model-len N``): a request whose prompt (every message and tool definition as JSON, at ~4 characters per
+token, as the usage estimate) plus its ``max_tokens`` exceeds ``N`` → HTTP 400 with vLLM's "maximum context
+length" message; recorded in ``srv.refusals`` like the strict modes' refusals, and ``srv.prompt_tokens`` keeps
+every request's estimate.
+
+``endless(interval)`` is a generation that never ends: HTTP 200 headers, then a byte of the body every
+``interval`` seconds until the client gives up (for a streaming request, a token chunk each time).
+
 The server runs in a background thread (``ThreadingHTTPServer``, one thread per connection, HTTP/1.1 keep-alive),
 so code under test may run in the same event loop, another thread or another process.
 """
@@ -54,6 +63,7 @@ from typing import Any
 __all__ = [
     "STRICT_MODES",
     "DelayReply",
+    "EndlessReply",
     "ErrorReply",
     "FakeLLM",
     "RawReply",
@@ -63,6 +73,7 @@ __all__ = [
     "ToolCall",
     "ToolCallsReply",
     "delay",
+    "endless",
     "error",
     "raw",
     "text",
@@ -118,6 +129,16 @@ class RawReply(Reply):
 class DelayReply(Reply):
     seconds: float
     reply: Reply
+
+
+@dataclass(frozen=True)
+class EndlessReply(Reply):
+    interval: float = 0.2
+
+
+def endless(interval: float = 0.2) -> EndlessReply:
+    """A reply that starts (status and headers) and never ends: a byte or token every ``interval`` seconds."""
+    return EndlessReply(interval)
 
 
 def text(content: str, *, usage: Mapping[str, int] | None = None, finish_reason: str = "stop") -> TextReply:
@@ -324,12 +345,14 @@ class FakeLLM:
     """The scriptable server. Use as a context manager, or call :meth:`start` / :meth:`close`."""
 
     def __init__(self, *, models: Iterable[str] = ("fake-model",), host: str = "127.0.0.1", port: int = 0,
-                 strict: str | None = None) -> None:
+                 strict: str | None = None, context_window: int | None = None) -> None:
         if strict is not None and strict not in STRICT_MODES:
             raise ValueError(f"unknown strict mode {strict!r}; known: {', '.join(STRICT_MODES)}")
         self.models = tuple(models)
         self.strict = strict
         self.refusals: list[tuple[int, RecordedRequest]] = []  # (status, request) refused by the strict mode
+        self.context_window = context_window
+        self.prompt_tokens: list[int] = []  # each request's prompt estimate (with context_window)
         self.responder: Responder | None = None
         self.unscripted = 0  # requests answered with "no scripted reply left"
         self.errors: list[str] = []  # exceptions raised while answering (a bug in a responder, …)
@@ -454,6 +477,8 @@ class FakeLLM:
 
     def _record(self, req: RecordedRequest) -> Reply | None:
         refusal = STRICT_MODES[self.strict](req) if self.strict is not None else None
+        if refusal is None and self.context_window is not None:
+            refusal = self._overflow(req, self.context_window)
         with self._cond:
             self._requests.append(req)
             self._cond.notify_all()
@@ -467,6 +492,18 @@ class FakeLLM:
             return None
         produced = responder(req)
         return None if produced is None else _as_reply(produced)
+
+    def _overflow(self, req: Mapping[str, Any], window: int) -> ErrorReply | None:
+        prompt = _estimate_tokens(req.get("messages", [])) + (_estimate_tokens(req["tools"]) if req.get("tools") else 0)
+        with self._lock:
+            self.prompt_tokens.append(prompt)
+        asked = int(req.get("max_tokens") or 0)
+        if prompt + asked <= window:
+            return None
+        message = (f"This model's maximum context length is {window} tokens. However, you requested "
+                   f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). Please reduce "
+                   "the length of the messages or completion.")
+        return error(400, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}})
 
     def _note_unscripted(self) -> None:
         with self._lock:
@@ -605,6 +642,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._answer(req, reply)
 
+    def _endless(self, reply: EndlessReply, stream: bool) -> None:
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        if not stream:
+            self.send_header("Content-Length", str(10**9))
+        self.end_headers()
+        piece = b'data: {"choices": [{"index": 0, "delta": {"content": "again "}}]}\n\n' if stream else b" "
+        while not self.fake._closed.wait(reply.interval):
+            try:
+                self.wfile.write(piece)
+                self.wfile.flush()
+            except OSError:
+                return  # the client gave up
+
     def _answer(self, req: RecordedRequest, reply: Reply) -> None:
         while isinstance(reply, DelayReply):
             if self.fake._closed.wait(reply.seconds):
@@ -613,6 +665,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = reply.reply
         if isinstance(reply, ErrorReply):
             self._send(reply.status, reply.body, "application/json", reply.headers)
+            return
+        if isinstance(reply, EndlessReply):
+            self._endless(reply, bool(req.get("stream")))
             return
         if isinstance(reply, RawReply):
             self._send(reply.status, reply.body, reply.content_type, reply.headers)

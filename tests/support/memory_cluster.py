@@ -90,22 +90,31 @@ class MemoryCluster(SeenEvents):
         return node
 
     async def lead(self, name: str) -> None:
-        """``name`` is elected: it loads and settles every open mission, then runs the leader's inbox."""
+        """``name`` is elected: it loads and settles every open mission, then runs the leader's inbox and
+        schedules (wake its ``engine.schedules`` after moving the clock)."""
         node = self.nodes[name]
         assert node.engine.cluster is not None
         role = node.engine.cluster
+        self.db.leader = name  # it holds the leader's lock
         await role.lead(node.engine.load)
         assert node.tg is not None
 
         async def inbox() -> None:
             await node.engine.commands.run_inbox(0.01)
-        role.start_term(node.tg, [inbox])
+        role.start_term(node.tg, [inbox, node.engine.schedules.run])  # the leader's loops, as the daemon's
 
     def depose(self, name: str) -> None:
         """``name`` lost its lock (its connection dropped): it stops deciding at once; its turns go on."""
+        self.lose_lock(name)
         node = self.nodes[name]
         assert node.engine.cluster is not None
         node.engine.cluster.abdicate()
+
+    def lose_lock(self, name: str) -> None:
+        """``name``'s lock is gone and it has not noticed yet: its next write is refused for the lock alone (as
+        PostgreSQL's ``PLF02``)."""
+        if self.db.leader == name:
+            self.db.leader = None
 
     async def sweep(self, name: str) -> None:
         cluster = self.nodes[name].engine.cluster

@@ -139,9 +139,9 @@ def big_mission(n: int, mid: str = "m", home: str | None = None, limit: int | No
 
 async def offered(store: StoreCore, m: Mission, *, agent: str = "shell", agent_limit: int | None = None) -> None:
     """The mission stored and each of its tasks offered to the cluster's queue, in one transaction."""
-    from polpo.store.cluster.claims import offer_row
+    from polpo.store.claim_writes import offer, offer_row
 
     tx = store.tx().mission(m)
     for t in m.tasks.values():
-        tx.task(t).claim_offer(offer_row(t, m, agent, agent_limit))
+        offer(tx.task(t), offer_row(t, m, agent, agent_limit))
     await store.commit(tx)

@@ -129,3 +129,18 @@ def test_no_sql_outside_the_store() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
                 found.append(f"{name}:{node.lineno}: {node.value[:60]!r}")
     assert not found
+
+
+def test_the_backend_neutral_store_knows_no_claims() -> None:
+    """The cluster's claim writes ride in a ``Tx`` through its generic ``put`` (their tables and SQL live in
+    ``polpo.store.claim_writes``): the transaction, its rows, its SQL and the backends' writers name no claim."""
+    found = []
+    for name in ("tx", "rows", "sql", "core", "sqlite", "postgres"):
+        path = MODULES[f"polpo.store.{name}"]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = {ast.Name: lambda n: n.id, ast.Attribute: lambda n: n.attr, ast.FunctionDef: lambda n: n.name,
+                     ast.ImportFrom: lambda n: n.module or "", ast.alias: lambda n: n.name}
+            get = names.get(type(node))
+            if get is not None and "claim" in get(node).lower():
+                found.append(f"{name}:{getattr(node, 'lineno', '?')}: {get(node)}")
+    assert not found

@@ -68,7 +68,9 @@ def test_the_backoff_doubles_to_its_cap_with_jitter_below_the_nominal_delay() ->
     many = Pause(clock.monotonic, rng=lambda: 0.5)
     for _ in range(2000):  # no overflow however long the fault lasts
         delay = many.failed()
-    assert 24.0 <= delay <= 30.0
+    assert 14.0 <= delay <= 16.0  # full jitter by default: half the cap for a draw of 0.5
+    full = Pause(clock.monotonic, rng=lambda: 0.999)
+    assert 0 < full.failed() < 0.01  # never 0 (no busy loop), but down to almost nothing
 
 
 def test_the_pause_measures_with_the_injected_clock_and_ends() -> None:

@@ -21,6 +21,8 @@ EXPECTED = {
     ("review", "exhausted"): "failed",
     ("review", "block"): "awaiting_approval",
     ("awaiting_approval", "approve"): "pending",
+    ("pending", "ask_approval"): "awaiting_approval",
+    ("awaiting_approval", "reject"): "failed",
     ("pending", "dependency_failed"): "failed",
     ("pending", "gate_failed"): "failed",
     ("failed", "manual_retry"): "pending",

@@ -16,6 +16,7 @@ from polpo.clock import FakeClock
 from polpo.engine.board import MissionBoard
 from polpo.engine.lifecycle import Trigger
 from polpo.model.status import AttemptStatus
+from polpo.store import claim_writes
 from polpo.store.claim_records import DeadClaim
 from polpo.store.memory import MemoryDatabase, MemoryStore
 from polpo.store.memory_claims import MemoryClaims
@@ -88,10 +89,10 @@ async def test_only_the_holder_ends_its_claim_and_an_offer_never_takes_it_back()
         [c] = await a.claim(1)
         await offered(store, m)  # offered again (a stale event): the claim stays with a
         await b.end(c.task_id, requeue=True)  # not b's claim: nothing happens
-        await store.commit(store.tx().claim_end(b.end_row(c.task_id), requeue=False))  # nor through a write
+        await store.commit(claim_writes.end(store.tx(), b.end_row(c.task_id), requeue=False))  # nor through a write
         assert holders(db) == {c.task_id: "a"}
         assert await b.claim(1) == []
-        await store.commit(store.tx().claim_end(a.end_row(c.task_id), requeue=True))  # the holder gives it back
+        await store.commit(claim_writes.end(store.tx(), a.end_row(c.task_id), requeue=True))  # the holder gives it back
         assert [x.task_id for x in await b.claim(1)] == [c.task_id]
         await b.end(c.task_id, requeue=False)
         tg.cancel_scope.cancel()
@@ -345,3 +346,36 @@ async def test_an_sla_failure_of_a_task_another_node_runs_is_recorded_there_and_
     assert tally.ran == [("W", "slow")]
     [attempt] = c.rows("attempts", task_id=f"{m.id}:1")
     assert attempt["status"] == AttemptStatus.INTERRUPTED
+
+
+async def test_a_leader_that_lost_its_lock_writes_its_turn_but_none_of_its_queued_decisions(tmp_path: Path) -> None:
+    """The gap fencing rule 4 left: L's lock is gone and L has not noticed; its turn on "a" ends, and in the same
+    batch it decides what that means (a's dependent offered, a's cascade). The database refuses the batch for the
+    lock alone; the turn's own writes are written under L's lease, its decisions are dropped, and the next leader
+    decides them from the store, once."""
+    tally = Tally()
+    hold_a = anyio.Event()
+    async with memory_cluster(config(tmp_path)) as c:
+        first = await c.add("L", {"fake": tally.agent("L", hold_a, hold="a")})
+        await c.add("W", {"fake": tally.agent("W")}, dispatch=False)
+        await c.lead("L")
+        m = await c.accept("L", any_node(t("a"), t("b", dependsOn=["a"])))
+        await c.wait_event("agent:spawned", task_id=f"{m.id}:1", node="L")
+        c.lose_lock("L")  # L still believes it leads
+        hold_a.set()
+        await c.wait_event("task:transition", task_id=f"{m.id}:1", to="done", node="L")
+        await first.store.flush()  # everything L queued meanwhile has been written or dropped
+        for _ in range(20):
+            await anyio.lowlevel.checkpoint()
+        assert first.store.term == 0  # the refusal ended its term in the store at once
+        assert f"{m.id}:2" not in c.db.claims.rows  # L's offer of b was not written ...
+        assert tally.ran == [("L", "a")]  # ... so nobody ran b on L's word
+        [a_row] = c.rows("tasks", id=f"{m.id}:1")
+        assert a_row["status"] == "done"  # the turn's own writes were
+        c.depose("L")  # L notices
+        await c.lead("W")
+        done = await c.wait_event("mission:completed", mission_id=m.id)
+    assert done.node == "W" and done.data["outcome"] == "completed"
+    assert tally.ran == [("L", "a"), ("L", "b")]  # b offered by W, claimed by L: each task ran once
+    assert len(c.of("mission:completed")) == 1
+    assert {e.node for e in c.of("task:transition", task_id=f"{m.id}:2")} == {"L"}  # only its holder wrote b

@@ -192,3 +192,15 @@ def test_cli_unknown_mission_and_missing_state(config: Path, tmp_path: Path) -> 
     other.write_text('[daemon]\nstate_dir = "nothing-here"\n')
     res = CliRunner().invoke(metrics_cmd, ["--config", str(other)])
     assert res.exit_code == 1 and "start the daemon first" in res.output
+
+
+def test_the_task_table_puts_every_title_and_every_number_in_one_column() -> None:
+    from polpo.cli.metrics_cmd import render_table
+    from polpo.metrics import MetricsReport, QualityMetrics
+
+    tasks = [QualityMetrics("calculator:1", "task", total_assessments=1, context={"title": "Write the report"}),
+             QualityMetrics("fix-loop:12", "task", total_assessments=22, context={"title": "Write the summary"}),
+             QualityMetrics("hi:1", "task", total_assessments=3)]
+    lines = render_table(MetricsReport(missions=[], agents=[], tasks=tasks)).splitlines()
+    assert lines[1].index("Write the report") == lines[2].index("Write the summary")
+    assert len({len(line) for line in lines}) == 1  # the number columns end in the same place on every line

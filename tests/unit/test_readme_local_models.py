@@ -21,3 +21,4 @@ def test_the_local_model_example_parses(tmp_path: Path) -> None:
     assert cfg.judge.max_tokens == 1024 and cfg.judge.max_turns == 6
     agent = cfg.agents["local"]
     assert agent.type == "llm" and agent.max_tokens == 1024 and agent.api_base == "http://127.0.0.1:8000/v1"
+    assert agent.context_window == cfg.judge.context_window == 8192

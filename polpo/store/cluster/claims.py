@@ -3,7 +3,7 @@
 turn (its attempt and assessment), which makes the holder the only writer of that task's row.
 
 The leader offers a task when it becomes ready (an insert in the same transaction as the state that made it
-ready, :data:`polpo.store.rows.CLAIM_OFFERS`); the holder gives the claim back at the end of the turn (the task is
+ready, :data:`polpo.store.claim_writes.OFFERS`); the holder gives the claim back at the end of the turn (the task is
 ready again: a fix, a retry, a shutdown) or drops it (done, failed, waiting for a person). Limits across the
 cluster: an agent's and a mission's ``max_concurrency`` are counted over every node's held claims, under
 transaction-level advisory locks taken in one order (no deadlock); ``[daemon] max_concurrency`` is per node.
@@ -16,11 +16,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from polpo.model.records import Attempt, Mission, Task
+from polpo.store import claim_writes as W
 from polpo.store import rows as R
 from polpo.store.claim_records import Claim, DeadClaim, limit_keys, within_limits
+from polpo.store.claim_writes import CLAIMS_CHANNEL
 from polpo.store.cluster.relay import relay_command
 from polpo.store.cluster.timing import TAKE_AFTER
 from polpo.store.fencing import Fence, fenced_transaction
+from polpo.store.named_reads import GATES
+from polpo.store.sql import statement
 
 __all__ = ["Claim", "ClaimQueue", "DeadClaim"]
 
@@ -44,11 +48,6 @@ _LIVE_NODE = "SELECT 1 FROM nodes WHERE name = $1 AND incarnation = $2 FOR UPDAT
 
 def _lock_key(key: str) -> int:
     return zlib.crc32(key.encode()) - 2**31  # a stable int4 for pg_advisory_xact_lock
-
-
-def offer_row(task: Task, m: Mission, agent_key: str, agent_limit: int | None) -> R.Row:
-    return (task.id, m.id, m.home, float(task.priority), m.seq, task.idx, agent_key, agent_limit,
-            m.spec.settings.max_concurrency)
 
 
 class ClaimQueue:
@@ -81,25 +80,21 @@ class ClaimQueue:
             if len(taken) == n and len(rows) > n:
                 # this transaction locked candidates it did not take: a node that skipped them meanwhile found
                 # nothing and went back to sleep; wake it (at the commit) to look again
-                await c.execute("SELECT pg_notify('polpo_claims', '')")
+                await c.execute("SELECT pg_notify($1, '')", CLAIMS_CHANNEL)
             return taken
 
     def end_row(self, task_id: str) -> R.Row:
-        """The row of :data:`polpo.store.rows.CLAIM_ENDS`: written in the same transaction as (or one after) the
+        """The row of :func:`polpo.store.claim_writes.end`: written in the same transaction as (or one after) the
         turn's last state, so the claim never ends before that state is durable."""
         return (task_id, self.node, self.incarnation)
 
     async def end(self, task_id: str, *, requeue: bool) -> None:
         """The end of this node's turn on a task, at once: give it back to the queue, or drop it."""
-        if requeue:
-            sql = ("UPDATE claims SET node = NULL, incarnation = NULL, claimed_at = NULL, stop = NULL "
-                   "WHERE task_id = $1 AND node = $2 AND incarnation = $3")
-        else:
-            sql = "DELETE FROM claims WHERE task_id = $1 AND node = $2 AND incarnation = $3"
+        sql, params = statement(W.REQUEUES if requeue else W.DROPS, [self.end_row(task_id)], "$")
         async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
-            status = await c.execute(sql, task_id, self.node, self.incarnation)
+            status = await c.execute(sql, *params[0])
             if requeue and status.endswith(" 1"):
-                await c.execute("SELECT pg_notify('polpo_claims', '')")
+                await c.execute("SELECT pg_notify($1, '')", CLAIMS_CHANNEL)
 
     async def hold(self, row: R.Row) -> bool:
         """Claim a task that has no claim row (recorded as running before this database had claims)."""
@@ -163,5 +158,5 @@ class ClaimQueue:
         return await relay_command(self.pool, kind, target)
 
     async def mission_gates(self, mission_id: str) -> dict[str, str]:
-        rows = await self.pool.fetch("SELECT name, status FROM gates WHERE mission_id = $1", mission_id)
+        rows = await self.pool.fetch(GATES.sql("$"), mission_id)
         return {r["name"]: r["status"] for r in rows}

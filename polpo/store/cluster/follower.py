@@ -21,8 +21,9 @@ import anyio
 
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
+from polpo.store.claim_writes import CLAIMS_CHANNEL
 from polpo.store.outage_wait import OutageWait
-from polpo.store.postgres import CLAIMS_CHANNEL, EVENTS_CHANNEL
+from polpo.store.postgres import EVENTS_CHANNEL
 from polpo.store.postgres_conn import PgTarget
 
 log = logging.getLogger("polpo.cluster")

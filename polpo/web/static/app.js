@@ -51,25 +51,30 @@ function elapsed(start, end) {
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
 
+// Every request names the page's origin: opened as http://user:TOKEN@host/, the page's own URL carries the
+// credentials and fetch refuses a URL built from it; the browser still sends the password it was given.
+const at = (path) => location.origin + path;
+
 async function api(path) {
-  const r = await fetch(path, { headers: { accept: "application/json" }, credentials: "same-origin" });
+  const r = await fetch(at(path), { headers: { accept: "application/json" }, credentials: "same-origin" });
   if (r.status === 404) return null;
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status} ${(await r.json().catch(() => ({}))).message || ""}`);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status} ${(await r.json().catch(() => ({}))).detail || ""}`);
   return r.json();
 }
 
 // Commands (cancel, retry, approve): a same-origin POST with a JSON body, as the API asks of every POST (a page
 // of another origin cannot send one). The daemon's answer stays shown across the re-renders events cause.
 let lastAnswer = null;  // { key, state: "done" | "refused", text }
+const drafts = new Map();  // a note or reason being typed, by page and field
 
-async function command(path, key) {
+async function command(path, key, payload = {}) {
   let state = "refused", text;
   try {
-    const r = await fetch(path, { method: "POST", credentials: "same-origin", body: "{}",
+    const r = await fetch(at(path), { method: "POST", credentials: "same-origin", body: JSON.stringify(payload),
       headers: { "content-type": "application/json", accept: "application/json" } });
     const body = await r.json().catch(() => ({}));
     state = r.ok ? "done" : "refused";
-    text = body.message || `HTTP ${r.status}`;
+    text = body.detail || body.message || `HTTP ${r.status}`;
   } catch (e) {
     text = e.message;
   }
@@ -82,11 +87,19 @@ function actions(key, buttons) {
     ? el("span", { class: "answer", id: "answer", "data-state": lastAnswer.state }, `${lastAnswer.state}: ${lastAnswer.text}`)
     : null;
   if (!buttons.length && !answer) return null;
-  return el("div", { class: "actions" }, buttons.map((b) => el("button", { type: "button", id: b.id, onclick: (ev) => {
-    if (b.confirm && !window.confirm(b.confirm)) return;
-    ev.target.disabled = true;
-    command(b.path, key);
-  } }, b.label)), answer);
+  // a button may take what a person says (a note, a reason) from a text field of its own: sent as b.field
+  return el("div", { class: "actions" }, buttons.map((b) => {
+    const fieldId = `${key}/${b.id}-${b.field}`;  // what was typed survives the re-renders events cause
+    const input = b.field ? el("input", { type: "text", id: `${b.id}-${b.field}`, placeholder: b.placeholder || b.field,
+      value: drafts.get(fieldId) || null, oninput: (ev) => drafts.set(fieldId, ev.target.value) }) : null;
+    const button = el("button", { type: "button", id: b.id, onclick: (ev) => {
+      if (b.confirm && !window.confirm(b.confirm)) return;
+      ev.target.disabled = true;
+      drafts.delete(fieldId);
+      command(b.path, key, { ...(b.body || {}), ...(input && input.value ? { [b.field]: input.value } : {}) });
+    } }, b.label);
+    return input ? el("span", { class: "said" }, input, button) : button;
+  }), answer);
 }
 
 // --------------------------------------------------------------------------------------------- routing
@@ -134,6 +147,7 @@ async function renderMission(id) {
   if (!m) { $view.replaceChildren(el("p", {}, `No mission ${id}`)); return; }
   crumbs(link("#/", "missions"), m.id);
   const q = m.quality || {};
+  const paused = m.status === "running" ? (m.pausedAt || []) : [];
   const summary = el("div", { class: "card", id: "mission-summary", "data-status": m.status },
     el("h1", {}, `${m.name} `, badge(m.status)),
     el("div", { class: "kv" },
@@ -142,16 +156,43 @@ async function renderMission(id) {
       el("span", { id: "quality" }, el("b", {}, "quality average "), fmtScore(q.average),
         q.scored ? ` (${q.scored} scored task${q.scored > 1 ? "s" : ""})` : "",
         q.threshold != null ? ` · threshold ${q.threshold}` : ""),
-      m.report ? el("span", {}, el("b", {}, "report "), m.report.summary) : null),
+      m.report ? el("span", {}, el("b", {}, "report "), m.report.summary) : null,
+      m.spend ? el("span", { id: "spend" }, el("b", {}, "spend "), fmtSpend(m.spend.total)) : null),
     m.reason ? el("p", { class: "muted" }, m.reason) : null,
-    actions(`mission/${m.id}`, m.status === "running" ? [{ id: "cancel", label: "Cancel mission",
-      path: `/api/missions/${enc(m.id)}/cancel`, confirm: `Cancel mission ${m.id}? Its running agents are stopped.` }] : []));
+    paused.length ? el("p", { id: "paused", "data-checkpoints": paused.join(",") },
+      el("b", {}, "paused "), `at checkpoint ${paused.join(", ")}: its blocked tasks wait for a person`) : null,
+    actions(`mission/${m.id}`, m.status === "running" ? [
+      ...paused.map((name, i) => ({ id: i ? `resume-${i}` : "resume", label: `Resume ${name}`, field: "note",
+        placeholder: "note (optional)", path: `/api/missions/${enc(m.id)}/resume`, body: { checkpoint: name } })),
+      { id: "cancel", label: "Cancel mission",
+        path: `/api/missions/${enc(m.id)}/cancel`, confirm: `Cancel mission ${m.id}? Its running agents are stopped.` }] : []));
   const parts = [summary];
   if (m.tasks.length <= GRAPH_MAX_TASKS) parts.push(graph(m));
   else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
   parts.push(el("h2", {}, "Tasks"), taskTable(m));
   if ((m.spec.qualityGates || []).length) parts.push(el("h2", {}, "Quality gates"), gateTable(m));
+  if (m.spend && (m.spend.total.tokensIn || m.spend.total.tokensOut)) parts.push(el("h2", {}, "Spend"), spendTable(m.spend));
   $view.replaceChildren(...parts);
+}
+
+function fmtSpend(s) {
+  const usd = `$${(s.usd || 0).toFixed(4)}`;
+  const unknown = (s.costUnknown || []).length ? ` + cost unknown (${s.costUnknown.join(", ")})` : "";
+  return `${usd}${unknown} · ${s.tokensIn} in / ${s.tokensOut} out tokens`;
+}
+
+function spendTable(spend) {
+  const row = (group, name, s) => el("tr", { "data-group": group, "data-name": name },
+    el("td", {}, group), el("td", {}, name), el("td", {}, String(s.tokensIn)), el("td", {}, String(s.tokensOut)),
+    el("td", { class: "score" }, `$${(s.usd || 0).toFixed(4)}`),
+    el("td", { class: "muted" }, (s.costUnknown || []).length ? `cost unknown: ${s.costUnknown.join(", ")}` : ""));
+  const rows = [];
+  for (const [group, label] of [["byPhase", "phase"], ["byAgent", "agent"], ["byModel", "model"]])
+    for (const [name, s] of Object.entries(spend[group] || {}))
+      if (s.tokensIn || s.tokensOut) rows.push(row(label, name, s));
+  return el("table", { id: "spend-table" },
+    el("thead", {}, el("tr", {}, ["by", "", "tokens in", "tokens out", "USD", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows));
 }
 
 function taskTable(m) {
@@ -257,7 +298,15 @@ async function renderTask(id) {
       ...(t.status === "failed" || t.status === "on_hold"
         ? [{ id: "retry", label: "Retry", path: `/api/tasks/${enc(t.id)}/retry` }] : []),
       ...(t.status === "awaiting_approval"
-        ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` }] : [])]));
+        ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` },
+           { id: "reject", label: "Reject", field: "reason", placeholder: "reason (required)",
+             path: `/api/tasks/${enc(t.id)}/reject` }] : []),
+      ...(t.status === "done" || t.status === "failed"
+        ? [{ id: "override", label: t.status === "done" ? "Override: fail it" : "Override: pass it", field: "reason",
+             placeholder: "reason (required)", path: `/api/tasks/${enc(t.id)}/override`,
+             body: { passed: t.status !== "done" } }] : [])]),
+    t.override ? el("p", { id: "override-note" }, el("b", {}, "verdict overridden "),
+      `to ${t.override.passed ? "pass" : "fail"} by ${t.override.byPerson}: ${t.override.reason}`) : null);
   $view.replaceChildren(head, ...t.attempts.slice().reverse().map(attemptCard));
 }
 
@@ -355,7 +404,7 @@ function affects(ev) {
 }
 
 function follow() {
-  const source = new EventSource("/api/events/stream");
+  const source = new EventSource(at("/api/events/stream"));
   source.onopen = () => { $conn.dataset.state = "live"; $conn.textContent = "live"; };
   source.onerror = () => {
     $conn.dataset.state = "lost"; $conn.textContent = "reconnecting…";

@@ -1,0 +1,38 @@
+"""``GET /api/schedules`` and ``POST /api/schedules/{id}/pause|resume|remove``: the schedules and their commands.
+
+Reads go through the reader pool (:mod:`polpo.store.schedule_view`); a command goes to the engine as the
+command inbox's do, and the answer is the daemon's (``done``, or ``refused`` with the reason: 409).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from polpo.http.context import ApiContext, json_response
+from polpo.http.problem import problem_response
+from polpo.store.schedule_view import schedules_view
+
+__all__ = ["ScheduleRoutes"]
+
+ACTIONS = ("pause", "resume", "remove")
+
+
+class ScheduleRoutes:
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    async def list(self, request: Request) -> Response:
+        rows = await self.ctx.readers.run(lambda con: schedules_view(con, datetime.now(UTC)))
+        return json_response({"schedules": rows})
+
+    async def act(self, request: Request) -> Response:
+        action, ident = request.path_params["action"], request.path_params["schedule_id"]
+        if action not in ACTIONS:
+            return problem_response(404, "not found", f"no schedule action {action!r} (one of {', '.join(ACTIONS)})")
+        status, answer = await self.ctx.apply_command(f"schedule-{action}", ident)
+        if status != "done":
+            return problem_response(409, "refused", answer, message=answer, target=ident)
+        return json_response({"status": status, "message": answer, "target": ident})

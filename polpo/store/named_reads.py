@@ -1,0 +1,176 @@
+"""The daemon's named reads (:class:`polpo.store.protocol.Store`), written once for every backend.
+
+Each read is a :class:`Select` declared once: its SQL text (with ``?`` for SQLite or ``$1, $2, …`` for
+PostgreSQL, as :mod:`polpo.store.sql` does for writes) and the same filter, order and projection over the memory
+store's dictionaries. A backend implements only :meth:`NamedReads._select`; turning rows into records is here,
+so the three backends cannot drift apart (they were three copies by hand).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from polpo.events.catalog import Event
+from polpo.model.records import Assessment
+from polpo.model.schedule import Schedule, ScheduleStatus
+from polpo.model.status import GateStatus, SourceOutcome
+from polpo.store import rows as R
+from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord
+from polpo.store.sql import marks
+
+__all__ = ["NamedReads", "Select"]
+
+Rec = Mapping[str, Any]
+
+
+def _of_mission(task_id: Any, mission_id: Any) -> bool:
+    """A task id ``MISSION:N`` belongs to ``mission_id`` (polpo.engine.admission makes them so)."""
+    return bool(str(task_id).rpartition(":")[0] == mission_id)
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, ">": operator.gt, "of": _of_mission}
+
+
+@dataclass(frozen=True)
+class Select:
+    """``SELECT cols FROM table WHERE <where> AND col IN (constants) ORDER BY order [DESC] [LIMIT ?]``."""
+
+    table: str
+    cols: tuple[str, ...] = ()  # () = every column
+    # ``"column"`` (= ?), ``"column >"`` (> ?) or ``"task_id of"`` (a task of mission ?), the arguments in order
+    where: tuple[str, ...] = ()
+    among: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each ``column IN (constants)``
+    order: tuple[str, ...] = ()
+    desc: bool = False
+    limit: bool = False  # LIMIT ?: the last argument
+
+    def sql(self, ph: str) -> str:
+        """The text, with ``?`` placeholders (SQLite) or ``$1, $2, …`` (``ph="$"``, PostgreSQL)."""
+        return _sql(self, ph)
+
+    def apply(self, rows: Iterable[Rec], args: Sequence[Any]) -> list[Rec]:
+        """The same read over in-memory rows (dictionaries of the table's columns)."""
+        conds = [(c, _OPS[op or "="], v) for (c, _, op), v in
+                 zip((w.partition(" ") for w in self.where), args, strict=False)]
+        found = [r for r in rows if all(test(r[c], v) for c, test, v in conds)
+                 and all(r[c] in values for c, values in self.among)]
+        if self.order:
+            found.sort(key=lambda r: tuple(r[c] for c in self.order), reverse=self.desc)
+        if self.limit:
+            found = found[:args[-1]]
+        return [{c: r[c] for c in self.cols} for r in found] if self.cols else found
+
+
+@functools.cache
+def _sql(q: Select, ph: str) -> str:
+    places = marks(len(q.where) + q.limit, ph)
+    conds = [f"{c} IN (SELECT id FROM tasks WHERE mission_id = {m})" if op == "of" else f"{c} {op or '='} {m}"
+             for (c, _, op), m in zip((w.partition(" ") for w in q.where), places, strict=False)]
+    conds += [f"{c} IN ({', '.join(repr(v) for v in values)})" for c, values in q.among]
+    text = f"SELECT {', '.join(q.cols) or '*'} FROM {q.table}"
+    if conds:
+        text += f" WHERE {' AND '.join(conds)}"
+    if q.order:
+        text += f" ORDER BY {', '.join(f'{c} DESC' if q.desc else c for c in q.order)}"
+    return text + (f" LIMIT {places[-1]}" if q.limit else "")
+
+
+SOURCES = Select("sources", ("path", "hash", "outcome", "mission_id"))
+MISSION_INDEX = Select("missions", ("id", "source", "run", "seq"), order=("seq",))
+OPEN_MISSIONS = Select("missions", ("id",), among=(("status", ("running", "cancelling")),), order=("seq",))
+MISSION = Select("missions", where=("id",))
+GATES = Select("gates", ("name", "status"), ("mission_id",))
+HOLDS = Select("holds", where=("mission_id",))
+SCHEDULES = Select("schedules", among=(("status", tuple(s.value for s in ScheduleStatus
+                                                        if s is not ScheduleStatus.REMOVED)),), order=("id",))
+TASKS = Select("tasks", where=("mission_id",), order=("idx",))
+ATTEMPTS = Select("attempts", where=("mission_id",), order=("task_id", "number"))
+REVIEW_SPEND = Select("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "tokens_in",
+                                  "tokens_out", "cost"), ("task_id of",))
+OPEN_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status", ("running",)),), order=("id",),
+                         desc=True, limit=True)
+CHECKS = Select("checks", where=("assessment_id",), order=("idx",))
+SLA_MARKS = Select("sla_marks", ("entity_id", "kind"), ("mission_id",))
+DIMENSIONS = Select("dimensions", ("source", "data"), ("task_id", "check_idx"))
+QUEUED_COMMANDS = Select("commands", ("id", "kind", "target"), among=(("status", ("queued",)),), order=("id",))
+SPEND_OF_DAY = Select("spend", where=("period",))  # the agents' and the daemon's accounts of a UTC day
+SPEND_OF_MISSION = Select("spend", where=("mission_id",))  # a mission's account and its tasks'
+EVENTS_AFTER = Select("events", R.EVENTS.cols, ("seq >",), order=("seq",))
+EVENTS_PAGE = Select("events", R.EVENTS.cols, ("seq >",), order=("seq",), limit=True)
+
+
+class NamedReads:
+    """The named reads of the store protocol over one primitive, :meth:`_select`."""
+
+    async def _select(self, q: Select, *args: Any) -> Sequence[Rec]:
+        raise NotImplementedError
+
+    async def sources(self) -> list[SourceRecord]:
+        return [SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"])
+                for r in await self._select(SOURCES)]
+
+    async def mission_index(self) -> list[MissionIndexEntry]:
+        return [MissionIndexEntry(r["id"], r["source"], r["run"], r["seq"]) for r in await self._select(MISSION_INDEX)]
+
+    async def open_mission_ids(self) -> list[str]:
+        return [r["id"] for r in await self._select(OPEN_MISSIONS)]
+
+    async def load_mission(self, mission_id: str) -> LoadedMission | None:
+        rows = await self._select(MISSION, mission_id)
+        if not rows:
+            return None
+        m = R.mission_from_row(rows[0])
+        for g in await self._select(GATES, mission_id):
+            m.gate_state[g["name"]] = GateStatus(g["status"])
+        for h in await self._select(HOLDS, mission_id):
+            hold = R.hold_from_row(h)
+            m.holds[(hold.kind, hold.name)] = hold
+        for t in await self._select(TASKS, mission_id):
+            task = R.task_from_row(t, m)
+            m.tasks[task.id] = task
+        loaded = LoadedMission(m)
+        for a in await self._select(ATTEMPTS, mission_id):  # the latest of each task's attempts stays
+            loaded.attempts[a["task_id"]] = attempt = R.attempt_from_row(a)
+            R.keep_spend(m, attempt)  # what the mission spent, for its report after a restart
+        for r in await self._select(REVIEW_SPEND, mission_id):
+            m.spent.add_review_row(r)
+        return loaded
+
+    async def open_assessment(self, attempt_id: str) -> Assessment | None:
+        rows = await self._select(OPEN_ASSESSMENT, attempt_id, 1)
+        if not rows:
+            return None
+        return R.assessment_from_row(rows[0], await self._select(CHECKS, rows[0]["id"]))
+
+    async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
+        return [(r["entity_id"], r["kind"]) for r in await self._select(SLA_MARKS, mission_id)]
+
+    async def spend_rows(self, period: str) -> list[dict[str, Any]]:
+        """The day's accounts and the open missions' (two reads: a Select has no OR), each row once."""
+        found = {(r["scope"], r["key"], r["period"]): dict(r) for r in await self._select(SPEND_OF_DAY, period)}
+        for mission_id in await self.open_mission_ids():
+            for r in await self._select(SPEND_OF_MISSION, mission_id):
+                found.setdefault((r["scope"], r["key"], r["period"]), dict(r))
+        return list(found.values())
+
+    async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
+        rows = await self._select(DIMENSIONS, task_id, check_idx)
+        return (rows[0]["source"], orjson.loads(rows[0]["data"])) if rows else None
+
+    async def queued_commands(self) -> list[CommandRecord]:
+        return [CommandRecord(r["id"], r["kind"], r["target"]) for r in await self._select(QUEUED_COMMANDS)]
+
+    async def schedules(self) -> list[Schedule]:
+        return [R.schedule_from_row(r) for r in await self._select(SCHEDULES)]
+
+    async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
+        """The stored events after ``seq``, oldest first (at most ``limit``)."""
+        rows = await (self._select(EVENTS_AFTER, seq) if limit is None else self._select(EVENTS_PAGE, seq, limit))
+        return [Event(r["seq"], r["ts"], r["event"], r["mission_id"], r["task_id"], orjson.loads(r["data"]),
+                      node=r["node"]) for r in rows]
