@@ -17,7 +17,9 @@ __all__ = ["calibrate"]
 
 
 @click.command()
-@click.argument("labels", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("labels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False)
+@click.option("--labels", "labels_option", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The labelled set (the same as the argument; e.g. from `polpo labels export`).")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Save the linear calibration (scale, bias) to this file, for [judge] calibration.")
 @click.option("--seats", type=click.IntRange(1, 9), default=None,
@@ -27,12 +29,16 @@ __all__ = ["calibrate"]
 @click.option("--resume", is_flag=True, help="Reuse the scored items of the results file (same judges).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @config_option
-def calibrate(labels: Path, write_to: Path | None, seats: int | None, results_path: Path | None, resume: bool,
+def calibrate(labels: Path | None, labels_option: Path | None, write_to: Path | None, seats: int | None, results_path: Path | None, resume: bool,
               as_json: bool, config_path: str | None) -> None:
     """Run the judge panel on a labelled set (JSON lines: task, criteria or dimensions, output or workspace,
     the human score) and print Spearman's rho, quadratic-weighted Cohen's kappa, the mean bias, each reviewer's
     agreement and the panel against a single reviewer. A line per item goes to stderr as it finishes, and the
     item to the results file, so a stopped run keeps what it had (--resume continues it)."""
+    if (labels is None) == (labels_option is None):
+        raise click.UsageError("give the labelled set once: polpo calibrate LABELS.jsonl (or --labels LABELS.jsonl)")
+    labels = labels or labels_option
+    assert labels is not None
     import json
     import os
     import time

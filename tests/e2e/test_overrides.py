@@ -85,7 +85,7 @@ token_env = "OVERRIDE_TEST_NO_TOKEN"
     assert lines[0]["judgeModels"] == ["openai/fake-a", "openai/fake-b", "openai/fake-c"]
     assert (labels.parent / lines[0]["workspace"]).resolve() == (state / "workspaces" / "rev").resolve()
 
-    scored = run_cli("calibrate", str(labels), "--json", "--config", str(config), env={KEY_ENV: "sk-override"})
+    scored = run_cli("calibrate", "--labels", str(labels), "--json", "--config", str(config), env={KEY_ENV: "sk-override"})
     assert scored.returncode == 0, scored.stderr
     report = json.loads(scored.stdout)
     assert report["scored"] == 2 and [r["human"] for r in report["results"]] == [2.0, 5.0]

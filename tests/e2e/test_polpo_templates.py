@@ -25,7 +25,7 @@ from tests.support.judges import ScriptedJudge
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "polpo-examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "templates"
 KEY = "sk-template-test-5e6f7a8b"
 CALC = "def add(a, b):\n    return a + b\n"
 TEST_COMMAND = "python3 -c 'import calc; assert calc.add(2, 3) == 5'"

@@ -11,7 +11,7 @@ from tests.support.daemon import daemon_process, mission_json, run_cli, shell_ta
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "polpo-examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "templates"
 AUDIT = """
 [channels.audit]
 type = "file"

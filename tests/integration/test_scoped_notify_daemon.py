@@ -18,7 +18,7 @@ from tests.support.daemon import mission_json, running_daemon, shell_task, submi
 
 pytestmark = pytest.mark.anyio
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "polpo-examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "templates"
 CHANNELS = """
 [channels.global]
 type = "file"

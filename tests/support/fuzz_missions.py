@@ -1,6 +1,6 @@
 """Hostile mission files for the intake fuzz tests and ``scripts/fuzz_intake.py``.
 
-Seeds are the bundled missions (``missions/*.json``) and Polpo's example plans (tests/fixtures/polpo-examples,
+Seeds are the bundled missions (``missions/*.json``) and Polpo's example plans (templates,
 parameters filled in). Each mutation takes bytes and a ``random.Random`` and returns bytes, so one generator
 serves hypothesis (``st.randoms`` drives it and shrinks it) and the long script (a seeded ``Random``). The
 mutations are the issue's list: BOM, UTF-16/32, lone surrogates (escaped and as raw bytes), NUL, control
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from polpo.mission.jsonbytes import UTF8_BOM
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "tests" / "fixtures" / "polpo-examples"
+EXAMPLES = REPO / "templates"
 
 
 def _fill(node: Any, values: dict[str, str]) -> Any:

@@ -21,7 +21,7 @@ EXAMPLES = next(
     (
         p
         for p in (
-            Path(__file__).resolve().parents[1] / "fixtures" / "polpo-examples",
+            Path(__file__).resolve().parents[2] / "templates",
             Path("/work/shared/seeds/polpo-examples"),
         )
         if p.is_dir()

@@ -21,7 +21,7 @@ from polpo.mission.templates import (
     parse_template,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "polpo-examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "templates"
 
 
 def tpl(**over: Any) -> dict[str, Any]:
