@@ -50,9 +50,9 @@ def _line(r: dict[str, Any]) -> str:
 
 
 def _act(kind: str, schedule_id: str, config_path: str | None) -> None:
-    from polpo.cli.control import queue_or_call
+    from polpo.cli.send import send
 
-    queue_or_call(kind, schedule_id, config_path)
+    send(kind, "schedule", schedule_id, "/api/schedules/{}/" + kind.removeprefix("schedule-"), config_path)
 
 
 @schedules.command()
