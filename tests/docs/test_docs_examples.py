@@ -21,6 +21,8 @@ from polpo.cli import main
 from polpo.config import parse_config
 from tests.support.daemon import daemon_process, run_cli, wait_events, write_config
 from tests.support.doc_examples import Block, blocks, polpo_invocations
+from tests.support.fake_llm import FakeLLM
+from tests.support.judges import ScriptedJudge
 
 COMMAND_AGENTS = """
 [agents.shell]
@@ -76,32 +78,46 @@ def test_every_mission_example_validates(tmp_path: Path) -> None:
     assert r.returncode == 0, f"{r.stdout}{r.stderr}\n{where}"
 
 
-def _runs_offline(doc: dict[str, Any]) -> bool:
-    tasks = doc["tasks"]
-    return ("team" not in doc and all(t.get("assignTo") in ("shell", "python") for t in tasks)
-            and not any(e.get("type") == "llm_review" for t in tasks for e in t.get("expectations", [])))
+def _runs_with_command_agents(doc: dict[str, Any]) -> bool:
+    """Its tasks are done by the command agents ``shell`` and ``python`` (reviews go to the scripted judge)."""
+    return "team" not in doc and all(t.get("assignTo") in ("shell", "python") for t in doc["tasks"])
 
 
 def test_command_agent_missions_complete_in_a_daemon(tmp_path: Path) -> None:
-    """The examples a newcomer can run without a model all complete, each in its own workspace."""
-    config = write_config(tmp_path, agents=COMMAND_AGENTS)
+    """The examples run by command agents all complete, each in its own workspace, in one real daemon.
+
+    Their ``llm_review`` checks are scored by the tests' scripted OpenAI-compatible judge (every dimension 4),
+    the stand-in the tutorial documents (``scripts/fake_judge_server.py``).
+    """
     unique: dict[str, Block] = {}
+    reviewed = 0
     for b, doc in _missions():
-        if _runs_offline(doc):
-            unique.setdefault(hashlib.sha256(b.body.encode()).hexdigest(), b)
-    assert len(unique) >= 2, "the README's (also the tutorial's) and the gate's examples run without a model"
+        if _runs_with_command_agents(doc) and hashlib.sha256(b.body.encode()).hexdigest() not in unique:
+            unique[hashlib.sha256(b.body.encode()).hexdigest()] = b
+            reviewed += any(e.get("type") == "llm_review" for t in doc["tasks"] for e in t.get("expectations", []))
+    assert len(unique) >= 3 and reviewed >= 1, "the README's, the judged task's and the gate's examples run here"
     names = {f"ex{i}": b for i, b in enumerate(unique.values())}
-    for name, b in names.items():
-        (tmp_path / "missions" / f"{name}.json").write_text(b.body)
-    with daemon_process(config):
-        evs = wait_events(tmp_path / "state", lambda es: {e["missionId"] for e in es
-                                                          if e["event"] == "mission:completed"} >= set(names)
-                          or any(e["event"] == "mission:rejected" for e in es), timeout=120)
+    judge = ScriptedJudge(score=4.0)
+    with FakeLLM(models=("fake-judge",)) as srv:
+        srv.responder = judge
+        config = write_config(tmp_path, agents=COMMAND_AGENTS, extra=f"""
+[judge]
+model = "openai/fake-judge"
+api_base = "{srv.base_url}"
+api_key_env = "DOCS_JUDGE_KEY"
+""")
+        for name, b in names.items():
+            (tmp_path / "missions" / f"{name}.json").write_text(b.body)
+        with daemon_process(config, env={"DOCS_JUDGE_KEY": "sk-docs"}):
+            evs = wait_events(tmp_path / "state", lambda es: {e["missionId"] for e in es
+                                                              if e["event"] == "mission:completed"} >= set(names)
+                              or any(e["event"] == "mission:rejected" for e in es), timeout=120)
     rejected = [(names[e["missionId"]].where, e["data"]) for e in evs if e["event"] == "mission:rejected"]
     assert not rejected, rejected
     outcomes = {e["missionId"]: e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"}
     failed = {names[m].where: o for m, o in outcomes.items() if o != "completed"}
     assert not failed, failed
+    assert judge.calls.get("forced", 0) + judge.calls.get("auto", 0) + judge.calls.get("json", 0) >= 3  # 3 seats
 
 
 def test_every_config_example_is_accepted(tmp_path: Path) -> None:
