@@ -39,6 +39,10 @@ timeout = 30
 type = "llm"
 model = "openai/docs-model"
 api_base = "http://127.0.0.1:9/v1"
+
+[channels.ops]
+type = "file"
+path = "ops-notifications.jsonl"
 """
 
 
@@ -78,9 +82,14 @@ def test_every_mission_example_validates(tmp_path: Path) -> None:
     assert r.returncode == 0, f"{r.stdout}{r.stderr}\n{where}"
 
 
+#: mission keys that make a run wait for a person or a clock (an approval, a checkpoint, a delay, a schedule)
+WAITS = ("schedule", "checkpoints", "delays")
+
+
 def _runs_with_command_agents(doc: dict[str, Any]) -> bool:
-    """Its tasks are done by the command agents ``shell`` and ``python`` (reviews go to the scripted judge)."""
-    return "team" not in doc and all(t.get("assignTo") in ("shell", "python") for t in doc["tasks"])
+    """Its tasks are done by ``shell`` and ``python`` (reviews go to the scripted judge) and nothing waits."""
+    return ("team" not in doc and not any(k in doc for k in WAITS)
+            and all(t.get("assignTo") in ("shell", "python") and "approval" not in t for t in doc["tasks"]))
 
 
 def test_command_agent_missions_complete_in_a_daemon(tmp_path: Path) -> None:
@@ -95,7 +104,7 @@ def test_command_agent_missions_complete_in_a_daemon(tmp_path: Path) -> None:
         if _runs_with_command_agents(doc) and hashlib.sha256(b.body.encode()).hexdigest() not in unique:
             unique[hashlib.sha256(b.body.encode()).hexdigest()] = b
             reviewed += any(e.get("type") == "llm_review" for t in doc["tasks"] for e in t.get("expectations", []))
-    assert len(unique) >= 3 and reviewed >= 1, "the README's, the judged task's and the gate's examples run here"
+    assert len(unique) >= 4 and reviewed >= 2, "the README's, the judged task's and the gates' examples run here"
     names = {f"ex{i}": b for i, b in enumerate(unique.values())}
     judge = ScriptedJudge(score=4.0)
     with FakeLLM(models=("fake-judge",)) as srv:
