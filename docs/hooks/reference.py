@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Callable
 from datetime import timedelta
@@ -78,11 +79,24 @@ def mission_schema() -> str:
 
 
 def _type_name(annotation: Any) -> str:
-    text = str(annotation) if typing.get_origin(annotation) else getattr(annotation, "__name__", str(annotation))
-    return text.replace("typing.", "").replace("pathlib.", "").replace("datetime.", "").replace("polpo.config.", "")
+    """A config key's type as a reader writes it in TOML, not as Python spells it."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is timedelta:
+        return "duration (seconds, or ISO-8601 such as PT30S)"
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(x) for x in args if x is not type(None))
+    if origin is typing.Literal:
+        return " or ".join(json.dumps(x) for x in args)
+    if origin in (list, dict, tuple, set):
+        return f"{origin.__name__}[{', '.join(_type_name(x) for x in args)}]"
+    return getattr(annotation, "__name__", str(annotation))
 
 
 def _default(field: Any) -> str:
+    if field.is_required():
+        return "required"
     if field.default_factory is not None:
         try:
             value = field.default_factory()
@@ -93,17 +107,17 @@ def _default(field: Any) -> str:
     if value is None or value == "" or isinstance(value, BaseModel):
         return ""
     if isinstance(value, timedelta):
-        return f"{value.total_seconds():g} s"
+        return _code(f"{value.total_seconds():g}")  # seconds, as the config file writes them
     if isinstance(value, Enum):
         value = value.value
+    if isinstance(value, bool | list | dict):
+        return _code(json.dumps(value))  # TOML spells these as JSON does: true, [], {}
     return _code(value if not isinstance(value, Path) else str(value))
 
 
 def _model_rows(model: type[BaseModel]) -> list[str]:
     rows = ["| key | type | default |", "|---|---|---|"]
     for key, field in model.model_fields.items():
-        if key == "type" and "node" in model.model_fields:  # never: guards a future rename
-            continue
         default = "(this host's name)" if key == "node" else _default(field)
         rows.append(f"| `{key}` | {_cell(_type_name(field.annotation))} | {default} |")
     return rows
