@@ -1,6 +1,6 @@
 """``polpo schedules``: the scheduled mission files, their next firings, and pause / resume / remove.
 
-A schedule is made by a mission file with a ``schedule`` (README "Schedules"); these commands go to the
+A schedule is made by a mission file with a ``schedule`` (docs/how-to/schedules.md); these commands go to the
 daemon as ``retry`` and ``cancel`` do (its API, else the store's command inbox).
 """
 
@@ -35,7 +35,7 @@ def schedules(ctx: click.Context, as_json: bool, config_path: str | None) -> Non
         print_json({"schedules": rows})
         return
     if not rows:
-        click.echo("no schedules: a mission file with \"schedule\" makes one (README \"Schedules\")")
+        click.echo("no schedules: a mission file with \"schedule\" makes one (docs/how-to/schedules.md)")
         return
     for r in rows:
         click.echo(_line(r))

@@ -75,7 +75,7 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
     ("post", "/api/tasks/{task_id}/approve", "Let a task awaiting approval run its fix or retry",
      [("path", "task_id", "task id")],
      {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
-    ("get", "/api/schedules", "Scheduled missions with their next run (README \"Schedules\")", [],
+    ("get", "/api/schedules", "Scheduled missions with their next run (docs/how-to/schedules.md)", [],
      {200: ("schedules", _obj(schedules={"type": "array", "items": _ANY}))}),
     ("post", "/api/schedules/{schedule_id}/{action}", "Pause, resume or remove a schedule",
      [("path", "schedule_id", "schedule id (the mission file's name)"), ("path", "action", "pause | resume | remove")],

@@ -39,8 +39,8 @@ def scoped_problems(spec: MissionSpec, channels: Collection[str] | None) -> list
                 hits = [ev for ev in ALL_EVENTS if matches(ev, pattern)]
                 if not hits:
                     out.append(Problem(f"{base}.rules[{i}].events[{j}]",
-                                       f'"{pattern}" matches no polpo event (see `polpo tail`, or the README\'s '
-                                       "event list)"))
+                                       f'"{pattern}" matches no polpo event (see `polpo tail`, or the event list in '
+                                       "docs/reference/events.md)"))
                 elif all(ev.startswith("notification:") for ev in hits):
                     out.append(Problem(f"{base}.rules[{i}].events[{j}]",
                                        f'"{pattern}": notification:* events report deliveries and are never '

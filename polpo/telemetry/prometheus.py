@@ -3,7 +3,7 @@
 Counters and histograms count what this process has seen since it started (Prometheus handles the reset of a
 restart); the gauges are read when scraped: tasks of open missions by status from the engine's board, the
 ready queue, the running tasks. A registry of its own per daemon, so two daemons in one process (tests) do not
-share numbers. Names and labels are listed in the README.
+share numbers. Names and labels are listed in docs/reference/metrics.md, generated from this registry.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import subprocess
 import tomllib
@@ -34,7 +33,8 @@ from tests.support.aider import (
     require_aider,
     whole_file,
 )
-from tests.support.daemon import REPO, load, mission_json, run_cli, running_daemon, submit, write_config
+from tests.support.daemon import load, mission_json, run_cli, running_daemon, submit, write_config
+from tests.support.doc_examples import blocks
 from tests.support.fake_llm import FakeLLM, RecordedRequest, error, text
 from tests.support.long import long_test
 
@@ -48,10 +48,9 @@ MUL_TEST = ("python3 -c \"from calc import add, mul; assert add(2, 3) == 5; "
             "assert mul(2, 3) == 6, 'mul(2, 3) returned %r' % mul(2, 3)\"")
 
 
-def test_the_readme_recipe_is_the_one_tests_run() -> None:
-    """README's ``[agents.aider]`` is :data:`AIDER_COMMAND` / :data:`AIDER_ENV`, so these tests prove the README."""
-    blocks = re.findall(r"```toml\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
-    agents = [tomllib.loads(b).get("agents", {}) for b in blocks]
+def test_the_docs_recipe_is_the_one_tests_run() -> None:
+    """The docs' ``[agents.aider]`` is :data:`AIDER_COMMAND` / :data:`AIDER_ENV`, so these tests prove the docs."""
+    agents = [tomllib.loads(b.body).get("agents", {}) for b in blocks("toml")]
     aider = next(a["aider"] for a in agents if "aider" in a)
     assert aider["command"] == list(AIDER_COMMAND)
     assert aider["env"] == dict(AIDER_ENV)

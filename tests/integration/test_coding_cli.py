@@ -1,4 +1,4 @@
-"""The README's coding-agent CLI examples are valid config, and run through the command-agent adapter.
+"""The docs' coding-agent CLI examples (docs/how-to/coding-clis.md) are valid config, and run through the command-agent adapter.
 
 The real tools are not installed here: each test puts a small fake CLI of the same name first on PATH. It
 records its argv, cwd and stdin, does the work the prompt asks for, and (for the timeout test) hangs with
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import tomllib
 from pathlib import Path
@@ -18,7 +17,8 @@ import anyio
 import pytest
 
 from polpo.config import parse_config
-from tests.support.daemon import REPO, mission_json, running_daemon, submit, write_config
+from tests.support.daemon import mission_json, running_daemon, submit, write_config
+from tests.support.doc_examples import blocks
 
 pytestmark = pytest.mark.anyio
 
@@ -40,11 +40,9 @@ print("wrote hello.py")
 
 
 def readme_agents() -> dict[str, dict[str, object]]:
-    text = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
     agents: dict[str, dict[str, object]] = {}
-    for block in blocks:
-        agents.update(tomllib.loads(block).get("agents", {}))
+    for block in blocks("toml"):  # the README's and the docs' (docs/how-to/coding-clis.md, agents.md, providers.md)
+        agents.update(tomllib.loads(block.body).get("agents", {}))
     return agents
 
 

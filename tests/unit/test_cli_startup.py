@@ -67,7 +67,7 @@ def test_a_mission_with_notification_rules_still_has_its_event_globs_checked(tmp
     r, modules = _imported_by("validate", "--config", str(config), file)
     assert r.returncode == 1
     assert r.stdout.strip() == (f'{file}: $.notifications.rules[1].events[0]: "nothing:here" matches no polpo '
-                                "event (see `polpo tail`, or the README's event list)")
+                                "event (see `polpo tail`, or the event list in docs/reference/events.md)")
     assert "polpo.events.catalog" in modules
 
 

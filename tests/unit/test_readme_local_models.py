@@ -1,4 +1,4 @@
-"""The README's local-model example is a config polpo accepts, with the bounds it advertises."""
+"""The docs' local-model example (docs/how-to/providers.md) is a config polpo accepts, with the bounds it advertises."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 from polpo.config import parse_config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PROVIDERS = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "providers.md"
 
 
 def test_the_local_model_example_parses(tmp_path: Path) -> None:
-    text = README.read_text()
+    text = PROVIDERS.read_text()
     section = text[text.index("**Local and small models.**"):]
     block = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
     assert block is not None

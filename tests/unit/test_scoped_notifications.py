@@ -90,7 +90,7 @@ def test_unknown_channels_and_events_are_problems_with_paths() -> None:
     found = [(p.path, p.message) for p in scoped_problems(spec, {"ops", "audit"})]
     assert found == [
         ("$.notifications.rules[0].events[1]", '"nope:*" matches no polpo event (see `polpo tail`, or the '
-                                               "README's event list)"),
+                                               "event list in docs/reference/events.md)"),
         ("$.notifications.rules[0].events[2]", '"notification:*": notification:* events report deliveries and are '
                                                "never routed (that could loop)"),
         ("$.notifications.rules[0].channels[1]", 'no channel named "pager"; available: audit, ops'),
