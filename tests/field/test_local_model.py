@@ -177,6 +177,7 @@ def test_a_review_ends_with_a_verdict_or_an_invalid_review_never_an_outage(
         assert score is not None and f"Score {score:.2f}/5" in text, text  # polpo show says which
         assert f"verdict: {'passed' if passed else 'failed'}" in text, text
     reviews = [r for a in shown["attempts"] for s in a["assessments"] for r in s.get("reviews") or []]
-    assert len(reviews) % seats == 0 and len({r["index"] for r in reviews}) == seats, reviews
+    # one reviewer per seat; twice as many when no seat scored and the panel ran once more (it does, now and then)
+    assert len(reviews) in (seats, 2 * seats), reviews
     assert_within_context(field_model)
 
