@@ -10,6 +10,9 @@ result starting with ``Error:`` so it can correct itself; it never ends the sess
 * an answer without tool calls → exit code 0, the answer is ``stdout_tail``; an *empty* answer (no text, no tool
   call: small local models do this) is re-asked with a short nudge up to ``empty_reply_nudges`` times, then the
   attempt fails (exit code 1) with the reason "the model gave no answer" rather than passing on nothing;
+* the same tool calls with the same results three turns in a row (a nudge after the second:
+  :mod:`polpo.agents.repetition`) → exit code 0 with a note saying so: the repeats changed nothing, the checks
+  decide;
 * ``max_turns`` model calls without such an answer → exit code 1, the reason in ``stderr_tail``;
 * an :class:`~polpo.llm.client.LLMError` (after the client's own retries) → ``error``; when the provider
   itself failed (unreachable, 5xx, timeouts, rate limits, a refused key) also ``provider_error``: the runner
@@ -36,6 +39,7 @@ import anyio
 
 from polpo.agents.base import AgentRequest, AgentResult
 from polpo.agents.prompts import outcomes_block
+from polpo.agents.repetition import REPEAT_NUDGE, REPEATS_TO_END, Repeat, RepeatWatch, signature
 from polpo.agents.transcript import Transcript
 from polpo.checks.registry import describe_expectation
 from polpo.clock import Clock
@@ -261,6 +265,7 @@ class LLMAgent:
         s.messages = [{"role": "system", "content": self.system_prompt},
                       {"role": "user", "content": build_task_message(s.request)}]
         empty = 0
+        repeats = RepeatWatch()
         while s.turn < self.max_turns:
             s.turn += 1
             try:
@@ -285,8 +290,12 @@ class LLMAgent:
                 s.messages.pop()  # an empty assistant turn says nothing, and some providers refuse one (Anthropic)
                 s.messages.append({"role": "user", "content": EMPTY_REPLY_NUDGE})
                 continue
-            for call in reply.tool_calls:
-                await self._tool_turn(s, context, call)
+            done = [(call.name, call.arguments, await self._tool_turn(s, context, call)) for call in reply.tool_calls]
+            seen = repeats.see(signature(done))
+            if seen is Repeat.END:
+                return self._repeating(s, done[0][0])
+            if seen is Repeat.NUDGE:
+                s.messages.append({"role": "user", "content": REPEAT_NUDGE})
         reason = (f"max_turns ({self.max_turns}) reached: the model was still calling tools and never gave its "
                   "final answer")
         s.transcript.error(s.turn, reason, kind="max_turns")
@@ -305,15 +314,26 @@ class LLMAgent:
         s.transcript.error(s.turn, text, kind=kind)
         return _End(None, reason=text, error=text, provider_error=kind if kind in OUTAGE_KINDS else None)
 
-    async def _tool_turn(self, s: _Session, context: ToolContext, call: ToolCallOut) -> None:
+    @staticmethod
+    def _repeating(s: _Session, tool: str) -> _End:
+        """The model repeats itself (polpo.agents.repetition): the conversation ends; the checks decide."""
+        note = (f"polpo ended the conversation: the model made the same {tool} call {REPEATS_TO_END} times in a row "
+                "with the same result (nothing changed); the checks decide whether the work is done")
+        s.transcript.error(s.turn, note, kind="repeated")
+        return _End(0, final_text=note, reason=note)
+
+    async def _tool_turn(self, s: _Session, context: ToolContext, call: ToolCallOut) -> str:
+        """Run one tool call and append its result for the model; the result's text (for the repeat watch)."""
         output = await TOOLS.dispatch(context, call.name, call.arguments)
         s.transcript.tool(s.turn, call, output)
         content = s.transcript.redact(output.text)
+        result = content
         left = self.max_turns - s.turn
         if 0 < left <= WRAP_UP_TURNS:
             content += (f"\n\n[Note: {left} model turn(s) left. Finish now: reply without tool calls with your "
                         "summary.]")
         s.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        return result
 
     # ------------------------------------------------------------------------------------------------ result
 

@@ -51,7 +51,7 @@ type = "llm"
 model = "{field.model}"
 api_base = "{field.api_base}"
 max_tokens = 512
-max_turns = 4
+max_turns = 6
 temperature = 0          # sampled at 0.8 its tool calls stray from the format now and then (llama-server: HTTP 500)
 
 [agents.shell]
@@ -143,11 +143,11 @@ def test_the_llm_agent_writes_the_file_through_write_file(tmp_path: Path, field_
     errors = [t for t in entries if t["type"] == "error"]
     end = task_end(events, "hello:1")
     assert end is not None
-    if end["data"]["to"] == "done":
-        assert not errors and "status done" in text
-    else:  # what the 0.5B model does: it writes the file again on every turn and never gives its final answer
-        assert end["data"]["to"] == "failed" and [t["kind"] for t in errors] == ["max_turns"], entries
-        assert "max_turns (4) reached" in text and "[pass] file_content" in text, text
+    # the 0.5B model writes the file again on every turn and never gives its final answer by itself: polpo nudges it
+    # after the second identical turn and ends the conversation at the third (polpo.agents.repetition); the
+    # file_content check then decides, and the task is done
+    assert end["data"]["to"] == "done" and "status done" in text, (text, entries)
+    assert [t["kind"] for t in errors] in ([], ["repeated"]), entries
     assert_within_context(field_model)
 
 

@@ -236,7 +236,8 @@ async def test_paths_outside_the_workspace_are_refused_and_never_reach_the_model
 
 
 async def test_max_turns_reached_is_a_failure_with_the_reason(srv: FakeLLM, ws: Path) -> None:
-    srv.script(*(tool_call("list_dir", {}) for _ in range(3)))
+    # calls that differ each turn (the same call again and again ends earlier: test_llm_agent_repeats)
+    srv.script(*(tool_call("glob", {"pattern": f"*.{i}"}) for i in range(3)))
     result, _ = await run(make_agent(srv, max_turns=3), make_request(ws))
     assert not result.ok and result.exit_code == 1 and result.error is None
     assert "max_turns (3) reached" in result.stderr_tail
