@@ -58,3 +58,20 @@ def term(text: object) -> str:
     except UnicodeEncodeError:
         s = s.encode("utf-8", "backslashreplace").decode("utf-8")
     return safe(s)
+
+
+def polpo_command() -> str:
+    """How to run polpo again as the user just did: ``polpo`` when that is on the PATH, else the path they ran
+    (``.venv/bin/polpo`` after the quick start, which puts nothing on the PATH), for hints to copy."""
+    import os
+    import shutil
+    import sys
+
+    ran = sys.argv[0] if sys.argv and os.path.basename(sys.argv[0]) == "polpo" else ""
+    if not ran:
+        return "polpo"  # run as `python -m polpo` or embedded: the name the docs use
+    found = shutil.which("polpo")
+    if found and os.path.realpath(found) == os.path.realpath(ran):
+        return "polpo"
+    rel = os.path.relpath(os.path.abspath(ran))
+    return rel if not rel.startswith("..") else os.path.abspath(ran)

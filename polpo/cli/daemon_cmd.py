@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from polpo.cli.common import config_option, load_config_or_exit
+from polpo.cli.common import config_option, load_config_or_exit, polpo_command
 
 
 @click.command()
@@ -37,6 +37,6 @@ def daemon(config_path: str | None, archive_log: bool) -> None:
                        f"if that is a typo, fix [daemon] missions_dir in {cfg.source}", err=True)
         click.echo(f"polpo: watching {cfg.missions_dir}; state in {cfg.state_dir}; log {cfg.events_path}{api}",
                    err=True)
-        click.echo(f"polpo: follow it with `polpo tail -f --config {cfg.source}`", err=True)
+        click.echo(f"polpo: follow it with `{polpo_command()} tail -f --config {cfg.source}`", err=True)
 
     sys.exit(run_daemon(cfg, on_ready=ready, archive_log=archive_log))

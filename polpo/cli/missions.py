@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from polpo.cli.common import config_option, load_config_or_exit, print_json, term
+from polpo.cli.common import config_option, load_config_or_exit, polpo_command, print_json, term
 from polpo.cli.templating import PARAM_HELP, duplicate_or_none, fill_or_none, in_template, target_name_for
 
 
@@ -69,7 +69,7 @@ def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no
     folder.mkdir(parents=True, exist_ok=True)
     _write_atomically(folder, target_name, raw)
     click.echo(f"submitted {target}" + (f" (filled from {file})" if template is not None else ""))
-    click.echo(f"follow it: polpo tail -f --mission {Path(target_name).stem}"
+    click.echo(f"follow it: {polpo_command()} tail -f --mission {Path(target_name).stem}"
                + (f" --config {config_path}" if config_path else ""))
 
 

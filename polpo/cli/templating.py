@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from polpo.cli.common import polpo_command
+
 if TYPE_CHECKING:
     from polpo.intake.check import Verdict
     from polpo.mission.templates import Template
@@ -125,7 +127,7 @@ def _already(con: Any, row: dict[str, Any], again: list[str]) -> str:
         what = f"these exact bytes already ran from {row['path']} as mission {mid} ({status})"
     lines = [f"not submitted: {what}; the daemon starts nothing for bytes it has already handled."]
     if status in ("running", "cancelling"):
-        lines.append(f"  follow it:        polpo tail -f --mission {mid}")
+        lines.append(f"  follow it:        {polpo_command()} tail -f --mission {mid}")
         lines.append(f"  or stop it first: polpo cancel {mid}, then add --force")
         return "\n".join(lines)
     lines.append(f"  run them again:   {shlex.join([*again, '--force'])}")
