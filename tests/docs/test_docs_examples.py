@@ -1,7 +1,8 @@
 """Every example of the docs site and the README works, so an example that stops working fails CI.
 
 Missions (```json with ``tasks``) pass ``polpo validate``; those that only use the command agents ``shell`` and
-``python`` run to ``mission:completed`` through one real daemon. Config blocks (```toml) are accepted by the
+``python`` run to ``mission:completed`` through one real daemon; those for the LLM agent ``coder`` run too, the provider
+played by the tests' OpenAI-compatible server (:data:`ANSWERS`). Config blocks (```toml) are accepted by the
 config loader. Shell blocks (```sh) call only ``polpo`` commands and options that exist, through the venv's
 ``.venv/bin/polpo`` (bare ``polpo`` is not on the PATH after the quick start).
 """
@@ -21,7 +22,7 @@ from polpo.cli import main
 from polpo.config import parse_config
 from tests.support.daemon import daemon_process, run_cli, wait_events, write_config
 from tests.support.doc_examples import Block, blocks, polpo_invocations
-from tests.support.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM, text, tool_calls
 from tests.support.judges import ScriptedJudge
 
 COMMAND_AGENTS = """
@@ -190,3 +191,65 @@ def test_invocations_are_found(snippet: str, expected: list[list[str]]) -> None:
 def test_a_made_up_command_is_caught() -> None:
     with pytest.raises(AssertionError, match="no command `polpo schedules nosuch`"):
         _command(["schedules", "nosuch", "--json"])
+
+
+# What the stand-in model writes for the docs' LLM-agent examples (a new example needs its answer here: the
+# test fails until it has one), so those missions run end to end as documented, with the real config path.
+ANSWERS = {
+    "HAIKU.md": "Eight arms, one calm mind\nEach task finds its waiting hand\nThe reef hums, all done\n",
+    "fizzbuzz.py": ("def fizzbuzz(n: int) -> str:\n"
+                    "    if n % 15 == 0:\n        return \"FizzBuzz\"\n"
+                    "    if n % 3 == 0:\n        return \"Fizz\"\n"
+                    "    if n % 5 == 0:\n        return \"Buzz\"\n"
+                    "    return str(n)\n"),
+}
+
+
+def _llm_missions() -> dict[str, Block]:
+    unique: dict[str, Block] = {}
+    for b, doc in _missions():
+        if ("team" not in doc and not any(k in doc for k in WAITS)
+                and all(t.get("assignTo") == "coder" and "approval" not in t for t in doc["tasks"])):
+            unique.setdefault(hashlib.sha256(b.body.encode()).hexdigest(), b)
+    return {f"llm{i}": b for i, b in enumerate(unique.values())}
+
+
+def test_llm_agent_missions_complete_with_a_stand_in_provider(tmp_path: Path) -> None:
+    """The docs' missions for an LLM agent run as documented, the provider played by the tests' OpenAI-compatible
+    server: the agent writes the files its task names through write_file, three scripted reviewers score."""
+    names = _llm_missions()
+    assert len(names) >= 2, "the README's haiku and the tutorial's fizzbuzz"
+    for b in names.values():
+        files = [e["path"] for t in json.loads(b.body)["tasks"] for e in t.get("expectations", [])
+                 if e.get("type") == "file_exists"]
+        assert set(files) <= set(ANSWERS), f"{b.where}: add what the stand-in model writes for {files}"
+    judge = ScriptedJudge(score=4.0)
+
+    def provider(req: Any) -> Any:
+        tools = {t["function"]["name"] for t in req.get("tools") or []}
+        if "write_file" not in tools:
+            return judge(req)
+        if any(m.get("role") == "tool" for m in req["messages"]):
+            return text("done")
+        task = " ".join(str(m.get("content")) for m in req["messages"] if m.get("role") == "user")
+        return tool_calls([("write_file", {"path": f, "content": c}) for f, c in ANSWERS.items() if f in task])
+
+    with FakeLLM(models=("docs-model", "fake-judge")) as srv:
+        srv.responder = provider
+        agents = COMMAND_AGENTS.replace('api_base = "http://127.0.0.1:9/v1"',
+                                        f'api_base = "{srv.base_url}"\napi_key_env = "DOCS_JUDGE_KEY"')
+        config = write_config(tmp_path, agents=agents, extra=f"""
+[judge]
+model = "openai/fake-judge"
+api_base = "{srv.base_url}"
+api_key_env = "DOCS_JUDGE_KEY"
+""")
+        for name, b in names.items():
+            (tmp_path / "missions" / f"{name}.json").write_text(b.body)
+        with daemon_process(config, env={"DOCS_JUDGE_KEY": "sk-docs"}):
+            evs = wait_events(tmp_path / "state", lambda es: {e["missionId"] for e in es
+                                                              if e["event"] == "mission:completed"} >= set(names)
+                              or any(e["event"] == "mission:rejected" for e in es), timeout=120)
+    assert not [e["data"] for e in evs if e["event"] == "mission:rejected"]
+    outcomes = {names[e["missionId"]].where: e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"}
+    assert set(outcomes.values()) == {"completed"}, outcomes
