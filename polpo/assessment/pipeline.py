@@ -32,7 +32,7 @@ from polpo.assessment.tiers import ACCEPT, REJECT, Decision, Result, TierPlan, p
 from polpo.checks.base import CheckContext, CheckOutcome
 from polpo.checks.outcomes import OUTCOMES_TYPE, check_outcomes
 from polpo.checks.registry import Expectation, check_for
-from polpo.clock import Clock
+from polpo.clock import Clock, iso
 from polpo.config import Config
 from polpo.events.catalog import (
     AssessmentComplete,
@@ -255,11 +255,12 @@ class Assessor:
         result = await judge_expectations(self.llm, judge, title=task.title, description=task.spec.description,
                                           agent_output=output, failed=failed, expectations=current,
                                           floor=self.cfg.judge.threshold_floor, files_changed=changed_files(attempt))
+        now = self.clock.now()
         tx = store.tx().review(f"{attempt.id}/judge", -1, 0, task.id, judge.model, result.error is None,
-                               orjson.dumps(result.to_json()).decode(), self.clock.now(),
+                               orjson.dumps(result.to_json()).decode(), now,
                                tokens_in=result.tokens_in, tokens_out=result.tokens_out, cost=result.cost)
         m.spent.reviews[(f"{attempt.id}/judge", -1, 0)] = ReviewSpend(task.id, "judge", judge.model, result.tokens_in,
-                                                                      result.tokens_out, result.cost)
+                                                                      result.tokens_out, result.cost, iso(now))
         if not result.changed:
             tx.event(AssessmentJudged(changed=False, verdicts=result.verdicts, error=result.error), **ids)
             store.submit(tx)

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import orjson
 
 from polpo.checks.base import Chosen
-from polpo.clock import Clock
+from polpo.clock import Clock, iso
 from polpo.config import Config
 from polpo.llm.client import ChatClient, LLMClient, ModelSettings
 from polpo.llm.secrets import redact
@@ -101,5 +101,5 @@ class AssessmentReviews:
                       tokens_out=trace.tokens_out, cost=trace.cost)
             if self.spent is not None:
                 self.spent.reviews[(key, check_idx, trace.index)] = ReviewSpend(
-                    self.task_id, "reviewer", trace.model, trace.tokens_in, trace.tokens_out, trace.cost)
+                    self.task_id, "reviewer", trace.model, trace.tokens_in, trace.tokens_out, trace.cost, iso(now))
         self.store.submit(tx)

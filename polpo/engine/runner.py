@@ -23,7 +23,7 @@ from polpo.assessment.feedback import feedback_text, first_line
 from polpo.assessment.pipeline import Assessor, Verdict, combine_scores
 from polpo.changes.tracker import ChangeTracker, files_count
 from polpo.checks.base import CheckOutcome
-from polpo.clock import Clock
+from polpo.clock import Clock, iso
 from polpo.config import Config
 from polpo.engine import policy
 from polpo.engine.board import MissionBoard
@@ -187,7 +187,7 @@ class TaskRunner:
         attempt.cost = result.cost
         attempt.transcript = result.transcript
         spent = AttemptSpend.of(task.id, attempt.kind.value, attempt.agent, attempt.model, attempt.tokens,
-                                attempt.tokens_in, attempt.tokens_out, attempt.cost)
+                                attempt.tokens_in, attempt.tokens_out, attempt.cost, iso(attempt.finished_at))
         if spent is not None:
             self.board.mission_of(task).spent.attempts[attempt.id] = spent
         tx = self.store.tx().attempt(attempt)

@@ -34,16 +34,18 @@ class AttemptSpend:
     tokens_in: int
     tokens_out: int
     cost: float | None
+    at: str | None = None  # when the attempt ended (ISO), for the spend over time; None when not read
 
     @classmethod
     def of(cls, task_id: str, kind: str, agent: str, model: str | None, tokens: int | None,
-           tokens_in: int | None, tokens_out: int | None, cost: float | None) -> AttemptSpend | None:
+           tokens_in: int | None, tokens_out: int | None, cost: float | None,
+           at: str | None = None) -> AttemptSpend | None:
         """From an attempt's columns; None for an attempt without LLM calls (before schema v7 only the sum of
         the tokens was kept: it counts as input)."""
         if not (tokens or tokens_in or tokens_out or cost):
             return None
         return cls(task_id, kind, agent, model, tokens_in if tokens_in is not None else (tokens or 0),
-                   tokens_out or 0, cost)
+                   tokens_out or 0, cost, at)
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class ReviewSpend:
     tokens_in: int
     tokens_out: int
     cost: float | None
+    at: str | None = None  # when the review was stored (ISO), for the spend over time
 
 
 @dataclass
@@ -69,10 +72,10 @@ class SpendRows:
 
     def add_review_row(self, r: Any) -> None:
         """A stored ``reviews`` row (assessment_id, check_idx, reviewer, task_id, model, tokens_in, tokens_out,
-        cost), as :func:`polpo.store.spend_read.spend` counts it."""
+        cost, created_at), as :func:`polpo.store.spend_read.spend` counts it."""
         role = "judge" if str(r["assessment_id"]).endswith("/judge") else "reviewer"
         self.reviews[(r["assessment_id"], r["check_idx"], r["reviewer"])] = ReviewSpend(
-            r["task_id"], role, r["model"], r["tokens_in"] or 0, r["tokens_out"] or 0, r["cost"])
+            r["task_id"], role, r["model"], r["tokens_in"] or 0, r["tokens_out"] or 0, r["cost"], r["created_at"])
 
 
 @dataclass
@@ -101,6 +104,24 @@ class Tally:
         return out
 
 
+OVER_TIME_POINTS = 200  # at most this many points in a mission's spend over time (the last one always kept)
+
+
+def over_time(spends: Iterable[tuple[str | None, float | None, int]]) -> list[dict[str, Any]]:
+    """The cumulative spend after each call group that ended, oldest first: ``[{at, usd, tokens}]`` (USD of the
+    priced calls; tokens of all), thinned evenly to :data:`OVER_TIME_POINTS`."""
+    points: list[dict[str, Any]] = []
+    usd, tokens = 0.0, 0
+    for at, cost, used in sorted((s for s in spends if s[0] and (s[1] or s[2])), key=lambda s: str(s[0])):
+        usd += cost or 0.0
+        tokens += used
+        points.append({"at": at, "usd": round(usd, 6), "tokens": tokens})
+    if len(points) > OVER_TIME_POINTS:
+        step = len(points) / (OVER_TIME_POINTS - 1)
+        points = [points[int(i * step)] for i in range(OVER_TIME_POINTS - 1)] + [points[-1]]
+    return points
+
+
 def mission_spend(attempts: Iterable[AttemptSpend], reviews: Iterable[ReviewSpend]) -> dict[str, Any]:
     """``{total, byPhase, byTask, byAgent, byModel}``, each a tally ``{tokensIn, tokensOut, usd[, costUnknown]}``."""
     total = Tally()
@@ -118,6 +139,8 @@ def mission_spend(attempts: Iterable[AttemptSpend], reviews: Iterable[ReviewSpen
         for t in (total, phases["review"], tasks.setdefault(r.task_id, Tally()), models.setdefault(r.model, Tally())):
             t.add(r.model, r.tokens_in, r.tokens_out, r.cost)
     return {"total": total.to_json(), "byPhase": {p: t.to_json() for p, t in phases.items()},
+            "overTime": over_time([(a.at, a.cost, a.tokens_in + a.tokens_out) for a in attempts]
+                                  + [(r.at, r.cost, r.tokens_in + r.tokens_out) for r in reviews]),
             "byTask": {k: t.to_json() for k, t in sorted(tasks.items())},
             "byAgent": {k: t.to_json() for k, t in sorted(agents.items())},
             "byModel": {k: t.to_json() for k, t in sorted(models.items())}}

@@ -92,7 +92,7 @@ SCHEDULES = Select("schedules", among=(("status", tuple(s.value for s in Schedul
 TASKS = Select("tasks", where=("mission_id",), order=("idx",))
 ATTEMPTS = Select("attempts", where=("mission_id",), order=("task_id", "number"))
 REVIEW_SPEND = Select("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "tokens_in",
-                                  "tokens_out", "cost"), ("task_id of",))
+                                  "tokens_out", "cost", "created_at"), ("task_id of",))
 OPEN_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status", ("running",)),), order=("id",),
                          desc=True, limit=True)
 CHECKS = Select("checks", where=("assessment_id",), order=("idx",))

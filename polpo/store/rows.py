@@ -166,12 +166,10 @@ task_from_row: Callable[[Mapping[str, Any], Mission], Task] = TASK_COLUMNS.from_
 """A task record of mission ``m`` from its row (the mission's document stays the mission's)."""
 
 
-REVIEW_SPEND_COLUMNS = "assessment_id, check_idx, reviewer, task_id, model, tokens_in, tokens_out, cost"
-
-
 def keep_spend(m: Mission, a: Attempt) -> None:
     """A loaded attempt's spend, on its mission (for the report after a restart)."""
-    spent = AttemptSpend.of(a.task_id, a.kind.value, a.agent, a.model, a.tokens, a.tokens_in, a.tokens_out, a.cost)
+    spent = AttemptSpend.of(a.task_id, a.kind.value, a.agent, a.model, a.tokens, a.tokens_in, a.tokens_out, a.cost,
+                            stored_time(a.finished_at))
     if spent is not None:
         m.spent.attempts[a.id] = spent
 

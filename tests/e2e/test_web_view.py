@@ -129,6 +129,10 @@ def test_a_mission_turns_done_on_the_page_and_its_reviewer_votes_show(
     assert page.evaluate("window.__notReloaded") is True  # updated from the event stream, not a reload
     assert "4.00" in page.inner_text("#quality")  # the consensus: median of 4, 4 (the 1 dropped)
     assert page.locator('#events li[data-event="mission:completed"]').count() == 1
+    # the reviewers' calls (FakeLLM reports usage; the judge has no price: counted in tokens) over time and by phase
+    assert int(page.get_attribute("#spend-chart", "data-points") or 0) >= 2
+    assert "tokens" in page.inner_text("figure.spend-over-time figcaption")
+    assert page.locator('#spend-table tr[data-group="phase"][data-name="review"]').count() == 1
     page.screenshot(path=str(screenshots / "2-mission-finished.png"), full_page=True)
 
     page.click('g.node[data-task-id="web:1"]')

@@ -4,6 +4,7 @@ and ``/metrics`` agree on it to the cent. A judge model with no price is counted
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -115,6 +116,11 @@ async def test_status_show_web_report_and_metrics_agree_on_a_missions_spend(tmp_
     assert total["usd"] == pytest.approx(report["byPhase"]["agent"]["usd"] + review["usd"], abs=1e-6)
     assert "costUnknown" not in total
     assert shown == report and status == report and web["spend"] == report and entry["spend"] == total
+    over = report["overTime"]  # the spend over time: cumulative, in time order, ending at the total
+    assert len(over) >= 2 and [p["at"] for p in over] == sorted(p["at"] for p in over)
+    assert all(a["usd"] <= b["usd"] and a["tokens"] <= b["tokens"] for a, b in itertools.pairwise(over))
+    assert over[-1]["usd"] == pytest.approx(total["usd"], abs=1e-6)
+    assert over[-1]["tokens"] == total["tokensIn"] + total["tokensOut"]
     cents = round(total["usd"], 2)
     assert round(metric_sum(metrics, "polpo_llm_cost_usd_total"), 2) == cents
     assert metric_sum(metrics, "polpo_llm_cost_usd_total", role="agent") == pytest.approx(

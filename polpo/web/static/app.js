@@ -171,7 +171,8 @@ async function renderMission(id) {
   else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
   parts.push(el("h2", {}, "Tasks"), taskTable(m));
   if ((m.spec.qualityGates || []).length) parts.push(el("h2", {}, "Quality gates"), gateTable(m));
-  if (m.spend && (m.spend.total.tokensIn || m.spend.total.tokensOut)) parts.push(el("h2", {}, "Spend"), spendTable(m.spend));
+  if (m.spend && (m.spend.total.tokensIn || m.spend.total.tokensOut))
+    parts.push(el("h2", {}, "Spend"), spendChart(m.spend.overTime || []), spendTable(m.spend));
   $view.replaceChildren(...parts);
 }
 
@@ -179,6 +180,32 @@ function fmtSpend(s) {
   const usd = `$${(s.usd || 0).toFixed(4)}`;
   const unknown = (s.costUnknown || []).length ? ` + cost unknown (${s.costUnknown.join(", ")})` : "";
   return `${usd}${unknown} · ${s.tokensIn} in / ${s.tokensOut} out tokens`;
+}
+
+// The mission's spend over time: the cumulative USD (tokens when no call was priced) after each attempt or
+// review that ended, as a step line; the axis labels are the first and last times and the total.
+function spendChart(points) {
+  if (points.length < 2) return null;
+  const priced = points[points.length - 1].usd > 0;
+  const value = (p) => (priced ? p.usd : p.tokens);
+  const t0 = Date.parse(points[0].at), t1 = Math.max(Date.parse(points[points.length - 1].at), t0 + 1);
+  const top = Math.max(value(points[points.length - 1]), 1e-9);
+  const W = 600, H = 120, x = (p) => ((Date.parse(p.at) - t0) / (t1 - t0)) * (W - 20) + 10;
+  const y = (v) => H - 10 - (v / top) * (H - 20);
+  let d = `M ${x(points[0])} ${y(0)}`;
+  for (const p of points) d += ` V ${y(value(p))} H ${x(p)}`;
+  const ns = "http://www.w3.org/2000/svg", svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("id", "spend-chart");
+  svg.setAttribute("data-points", String(points.length));
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", d);
+  path.setAttribute("fill", "none");
+  path.setAttribute("stroke", "currentColor");
+  svg.append(path);
+  const total = priced ? `$${top.toFixed(4)}` : `${top} tokens`;
+  return el("figure", { class: "spend-over-time" }, svg,
+    el("figcaption", { class: "muted" }, `spend over time: ${points[0].at} → ${points[points.length - 1].at}, ${total}`));
 }
 
 function spendTable(spend) {
