@@ -22,7 +22,7 @@ from polpo.tools.registry import ToolContext
 from tests.support.fake_llm import FakeLLM, delay, error, raw, text, tool_call, tool_calls
 from tests.support.procs import dies
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fake_llm_key")]
 
 MODEL = "openai/fake-model"
 KEY_ENV = "POLPO_TEST_FAKE_LLM_KEY"  # a name that does not look secret: redaction must still catch its value
@@ -34,18 +34,6 @@ MARK = ("POLPO_TEST_ATTEMPT_MARK", "state|attempt-7")
 def srv() -> Iterator[FakeLLM]:
     with FakeLLM() as server:
         yield server
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def make_agent(srv: FakeLLM, **kwargs: Any) -> LLMAgent:

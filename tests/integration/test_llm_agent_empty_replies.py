@@ -11,25 +11,13 @@ from polpo.agents.llm import EMPTY_REPLY_NUDGE
 from tests.integration.test_llm_agent import make_agent, make_request, run
 from tests.support.fake_llm import FakeLLM, text, tool_call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fake_llm_key")]
 
 
 @pytest.fixture
 def srv() -> Iterator[FakeLLM]:
     with FakeLLM(strict="llama-cpp") as server:
         yield server
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POLPO_TEST_FAKE_LLM_KEY", "sk-test-abc123def456ghi789")
 
 
 def nudges(srv: FakeLLM) -> int:

@@ -13,7 +13,7 @@ from polpo.agents.repetition import REPEAT_NUDGE, Repeat, RepeatWatch, signature
 from tests.integration.test_llm_agent import make_agent, make_request, run
 from tests.support.fake_llm import FakeLLM, text, tool_call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fake_llm_key")]
 
 WRITE = {"path": "haiku.md", "content": "eight arms\n"}
 
@@ -22,18 +22,6 @@ WRITE = {"path": "haiku.md", "content": "eight arms\n"}
 def srv() -> Iterator[FakeLLM]:
     with FakeLLM(strict="llama-cpp") as server:
         yield server
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POLPO_TEST_FAKE_LLM_KEY", "sk-test-abc123def456ghi789")
 
 
 def nudged(srv: FakeLLM, request: int) -> bool:

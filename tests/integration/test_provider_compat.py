@@ -16,7 +16,7 @@ import pytest
 from tests.integration.test_llm_agent import make_agent, make_request, run
 from tests.support.fake_llm import STRICT_MODES, FakeLLM, text, tool_call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fake_llm_key")]
 
 
 MESSAGE_SHAPE_MODES = ["llama-cpp", "ollama"]  # the modes that refuse a message's shape (not a server setting)
@@ -26,18 +26,6 @@ MESSAGE_SHAPE_MODES = ["llama-cpp", "ollama"]  # the modes that refuse a message
 def strict_srv(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
     with FakeLLM(strict=request.param) as server:
         yield server
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POLPO_TEST_FAKE_LLM_KEY", "sk-test-abc123def456ghi789")
 
 
 async def test_the_tool_loop_passes_its_second_turn_against_a_strict_server(strict_srv: FakeLLM, ws: Path) -> None:
