@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from polpo.clock import Clock, SystemClock
 from polpo.config import Config
 from polpo.http.hub import EventHub
 from polpo.store.readers import ReaderPool
@@ -31,6 +32,7 @@ class ApiContext:
     channels: set[str]
     metrics: Callable[[], bytes] | None = None  # the Prometheus text
     offer: Callable[[Path, bytes], Awaitable[bool]] | None = None  # the intake, for a file the API wrote
+    clock: Clock = field(default_factory=SystemClock)  # the daemon's (injected) clock, for what reads depend on now
     started: float = field(default_factory=time.monotonic)
 
 

@@ -6,8 +6,6 @@ command inbox's do, and the answer is the daemon's (``done``, or ``refused`` wit
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -25,7 +23,8 @@ class ScheduleRoutes:
         self.ctx = ctx
 
     async def list(self, request: Request) -> Response:
-        rows = await self.ctx.readers.run(lambda con: schedules_view(con, datetime.now(UTC)))
+        now = self.ctx.clock.now()  # next fire times as the daemon's scheduler sees them (its injected clock)
+        rows = await self.ctx.readers.run(lambda con: schedules_view(con, now))
         return json_response({"schedules": rows})
 
     async def act(self, request: Request) -> Response:

@@ -44,7 +44,7 @@ class HttpService:
         ctx = ApiContext(cfg=cfg, version=__version__, readers=readers, hub=self.hub,
                          apply_command=engine.apply_command,
                          known_agents=engine.agents.known_names(),
-                         channels=channels, metrics=self.metrics.render, offer=offer)
+                         channels=channels, metrics=self.metrics.render, offer=offer, clock=engine.clock)
         self.app = build_app(ctx, plan.token)
         self.server = HttpServer(plan, cfg.state_dir, cfg.http)
 

@@ -4,11 +4,13 @@ pause, resume and remove it; a refused command is a 409 with the daemon's reason
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
+from polpo.clock import FakeClock
 from polpo.config import load_config
 from tests.support.daemon import mission_json, running_daemon, shell_task, write_config
 
@@ -50,3 +52,24 @@ async def test_schedules_over_http(tmp_path: Path) -> None:
         openapi = json.loads((await client.get("/openapi.json")).text)
         assert "/api/schedules" in openapi["paths"]
     assert [e.data["action"] for e in waiter.of("schedule:changed")] == ["paused", "resumed", "removed"]
+
+
+async def test_the_listed_next_run_is_the_schedulers_under_an_injected_clock(tmp_path: Path) -> None:
+    """GET /api/schedules names the run the scheduler fires next, on the daemon's injected clock: before the first
+    firing from the anchor it stored, after it from the stored cursor (the day after, not the instant that fired)."""
+    cfg = load_config(write_config(tmp_path, extra=HTTP))
+    clock = FakeClock(datetime(2020, 3, 2, 0, 30, tzinfo=UTC))  # long before the wall clock
+    doc = mission_json(shell_task("write", "true"), name="nightly", schedule="0 2 * * *", timezone="UTC")
+    async with running_daemon(cfg, clock=clock) as (daemon, waiter), \
+            httpx.AsyncClient(timeout=20, headers=JSON) as client:
+        assert daemon.http is not None
+        client.base_url = httpx.URL(daemon.http.url)
+        assert (await client.post("/api/missions", content=doc)).status_code == 201
+        (row,) = (await client.get("/api/schedules")).json()["schedules"]
+        assert row["nextRunAt"].startswith("2020-03-02T02:00:00")
+        clock.advance(2 * 3600)  # 02:30: the 02:00 run fires
+        await waiter.wait_event("schedule:triggered")
+        (row,) = (await client.get("/api/schedules")).json()["schedules"]
+        # after its cursor: the next day's run
+        assert row["lastFiredFor"].startswith("2020-03-02T02:00:00")
+        assert row["nextRunAt"].startswith("2020-03-03T02:00:00"), row
