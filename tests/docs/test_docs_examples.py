@@ -93,6 +93,29 @@ def _runs_with_command_agents(doc: dict[str, Any]) -> bool:
             and all(t.get("assignTo") in ("shell", "python") and "approval" not in t for t in doc["tasks"]))
 
 
+def _run_in_a_daemon(tmp_path: Path, names: dict[str, Block], responder: Any, *, coder: bool,
+                     ) -> list[dict[str, Any]]:
+    """Run the example missions ``names`` in one real daemon whose judge (and, with ``coder``, whose LLM agent
+    ``coder``) is the tests' OpenAI-compatible server answering with ``responder``; the events until every
+    mission completed or one was rejected."""
+    with FakeLLM(models=("docs-model", "fake-judge")) as srv:
+        srv.responder = responder
+        agents = COMMAND_AGENTS if not coder else COMMAND_AGENTS.replace(
+            'api_base = "http://127.0.0.1:9/v1"', f'api_base = "{srv.base_url}"\napi_key_env = "DOCS_JUDGE_KEY"')
+        config = write_config(tmp_path, agents=agents, extra=f"""
+[judge]
+model = "openai/fake-judge"
+api_base = "{srv.base_url}"
+api_key_env = "DOCS_JUDGE_KEY"
+""")
+        for name, b in names.items():
+            (tmp_path / "missions" / f"{name}.json").write_text(b.body)
+        with daemon_process(config, env={"DOCS_JUDGE_KEY": "sk-docs"}):
+            return wait_events(tmp_path / "state", lambda es: {e["missionId"] for e in es
+                                                               if e["event"] == "mission:completed"} >= set(names)
+                               or any(e["event"] == "mission:rejected" for e in es), timeout=120)
+
+
 def test_command_agent_missions_complete_in_a_daemon(tmp_path: Path) -> None:
     """The examples run by command agents all complete, each in its own workspace, in one real daemon.
 
@@ -108,20 +131,7 @@ def test_command_agent_missions_complete_in_a_daemon(tmp_path: Path) -> None:
     assert len(unique) >= 4 and reviewed >= 2, "the README's, the judged task's and the gates' examples run here"
     names = {f"ex{i}": b for i, b in enumerate(unique.values())}
     judge = ScriptedJudge(score=4.0)
-    with FakeLLM(models=("fake-judge",)) as srv:
-        srv.responder = judge
-        config = write_config(tmp_path, agents=COMMAND_AGENTS, extra=f"""
-[judge]
-model = "openai/fake-judge"
-api_base = "{srv.base_url}"
-api_key_env = "DOCS_JUDGE_KEY"
-""")
-        for name, b in names.items():
-            (tmp_path / "missions" / f"{name}.json").write_text(b.body)
-        with daemon_process(config, env={"DOCS_JUDGE_KEY": "sk-docs"}):
-            evs = wait_events(tmp_path / "state", lambda es: {e["missionId"] for e in es
-                                                              if e["event"] == "mission:completed"} >= set(names)
-                              or any(e["event"] == "mission:rejected" for e in es), timeout=120)
+    evs = _run_in_a_daemon(tmp_path, names, judge, coder=False)
     rejected = [(names[e["missionId"]].where, e["data"]) for e in evs if e["event"] == "mission:rejected"]
     assert not rejected, rejected
     outcomes = {e["missionId"]: e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"}
@@ -234,22 +244,7 @@ def test_llm_agent_missions_complete_with_a_stand_in_provider(tmp_path: Path) ->
         task = " ".join(str(m.get("content")) for m in req["messages"] if m.get("role") == "user")
         return tool_calls([("write_file", {"path": f, "content": c}) for f, c in ANSWERS.items() if f in task])
 
-    with FakeLLM(models=("docs-model", "fake-judge")) as srv:
-        srv.responder = provider
-        agents = COMMAND_AGENTS.replace('api_base = "http://127.0.0.1:9/v1"',
-                                        f'api_base = "{srv.base_url}"\napi_key_env = "DOCS_JUDGE_KEY"')
-        config = write_config(tmp_path, agents=agents, extra=f"""
-[judge]
-model = "openai/fake-judge"
-api_base = "{srv.base_url}"
-api_key_env = "DOCS_JUDGE_KEY"
-""")
-        for name, b in names.items():
-            (tmp_path / "missions" / f"{name}.json").write_text(b.body)
-        with daemon_process(config, env={"DOCS_JUDGE_KEY": "sk-docs"}):
-            evs = wait_events(tmp_path / "state", lambda es: {e["missionId"] for e in es
-                                                              if e["event"] == "mission:completed"} >= set(names)
-                              or any(e["event"] == "mission:rejected" for e in es), timeout=120)
+    evs = _run_in_a_daemon(tmp_path, names, provider, coder=True)
     assert not [e["data"] for e in evs if e["event"] == "mission:rejected"]
     outcomes = {names[e["missionId"]].where: e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"}
     assert set(outcomes.values()) == {"completed"}, outcomes

@@ -5,32 +5,20 @@ nodes stay up, a leader is elected after each, and the mission completes with ev
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from polpo.store.cluster.leadership import LEADER_KEY
-from tests.support.cluster import Cluster, gapless, overlapping_runs
+from tests.support.cluster import DROP_LEADER_LOCK, Cluster, cluster_on, gapless, overlapping_runs
 from tests.support.postgres import PgCluster
 
 pytestmark = pytest.mark.slow
 
-DROP_LEADER_LOCK = (f"SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
-                    f"AND granted AND classid = {LEADER_KEY >> 32} AND objid = {LEADER_KEY & 0xFFFFFFFF}")
-
 
 @pytest.fixture
 def cluster(postgres_cluster: PgCluster) -> Iterator[tuple[Cluster, PgCluster, str]]:
-    db = postgres_cluster.create_database("leader")
-    root = Path(tempfile.mkdtemp(prefix="polpo-leader-"))
-    c = Cluster(root, postgres_cluster.url(db))
-    try:
-        yield c, postgres_cluster, db
-    finally:
-        c.stop_all()
-        postgres_cluster.drop_database(db)
+    with cluster_on(postgres_cluster, "leader") as c:
+        yield c
 
 
 def leaders(evs: list[dict[str, object]]) -> list[object]:

@@ -5,33 +5,21 @@ from the stored cursor. No instant is fired twice, by either node."""
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from polpo.store.cluster.leadership import LEADER_KEY
-from tests.support.cluster import Cluster
+from tests.support.cluster import DROP_LEADER_LOCK, Cluster, cluster_on
 from tests.support.postgres import PgCluster
 
 pytestmark = pytest.mark.slow
 
-DROP_LEADER_LOCK = (f"SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
-                    f"AND granted AND classid = {LEADER_KEY >> 32} AND objid = {LEADER_KEY & 0xFFFFFFFF}")
-
 
 @pytest.fixture
 def cluster(postgres_cluster: PgCluster) -> Iterator[tuple[Cluster, PgCluster, str]]:
-    db = postgres_cluster.create_database("schedules")
-    root = Path(tempfile.mkdtemp(prefix="polpo-schedules-"))
-    c = Cluster(root, postgres_cluster.url(db))
-    try:
-        yield c, postgres_cluster, db
-    finally:
-        c.stop_all()
-        postgres_cluster.drop_database(db)
+    with cluster_on(postgres_cluster, "schedules") as c:
+        yield c
 
 
 def fired(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,10 +14,16 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from polpo.store.cluster.leadership import LEADER_KEY
+from tests.support.postgres import PgCluster
 
 AGENT = """
 [agents.shell]
@@ -231,3 +237,21 @@ def orphans(marker: Path) -> list[int]:
         if str(marker).encode() in cmd and ") Z " not in stat and "polpo" not in cmd.decode(errors="replace"):
             found.append(int(p.name))
     return found
+
+
+# The SQL that drops the leader's advisory-lock backend, as an idle-session timeout or a network blip would.
+DROP_LEADER_LOCK = (f"SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
+                    f"AND granted AND classid = {LEADER_KEY >> 32} AND objid = {LEADER_KEY & 0xFFFFFFFF}")
+
+
+@contextmanager
+def cluster_on(postgres: PgCluster, name: str) -> Iterator[tuple[Cluster, PgCluster, str]]:
+    """A cluster of daemons (none started yet) on a fresh database ``name``; every node stopped, and the
+    database dropped, afterwards."""
+    db = postgres.create_database(name)
+    c = Cluster(Path(tempfile.mkdtemp(prefix=f"polpo-{name}-")), postgres.url(db))
+    try:
+        yield c, postgres, db
+    finally:
+        c.stop_all()
+        postgres.drop_database(db)
