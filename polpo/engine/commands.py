@@ -24,7 +24,8 @@ from polpo.engine.lifecycle import Trigger
 from polpo.engine.people import PEOPLE_COMMANDS, People
 from polpo.engine.refused import Refused
 from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
-from polpo.engine.spend_book import Limit, SpendBook
+from polpo.engine.spend_book import SpendBook
+from polpo.engine.spend_rules import Limit
 from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus

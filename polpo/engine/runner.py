@@ -85,7 +85,7 @@ class TaskRunner:
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         m = self.board.mission_of(task)
-        with metering(self.spend.meter(task.id, m.id, task.agent, task.spec, m.spec)) as meter:  # the turn's calls
+        with metering(await self.spend.open_meter(task.id, m.id, task.agent, task.spec, m.spec)) as meter:
             await self._turn(task, handle, meter)
 
     async def _turn(self, task: Task, handle: RunHandle, meter: TurnMeter) -> None:

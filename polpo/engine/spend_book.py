@@ -18,8 +18,12 @@ counted and the rows are written (the state, then ``budget:warning`` at ``[budge
 the dispatcher do with a refusal is theirs: a task or mission budget ends the task (``failed``, reason budget), a
 daily one pauses new work until the day ends (:meth:`SpendBook.keeper` wakes the dispatcher then).
 
-Several daemons on one PostgreSQL store each keep the daily accounts of their own calls (last write wins on the
-shared row): a daily budget is per node there.
+Several daemons on one PostgreSQL store count into the same rows: each call's spend is added to what a row holds
+(:mod:`polpo.store.spend_writes`), never written over it, so a mission whose tasks ran on three nodes, or a task
+retried on another node, is charged every call. Before a turn that a budget applies to, the book reads its accounts
+back from the store (:meth:`SpendBook.open_meter`): a budget counts every node's calls up to that moment, and the
+daily ones are the cluster's, not a node's. What other nodes spend during a turn is seen at the next turn's start,
+so a budget can be passed by at most the calls in flight on the other nodes at once.
 """
 
 from __future__ import annotations
@@ -28,45 +32,36 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import anyio
 
 from polpo.clock import Clock, iso
 from polpo.config import Config
+from polpo.engine.spend_rules import (
+    NO_LIMIT,
+    Limit,
+    describe,
+    fraction,
+    limit_of,
+    measure_of,
+    over,
+    spent_over,
+    task_limit,
+)
 from polpo.events.catalog import BudgetExceeded, BudgetWarning
 from polpo.llm.prices import price
 from polpo.llm.spend import BudgetRefused, Estimate, Spend
-from polpo.mission.schema import Budget, MissionSpec, TaskSpec
+from polpo.mission.schema import MissionSpec, TaskSpec
+from polpo.store import spend_writes
 from polpo.store.protocol import Store
 
-__all__ = ["DAILY", "Account", "Limit", "SpendBook", "TurnMeter", "limit_of", "over", "task_limit"]
+__all__ = ["DAILY", "Account", "SpendBook", "TurnMeter"]
 
 log = logging.getLogger("polpo.budget")
 
 DAILY = frozenset({"agent", "daemon"})
 WARNED, EXCEEDED = 1, 2
-
-
-@dataclass(frozen=True, slots=True)
-class Limit:
-    usd: float | None = None
-    tokens: int | None = None
-
-    @property
-    def any(self) -> bool:
-        return self.usd is not None or self.tokens is not None
-
-
-NO_LIMIT = Limit()
-
-
-def limit_of(b: Budget | None) -> Limit:
-    return NO_LIMIT if b is None else Limit(b.usd, b.tokens)
-
-
-def task_limit(task: TaskSpec, mission: MissionSpec) -> Limit:
-    """The task's own ``budget``, else its mission's ``taskBudget``."""
-    return limit_of(task.budget if task.budget is not None else mission.settings.task_budget)
 
 
 @dataclass(slots=True)
@@ -86,41 +81,6 @@ class Account:
         who = {"task": f"task {self.key}", "mission": f"mission {self.key}", "agent": f"agent {self.key}'s daily",
                "daemon": "the daemon's daily"}[self.scope]
         return who + " budget"
-
-
-def over(spend: Spend, reserved_usd: float, reserved_tokens: int, limit: Limit, usd: float | None,
-         tokens: int) -> str | None:
-    """The measure (``usd`` | ``tokens``) a call of this estimate would exceed, or None when it fits. Pure. A
-    call with no known price is checked on tokens alone."""
-    if limit.usd is not None and usd is not None and spend.usd + reserved_usd + usd > limit.usd:
-        return "usd"
-    if limit.tokens is not None and spend.tokens + reserved_tokens + tokens > limit.tokens:
-        return "tokens"
-    return None
-
-
-def spent_over(spend: Spend, limit: Limit) -> str | None:
-    """The measure already at or past its budget, or None. Pure."""
-    if limit.usd is not None and spend.usd >= limit.usd:
-        return "usd"
-    if limit.tokens is not None and spend.tokens >= limit.tokens:
-        return "tokens"
-    return None
-
-
-def _fraction(spend: Spend, limit: Limit) -> tuple[float, str]:
-    fracs = []
-    if limit.usd is not None:
-        fracs.append((spend.usd / limit.usd, "usd"))
-    if limit.tokens is not None:
-        fracs.append((spend.tokens / limit.tokens, "tokens"))
-    return max(fracs) if fracs else (0.0, "usd")
-
-
-def _measure(spend: Spend, limit: Limit, measure: str) -> tuple[float, float]:
-    if measure == "usd":
-        return round(spend.usd, 6), float(limit.usd or 0)
-    return float(spend.tokens), float(limit.tokens or 0)
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -147,14 +107,23 @@ class SpendBook:
     async def load(self) -> None:
         """The accounts of open missions and of today, as the last daemon left them."""
         for r in await self.store.spend_rows(self.today()):
-            a = self.account(r["scope"], r["key"], r["period"], r["mission_id"])
-            a.spend = Spend(int(r["tokens_in"]), int(r["tokens_out"]), float(r["usd"]), bool(r["usd_known"]),
-                            int(r["calls"]))
-            a.flags = int(r["flags"])
-            if r["limit_usd"] is not None or r["limit_tokens"] is not None:
-                a.raised = Limit(r["limit_usd"], r["limit_tokens"])
-            if a.scope in DAILY and a.flags & EXCEEDED:
-                self._paused.set()
+            self._read(r)
+
+    def _read(self, r: dict[str, Any]) -> None:
+        """A stored row into its account: what every node counted, or what this one did when more (its own
+        last calls may still be on their way to the store)."""
+        a = self.account(r["scope"], r["key"], r["period"], r["mission_id"])
+        s = a.spend
+        a.spend = Spend(max(s.tokens_in, int(r["tokens_in"])), max(s.tokens_out, int(r["tokens_out"])),
+                        max(s.usd, float(r["usd"])), s.usd_known and bool(r["usd_known"]), max(s.calls, int(r["calls"])))
+        a.flags |= int(r["flags"])
+        if r["limit_usd"] is not None or r["limit_tokens"] is not None:
+            a.raised = Limit(r["limit_usd"], r["limit_tokens"])
+        if a.scope in DAILY and (a.flags & EXCEEDED or spent_over(a.spend, self._daily_limit(a)) is not None):
+            self._paused.set()  # this node's keeper wakes its work at the day's end, whoever spent the day
+
+    def _daily_limit(self, a: Account) -> Limit:
+        return self.daemon_limit if a.scope == "daemon" else self.agent_limits.get(a.key, NO_LIMIT)
 
     def today(self) -> str:
         return self.clock.now().date().isoformat()
@@ -177,6 +146,17 @@ class SpendBook:
             self.accounts.pop(("task", t, ""), None)
 
     # -- a turn ---------------------------------------------------------------------------------------------
+    async def open_meter(self, task_id: str, mission_id: str, agent: str, task: TaskSpec,
+                         mission: MissionSpec) -> TurnMeter:
+        """A turn's meter, its accounts first read back from the store when a budget applies to them: other
+        nodes' calls count (a turn without a budget reads nothing)."""
+        fixed = task_limit(task, mission).any or mission.settings.budget is not None
+        if fixed or self.daily_limits:
+            for r in await self.store.spend_now(mission_id if fixed else None, self.today() if self.daily_limits
+                                                else None):
+                self._read(r)
+        return self.meter(task_id, mission_id, agent, task, mission)
+
     def meter(self, task_id: str, mission_id: str, agent: str, task: TaskSpec, mission: MissionSpec) -> TurnMeter:
         raised = self.accounts.get(("task", task_id, ""))
         own = raised.raised if raised is not None and raised.raised is not None else task_limit(task, mission)
@@ -187,7 +167,7 @@ class SpendBook:
         a = self.account("task", task_id, "", mission_id)
         a.raised = limit
         a.flags = 0
-        self.store.submit(self.store.tx().spend(self._row(a)))
+        self.store.submit(spend_writes.raise_limit(self.store.tx(), self._row(a, None)))
 
     def daily(self, agent: str) -> list[tuple[Account, Limit]]:
         """Today's accounts of ``agent`` and of the daemon (a new day, new accounts)."""
@@ -201,7 +181,7 @@ class SpendBook:
                          (("mission", meter.mission_id, ""), meter.limits[1])):
             a = self.accounts.get(key) if lim.any else None  # no account made here: most turns spend nothing
             if a is not None and (a.flags & EXCEEDED or spent_over(a.spend, lim) is not None):
-                return f"{a.label} is spent ({_describe(a, lim)})"
+                return f"{a.label} is spent ({describe(a.spend, lim)})"
         return None
 
     def paused_key(self, agent: str) -> str | None:
@@ -221,8 +201,8 @@ class SpendBook:
         if a.flags & EXCEEDED:
             return
         a.flags |= EXCEEDED
-        spent, limit = _measure(a.spend, lim, measure)
-        tx = self.store.tx().spend(self._row(a))
+        spent, limit = measure_of(a.spend, lim, measure)
+        tx = spend_writes.add(self.store.tx(), self._row(a, None))
         reserved = round(a.reserved_usd, 6) if measure == "usd" else float(a.reserved_tokens)
         tx.event(BudgetExceeded(scope=a.scope, key=a.key, measure=measure, spent=spent, limit=limit,
                                 needed=needed, in_flight=reserved if needed is not None else None,
@@ -232,30 +212,32 @@ class SpendBook:
             log.warning("%s is spent: new work waits for the next UTC day", a.label)
             self._paused.set()
 
-    def write(self, accounts: list[tuple[Account, Limit]]) -> None:
+    def write(self, accounts: list[tuple[Account, Limit]], call: Spend) -> None:
+        """One call's spend (``call``) added to each account's row, and the crossings it made."""
         tx = self.store.tx()
         for a, lim in accounts:
-            tx.spend(self._row(a))
+            spend_writes.add(tx, self._row(a, call))
             if not lim.any:
                 continue
-            frac, measure = _fraction(a.spend, lim)
+            frac, measure = fraction(a.spend, lim)
             if frac >= self.warn_at and not a.flags & WARNED:
                 a.flags |= WARNED
-                spent, limit = _measure(a.spend, lim, measure)
+                spent, limit = measure_of(a.spend, lim, measure)
                 tx.event(BudgetWarning(scope=a.scope, key=a.key, measure=measure, spent=spent, limit=limit,
                                        period=a.period or None), **_ids(a))
             crossed = spent_over(a.spend, lim)
             if crossed is not None and not a.flags & EXCEEDED:  # passed without a refusal (an estimate too low)
                 a.flags |= EXCEEDED
-                spent, limit = _measure(a.spend, lim, crossed)
+                spent, limit = measure_of(a.spend, lim, crossed)
                 tx.event(BudgetExceeded(scope=a.scope, key=a.key, measure=crossed, spent=spent, limit=limit,
                                         period=a.period or None), **_ids(a))
                 if a.scope in DAILY:
                     self._paused.set()
         self.store.submit(tx)
 
-    def _row(self, a: Account) -> tuple[object, ...]:
-        s = a.spend
+    def _row(self, a: Account, call: Spend | None) -> tuple[object, ...]:
+        """``a``'s row of :mod:`polpo.store.spend_writes`: one call's spend to add (none: only its flags)."""
+        s = call or Spend()
         r = a.raised
         return (a.scope, a.key, a.period, a.mission_id, s.tokens_in, s.tokens_out, round(s.usd, 9),
                 int(s.usd_known), s.calls, a.flags, r.usd if r else None, r.tokens if r else None,
@@ -344,7 +326,7 @@ class TurnMeter:
                 book.exceeded(a, lim, measure, needed)
                 need = f"${needed:.4f}" if measure == "usd" else f"{tokens} tokens"
                 self.refused = BudgetRefused(
-                    f"{a.label} cannot fit the next call ({_describe(a, lim)}; the call could need {need})"
+                    f"{a.label} cannot fit the next call ({describe(a.spend, lim)}; the call could need {need})"
                     + _next_step(a), scope=a.scope)
                 raise self.refused
         for a, _ in limited:
@@ -363,9 +345,11 @@ class TurnMeter:
         if not tokens_in and not tokens_out:
             return  # the call failed: nothing the provider reported using
         accounts = [*self.fixed, *book.daily(self.agent)]
+        call = Spend()
+        call.add(tokens_in, tokens_out, usd)
         for a, _ in accounts:
             a.spend.add(tokens_in, tokens_out, usd)
-        book.write(accounts)
+        book.write(accounts, call)
 
 
 def _next_step(a: Account) -> str:
@@ -374,15 +358,6 @@ def _next_step(a: Account) -> str:
     if a.scope == "task":
         return f"; `polpo retry {a.key} --budget USD` (or --tokens N) raises it"
     return "; the mission starts no more tasks (a larger settings.budget needs a new run of its file)"
-
-
-def _describe(a: Account, lim: Limit) -> str:
-    parts = []
-    if lim.usd is not None:
-        parts.append(f"${a.spend.usd:.4f} of ${lim.usd:g}")
-    if lim.tokens is not None:
-        parts.append(f"{a.spend.tokens} of {lim.tokens} tokens")
-    return ", ".join(parts) + " spent"
 
 
 def _ids(a: Account) -> dict[str, str | None]:

@@ -24,6 +24,7 @@ from polpo.store.core import StoreCore
 from polpo.store.fencing import Deposed
 from polpo.store.memory_claims import ClaimTable
 from polpo.store.named_reads import NamedReads, Select
+from polpo.store.spend_writes import ADDS, SpendTable
 
 __all__ = ["MemoryDatabase", "MemoryStore"]
 
@@ -32,7 +33,7 @@ Rec = dict[str, Any]
 
 class TableOwner(Protocol):
     """What keeps, in memory, a table whose statements live with the module that owns it (``Table.write``: the
-    cluster's claims); the store hands it that table's rows of each batch."""
+    cluster's claims, the budgets' spend); the store hands it that table's rows of each batch."""
 
     def apply(self, table: R.Table, rows: Sequence[R.Row]) -> None: ...
 
@@ -46,7 +47,7 @@ class MemoryDatabase:
 
     clock: Clock
     tables: dict[str, dict[tuple[Any, ...], Rec]] = field(
-        default_factory=lambda: {t.name: {} for t in (*R.UPSERT_TABLES, R.COMMANDS_DONE)})
+        default_factory=lambda: {t.name: {} for t in (*R.UPSERT_TABLES, R.COMMANDS_DONE, ADDS)})
     events: list[Event] = field(default_factory=list)
     stores: list[MemoryStore] = field(default_factory=list)
     next_command: int = 0
@@ -56,7 +57,7 @@ class MemoryDatabase:
 
     def __post_init__(self) -> None:
         self.claims = ClaimTable(self.clock.monotonic)
-        self.owners = {"claims": self.claims}
+        self.owners = {"claims": self.claims, "spend": SpendTable(self.tables["spend"])}
 
     def queue_command(self, kind: str, target: str) -> int:
         """Queue a retry / cancel / approve as the CLI would."""

@@ -159,6 +159,13 @@ class NamedReads:
                 found.setdefault((r["scope"], r["key"], r["period"]), dict(r))
         return list(found.values())
 
+    async def spend_now(self, mission_id: str | None, period: str | None) -> list[dict[str, Any]]:
+        """What a turn's budgets read before it starts: the accounts of ``mission_id`` (its own and its tasks'),
+        and of the day ``period`` (the agents' and the daemon's), as every node counted them."""
+        rows = [] if mission_id is None else await self._select(SPEND_OF_MISSION, mission_id)
+        return [dict(r) for r in rows] + ([] if period is None else
+                                          [dict(r) for r in await self._select(SPEND_OF_DAY, period)])
+
     async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
         rows = await self._select(DIMENSIONS, task_id, check_idx)
         return (rows[0]["source"], orjson.loads(rows[0]["data"])) if rows else None

@@ -127,6 +127,10 @@ class Store(Protocol):
         """The ``spend`` rows a daemon starts from: its open missions' and their tasks', and the day ``period``'s."""
         ...
 
+    async def spend_now(self, mission_id: str | None, period: str | None) -> list[dict[str, Any]]:
+        """The ``spend`` rows of a mission (its own and its tasks') and of a day, as every node counted them."""
+        ...
+
     async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
         """(source, dimension list) stored for a task's review check, if any."""
         ...

@@ -103,17 +103,11 @@ SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id"
                   ("entity_id", "kind"), ("data", "created_at"))
 SCHEDULES = Table("schedules", ("id", "source", "hash", "spec", "expr", "timezone", "status", "anchor", "updated_at",
                                 "cursor_at", "queued", "last_run"), ("id",))  # polpo.model.schedule
-# what LLM calls cost, per account: a task, a mission (period ""), an agent's or the daemon's day (period
-# "YYYY-MM-DD", UTC; key "" for the daemon); flags: 1 budget:warning sent, 2 budget:exceeded sent; limit_*: a task's budget
-# as `polpo retry --budget` raised it (polpo.engine.spend_book)
-SPEND = Table("spend", ("scope", "key", "period", "mission_id", "tokens_in", "tokens_out", "usd", "usd_known", "calls",
-                        "flags", "limit_usd", "limit_tokens", "updated_at"), ("scope", "key", "period"), ("mission_id",))
 COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id",))  # an update, never an insert
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES,
-                                    SPEND)
+                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES)
 
 
 # --------------------------------------------------------------------------------------------- to rows

@@ -122,11 +122,6 @@ class Tx:
         self.ops.append((R.SLA_MARKS, (entity_id, kind, entity_type, mission_id, data_json, iso(at))))
         return self
 
-    def spend(self, row: R.Row) -> Tx:
-        """One account's spend as it stands (``rows.SPEND``'s columns; polpo.engine.spend_book builds it)."""
-        self.ops.append((R.SPEND, row))
-        return self
-
     def schedule(self, s: Schedule) -> Tx:
         self.ops.append((R.SCHEDULES, R.schedule_row(s)))
         return self

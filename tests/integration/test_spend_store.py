@@ -15,9 +15,11 @@ from polpo.cli.control import retry
 from polpo.clock import FakeClock
 from polpo.config import Config, load_config
 from polpo.engine.commands import retry_target
-from polpo.engine.spend_book import EXCEEDED, Limit, SpendBook
+from polpo.engine.spend_book import EXCEEDED, SpendBook
+from polpo.engine.spend_rules import Limit
 from polpo.mission.schema import MissionSpec
 from polpo.model.status import MissionStatus, TaskStatus
+from polpo.store import spend_writes
 from polpo.store.sqlite import SqliteStore
 from tests.support.stores import Backend, mission, task, writing
 
@@ -73,18 +75,40 @@ async def test_the_spend_read_is_the_days_accounts_and_the_open_missions_each_on
     a finished mission's."""
     store = await backend.open()
     async with writing(store):
-        await store.commit(
-            store.tx().mission(mission("m1", 1)).mission(mission("m2", 2, MissionStatus.COMPLETED))
-            .mission(mission("m3", 3, MissionStatus.CANCELLING))
-            .spend(spend_row("task", "m1:1", "", "m1")).spend(spend_row("mission", "m1", "", "m1"))
-            .spend(spend_row("task", "m2:1", "", "m2")).spend(spend_row("mission", "m2", "", "m2"))
-            .spend(spend_row("mission", "m3", "", "m3")).spend(spend_row("daemon", "", "2026-01-01", None))
-            .spend(spend_row("agent", "coder", "2026-01-01", None)).spend(spend_row("daemon", "", "2025-12-31", None)))
+        tx = store.tx().mission(mission("m1", 1)).mission(mission("m2", 2, MissionStatus.COMPLETED)).mission(
+            mission("m3", 3, MissionStatus.CANCELLING))
+        for account in (("task", "m1:1", "", "m1"), ("mission", "m1", "", "m1"), ("task", "m2:1", "", "m2"),
+                        ("mission", "m2", "", "m2"), ("mission", "m3", "", "m3"), ("daemon", "", "2026-01-01", None),
+                        ("agent", "coder", "2026-01-01", None), ("daemon", "", "2025-12-31", None)):
+            spend_writes.add(tx, spend_row(*account))
+        await store.commit(tx)
         got = await store.spend_rows("2026-01-01")
     assert sorted((r["scope"], r["key"], r["period"]) for r in got) == [
         ("agent", "coder", "2026-01-01"), ("daemon", "", "2026-01-01"), ("mission", "m1", ""), ("mission", "m3", ""),
         ("task", "m1:1", "")]
     assert {(r["tokens_in"], r["tokens_out"], r["usd"], r["usd_known"]) for r in got} == {(1, 2, 0.5, 1)}
+
+
+async def test_spend_is_added_never_written_over_and_a_raise_clears_the_crossings(backend: Backend) -> None:
+    """Two nodes' books adding to one account (the same statements on every backend): the row is the sum of their
+    calls, a crossing flag once set stays set, one call with no price makes the row's dollars a floor; a raised
+    budget is written as it is and clears the crossings; the mission's read (``spend_now``) returns it all."""
+    store = await backend.open()
+    async with writing(store):
+        await store.commit(spend_writes.add(store.tx(), spend_row("mission", "m1", "", "m1")))
+        flagged = (*spend_row("mission", "m1", "", "m1")[:9], 2, None, None, "2026-01-01T00:00:01.000Z")
+        unknown = (*spend_row("mission", "m1", "", "m1")[:6], 0.0, 0, 1, 0, None, None, "2026-01-01T00:00:02.000Z")
+        await store.commit(spend_writes.add(spend_writes.add(store.tx(), flagged), unknown))
+        [row] = await store.spend_now("m1", None)
+        assert (row["tokens_in"], row["tokens_out"], row["usd"], row["calls"]) == (3, 6, 1.0, 3)
+        assert (row["usd_known"], row["flags"]) == (0, 2)
+        raised = (*spend_row("task", "m1:1", "", "m1")[:4], 0, 0, 0.0, 1, 0, 0, 0.5, 200, "2026-01-01T00:00:03.000Z")
+        await store.commit(spend_writes.add(store.tx(), (*spend_row("task", "m1:1", "", "m1")[:9], 3, None, None,
+                                                         "2026-01-01T00:00:03.000Z")))
+        await store.commit(spend_writes.raise_limit(store.tx(), raised))
+        task_row = next(r for r in await store.spend_now("m1", "2026-01-01") if r["scope"] == "task")
+        assert (task_row["flags"], task_row["limit_usd"], task_row["limit_tokens"]) == (0, 0.5, 200)
+        assert (task_row["tokens_in"], task_row["calls"]) == (1, 1)  # a raise adds nothing
 
 
 async def test_polpo_retry_budget_queues_the_raised_budget_in_the_inbox(tmp_path: Path) -> None:
