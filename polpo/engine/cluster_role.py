@@ -119,6 +119,10 @@ class ClusterRole:
             if task is None or tid not in fresh or tid in self.dispatcher.running or m.id not in self.board.missions:
                 continue
             stored, attempt = fresh[tid]
+            if stored.terminal and not task.terminal:  # it ran there: the report counts its turns and reviews
+                await self.store.read_task_spend(m, tid)
+                if m.id not in self.board.missions or tid in self.dispatcher.running:
+                    continue  # this node stepped down, or claimed the task again, meanwhile
             old = task.status
             refresh(task, stored)
             if attempt is not None and not task.terminal:

@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 
 from polpo.events.catalog import Event
-from polpo.model.records import Assessment
+from polpo.model.records import Assessment, Mission
 from polpo.model.schedule import Schedule, ScheduleStatus
+from polpo.model.spend import AttemptSpend
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord
@@ -99,6 +100,9 @@ CHECKS = Select("checks", where=("assessment_id",), order=("idx",))
 SLA_MARKS = Select("sla_marks", ("entity_id", "kind"), ("mission_id",))
 DIMENSIONS = Select("dimensions", ("source", "data"), ("task_id", "check_idx"))
 QUEUED_COMMANDS = Select("commands", ("id", "kind", "target"), among=(("status", ("queued",)),), order=("id",))
+ATTEMPT_SPEND = Select("attempts", ("id", "task_id", "kind", "agent", "model", "tokens", "tokens_in", "tokens_out",
+                                    "cost", "finished_at"), ("task_id",))
+TASK_REVIEW_SPEND = Select("reviews", REVIEW_SPEND.cols, ("task_id",))
 SPEND_OF_DAY = Select("spend", where=("period",))  # the agents' and the daemon's accounts of a UTC day
 SPEND_OF_MISSION = Select("spend", where=("mission_id",))  # a mission's account and its tasks'
 EVENTS_AFTER = Select("events", R.EVENTS.cols, ("seq >",), order=("seq",))
@@ -141,6 +145,17 @@ class NamedReads:
         for r in await self._select(REVIEW_SPEND, mission_id):
             m.spent.add_review_row(r)
         return loaded
+
+    async def read_task_spend(self, m: Mission, task_id: str) -> None:
+        """What every attempt and review of ``task_id`` spent, whichever node ran it, onto ``m.spent`` (the
+        report's spend, on the node that completes the mission)."""
+        for a in await self._select(ATTEMPT_SPEND, task_id):
+            spent = AttemptSpend.of(a["task_id"], a["kind"], a["agent"], a["model"], a["tokens"], a["tokens_in"],
+                                    a["tokens_out"], a["cost"], a["finished_at"])
+            if spent is not None:
+                m.spent.attempts[a["id"]] = spent
+        for r in await self._select(TASK_REVIEW_SPEND, task_id):
+            m.spent.add_review_row(r)
 
     async def open_assessment(self, attempt_id: str) -> Assessment | None:
         rows = await self._select(OPEN_ASSESSMENT, attempt_id, 1)

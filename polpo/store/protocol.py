@@ -127,6 +127,10 @@ class Store(Protocol):
         """The ``spend`` rows a daemon starts from: its open missions' and their tasks', and the day ``period``'s."""
         ...
 
+    async def read_task_spend(self, m: Mission, task_id: str) -> None:
+        """Every attempt's and review's spend of ``task_id``, whichever node ran it, onto ``m.spent``."""
+        ...
+
     async def spend_now(self, mission_id: str | None, period: str | None) -> list[dict[str, Any]]:
         """The ``spend`` rows of a mission (its own and its tasks') and of a day, as every node counted them."""
         ...
