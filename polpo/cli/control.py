@@ -24,9 +24,7 @@ from polpo.cli.send import send, who
 @config_option
 def retry(task_id: str, usd: float | None, tokens: int | None, config_path: str | None) -> None:
     """Run a failed task again with a fresh retry budget (tasks that failed because of it re-open too)."""
-    # a budget goes through the inbox: the API's retry route takes none
-    send("retry", "task", task_id, "/api/tasks/{}/retry", config_path, args={"usd": usd, "tokens": tokens},
-         api=usd is None and tokens is None)
+    send("retry", "task", task_id, "/api/tasks/{}/retry", config_path, args={"usd": usd, "tokens": tokens})
 
 
 @click.command()

@@ -22,15 +22,14 @@ INBOX_WAIT = 10.0  # seconds the CLI waits for the daemon to answer a queued com
 
 
 def send(kind: str, what: Target, ident: str, route: str, config_path: str | None, *,
-         args: dict[str, Any] | None = None, api: bool = True) -> None:
+         args: dict[str, Any] | None = None) -> None:
     """``route`` is the API path with ``{}`` for the id; ``args`` the command's own arguments (None values: not
-    given), sent as the API's JSON body or carried in the inbox target (:mod:`polpo.command_args`). ``api``
-    False: the inbox only (an argument the API route does not take)."""
+    given), sent as the API's JSON body or carried in the inbox target (:mod:`polpo.command_args`)."""
     from polpo.daemon_probe import daemon_pid
 
     given = {k: v for k, v in (args or {}).items() if v is not None}
     cfg = load_config_or_exit(config_path)
-    if api and _via_api(route.format(ident), given, cfg, daemon_pid(cfg.state_dir)):
+    if _via_api(route.format(ident), given, cfg, daemon_pid(cfg.state_dir)):
         return
     _via_inbox(kind, what, ident, given, cfg)
 

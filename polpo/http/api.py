@@ -95,7 +95,18 @@ class Api:
         return await self._command("cancel", request.path_params["mission_id"], read.mission, "mission")
 
     async def retry(self, request: Request) -> Response:
-        return await self._command("retry", request.path_params["task_id"], read.task, "task")
+        """An optional body raises the task's LLM budget from now on: ``{"usd": 0.5, "tokens": 200000}`` (either
+        key), as ``polpo retry TASK --budget USD --tokens N`` does."""
+        body = await self._json_body(request)
+        if isinstance(body, Response):
+            return body
+        args = {k: body[k] for k in ("usd", "tokens") if body.get(k) is not None}
+        for key, value in args.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e12 or (
+                    key == "tokens" and not isinstance(value, int)):
+                return problem_response(400, "bad request", f"{key} must be a positive "
+                                        + ("whole number of tokens" if key == "tokens" else "amount in USD"))
+        return await self._command("retry", request.path_params["task_id"], read.task, "task", args)
 
     async def approve(self, request: Request) -> Response:
         return await self._said("approve", request, request.path_params["task_id"], read.task, "task", ("note",))
@@ -115,6 +126,15 @@ class Api:
                     fields: tuple[str, ...]) -> Response:
         """A person's command: what they said from the JSON body, who they are from the body's ``by``, else the
         user name of HTTP Basic auth (the web view's), else ``api``."""
+        body = await self._json_body(request)
+        if isinstance(body, Response):
+            return body
+        args = {k: body[k] for k in fields if body.get(k) is not None}
+        args["by"] = str(body.get("by") or basic_user(request.headers.get("authorization")) or "api")[:200]
+        return await self._command(kind, ident, lookup, what, args)
+
+    async def _json_body(self, request: Request) -> dict[str, Any] | Response:
+        """The request's JSON object (none sent: ``{}``), or the answer refusing it."""
         try:
             body = orjson.loads(await read_body(request, self.ctx.cfg.http.max_body) or b"{}")
         except BodyRefused as e:
@@ -123,9 +143,7 @@ class Api:
             body = None
         if not isinstance(body, dict):
             return problem_response(400, "bad request", "send a JSON object")
-        args = {k: body[k] for k in fields if body.get(k) is not None}
-        args["by"] = str(body.get("by") or basic_user(request.headers.get("authorization")) or "api")[:200]
-        return await self._command(kind, ident, lookup, what, args)
+        return body
 
     async def _command(self, kind: str, ident: str, lookup: Any, what: str,
                        args: dict[str, Any] | None = None) -> Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from http import HTTPStatus
 from pathlib import Path
@@ -136,6 +137,28 @@ async def test_a_stream_resumes_after_last_event_id_without_gaps(api: tuple[Daem
     assert [e["seq"] for e in first + rest] == list(range(1, len(first) + len(rest) + 1))
     one = await sse_events(client, "/api/events/stream?after=0&mission=test-mission", "mission:completed")
     assert {e["missionId"] for e in one} == {"test-mission"}
+
+
+async def test_a_retry_over_http_can_raise_the_tasks_budget(api: tuple[Daemon, httpx.AsyncClient]) -> None:
+    """``POST /api/tasks/T/retry`` with ``{"usd": …, "tokens": …}`` is ``polpo retry T --budget … --tokens …``: the
+    raised budget is stored with the task's account; a budget that is not a positive number is a 400 and nothing
+    is retried."""
+    daemon, client = api
+    assert (await client.post("/api/missions?name=b.json", content=mission_json(
+        shell_task("fails", "exit 3", maxRetries=0)))).status_code == 201
+    with anyio.fail_after(15):
+        while (await client.get("/api/tasks/b:1")).json()["status"] != "failed":
+            await anyio.sleep(0.05)
+    for bad in ({"usd": -1}, {"usd": "lots"}, {"tokens": 1.5}, {"usd": True}, [1]):
+        refused = await client.post("/api/tasks/b:1/retry", content=json.dumps(bad))
+        assert refused.status_code == 400, (bad, refused.text)
+    assert (await client.get("/api/tasks/b:1")).json()["status"] == "failed"
+    retried = await client.post("/api/tasks/b:1/retry", content=json.dumps({"usd": 0.5, "tokens": 20000}))
+    assert retried.status_code == 200 and retried.json()["message"] == "retrying b:1"
+    await daemon.engine.store.flush()
+    with sqlite3.connect(daemon.cfg.db_path) as con:
+        row = con.execute("SELECT limit_usd, limit_tokens FROM spend WHERE scope='task' AND key='b:1'").fetchone()
+    assert row == (0.5, 20000)
 
 
 async def test_commands_answer_at_once_with_the_daemons_verdict(api: tuple[Daemon, httpx.AsyncClient]) -> None:
