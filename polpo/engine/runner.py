@@ -1,8 +1,7 @@
 """One task's turn: start an attempt, run the agent, assess the result, decide what comes next.
 
-The attempt row is durable before the agent's process starts (so a crash never loses track of a run), the
-agent's result is stored before any check runs (so a restart resumes the checks instead of re-running the
-agent), and each check result is stored as it completes.
+The attempt row is durable before the agent's process starts (a crash never loses track of a run), the agent's
+result before any check runs (a restart resumes the checks, never the agent), and each check's result at its end.
 """
 
 from __future__ import annotations
@@ -245,6 +244,7 @@ class TaskRunner:
             return await self.assessor.assess(m, task, attempt, a)
 
         ignore = self.slot_of(task).ignore_files  # read now: a finished mission's agents are forgotten
+        await self.stops.recall(task, attempt)  # the fix loop's scores, when this node did not see them
         first = await self.stops.through_day(await self.assessor.assess(m, task, attempt, existing), again)
         if self.stops.over_budget(m, task, attempt, first):  # a call did not fit: no fix, no retry
             return await self.isolation.release(m, task, ignore) if task.terminal else None
@@ -306,7 +306,7 @@ class TaskRunner:
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
         if next_kind != "fix":
             self.stops.scores.pop(task.id, None)  # a new fix loop (or none): the plateau counts from here
-        best = self.stops.best.pop(task.id, None) if decision.action in ("done", "fail") else None
+        best = self.stops.end(task.id) if decision.action in ("done", "fail") else None
         if decision.action == "done":
             task.feedback = None
             task.score = combine_scores(verdict.checks)[0]

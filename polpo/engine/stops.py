@@ -1,8 +1,10 @@
 """When the quality loop stops early: the plateau of a fix loop's scores, and a task over its budget.
 
 Both keep the task's *best* attempt's score (``task.score``), not the last one's: a loop that got worse before it
-was stopped still reports what it reached. The scores live in memory for the task's fix loop (a restart starts
-the plateau's count again, which only costs fixes the plateau would have spared).
+was stopped still reports what it reached. The scores live in memory for the task's fix loop; a node that did not
+see the task's previous attempt (it restarted, or another node of a cluster ran it) reads them back from the
+stored assessments first (:meth:`QualityStops.recall`), so neither the plateau's count nor the best score starts
+again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from polpo.engine.lifecycle import Trigger
 from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
 from polpo.llm.spend import CURRENT_METER, BudgetRefused
 from polpo.model.records import Assessment, Attempt, Mission, Task
-from polpo.model.status import AttemptStatus
+from polpo.model.status import AttemptKind, AttemptStatus
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 
@@ -47,10 +49,36 @@ class QualityStops:
         self.board = board
         self.scores: dict[str, list[tuple[int, float]]] = {}  # task id → (attempt, score) of its fix loop
         self.best: dict[str, tuple[float, int]] = {}  # task id → its best (score, attempt) so far
+        self.seen: dict[str, int] = {}  # task id → the last attempt whose score was recorded here
+
+    async def recall(self, task: Task, attempt: Attempt) -> None:
+        """Before an attempt's scores count: when this node did not record the one before it, the fix loop's
+        scores and the best so far are read back from the store."""
+        if attempt.number <= 1 or self.seen.get(task.id) == attempt.number - 1:
+            return
+        earlier = [row for row in await self.store.task_scores(task.id) if row[0] < attempt.number]
+        scored = [(sc, n) for n, _, sc in earlier if sc is not None]
+        if scored:
+            self.best[task.id] = max(scored, key=lambda b: (b[0], -b[1]))  # the first of equal bests
+        loop: list[tuple[int, float]] = []
+        for n, kind, sc in reversed(earlier if attempt.kind is AttemptKind.FIX else []):
+            if sc is not None:
+                loop.insert(0, (n, sc))
+            if kind != AttemptKind.FIX:
+                break  # the attempt that began the fix loop
+        self.scores[task.id] = loop
+        self.seen[task.id] = attempt.number - 1
+
+    def end(self, task_id: str) -> tuple[float, int] | None:
+        """The task is done or failed: its best (score, attempt), and nothing of it kept."""
+        self.scores.pop(task_id, None)
+        self.seen.pop(task_id, None)
+        return self.best.pop(task_id, None)
 
     def plateaued(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> bool:
         """Record the attempt's score; whether the task's fix loop stopped improving (``plateau``)."""
         score = combine_scores(verdict.checks)[0]
+        self.seen[task.id] = attempt.number
         if score is None:
             return False
         loop = self.scores.setdefault(task.id, [])
@@ -103,8 +131,7 @@ class QualityStops:
                                   "USD` (or --tokens N) raises it and goes on")
             self.store.submit(tx)
             return
-        best = self.best.pop(task.id, None)
-        self.scores.pop(task.id, None)
+        best = self.end(task.id)
         tx = self.store.tx()
         if attempt is not None:
             attempt.verdict = attempt.verdict or "failed"

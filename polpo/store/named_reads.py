@@ -102,6 +102,8 @@ DIMENSIONS = Select("dimensions", ("source", "data"), ("task_id", "check_idx"))
 QUEUED_COMMANDS = Select("commands", ("id", "kind", "target"), among=(("status", ("queued",)),), order=("id",))
 ATTEMPT_SPEND = Select("attempts", ("id", "task_id", "kind", "agent", "model", "tokens", "tokens_in", "tokens_out",
                                     "cost", "finished_at"), ("task_id",))
+TASK_ATTEMPTS = Select("attempts", ("id", "number", "kind"), ("task_id",), order=("number",))
+TASK_ASSESSMENTS = Select("assessments", ("attempt_id", "status", "global_score"), ("task_id",), order=("id",))
 TASK_REVIEW_SPEND = Select("reviews", REVIEW_SPEND.cols, ("task_id",))
 SPEND_OF_DAY = Select("spend", where=("period",))  # the agents' and the daemon's accounts of a UTC day
 SPEND_OF_MISSION = Select("spend", where=("mission_id",))  # a mission's account and its tasks'
@@ -156,6 +158,15 @@ class NamedReads:
                 m.spent.attempts[a["id"]] = spent
         for r in await self._select(TASK_REVIEW_SPEND, task_id):
             m.spent.add_review_row(r)
+
+    async def task_scores(self, task_id: str) -> list[tuple[int, str, float | None]]:
+        """``(attempt number, kind, score)`` of each of the task's attempts, oldest first: the score of its last
+        complete assessment (None: none, or no review scored it)."""
+        scores: dict[str, float | None] = {}
+        for r in await self._select(TASK_ASSESSMENTS, task_id):
+            if r["status"] == "complete":
+                scores[r["attempt_id"]] = r["global_score"]
+        return [(a["number"], a["kind"], scores.get(a["id"])) for a in await self._select(TASK_ATTEMPTS, task_id)]
 
     async def open_assessment(self, attempt_id: str) -> Assessment | None:
         rows = await self._select(OPEN_ASSESSMENT, attempt_id, 1)

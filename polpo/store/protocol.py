@@ -127,6 +127,10 @@ class Store(Protocol):
         """The ``spend`` rows a daemon starts from: its open missions' and their tasks', and the day ``period``'s."""
         ...
 
+    async def task_scores(self, task_id: str) -> list[tuple[int, str, float | None]]:
+        """Each attempt's ``(number, kind, score of its last complete assessment)``, oldest first."""
+        ...
+
     async def read_task_spend(self, m: Mission, task_id: str) -> None:
         """Every attempt's and review's spend of ``task_id``, whichever node ran it, onto ``m.spent``."""
         ...
