@@ -51,7 +51,8 @@ def reject(task_id: str, reason: str, by: str | None, config_path: str | None) -
 def override(task_id: str, verdict: str | None, reason: str, score: float | None, by: str | None,
              config_path: str | None) -> None:
     """Override a finished task's verdict: stored beside the judge's scores, shown by `polpo show`, exported by
-    `polpo labels export` for `polpo calibrate --labels`."""
+    `polpo labels export` for `polpo calibrate --labels`. A pass of failed work makes the task done and runs what
+    failed because of it."""
     if verdict is None:
         raise click.UsageError("give --pass or --fail")
     send("override", "task", task_id, "/api/tasks/{}/override", config_path,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -20,9 +20,12 @@ from polpo.config import Config
 from polpo.engine.board import MissionBoard, wire
 from polpo.engine.budget import budget
 from polpo.engine.dispatcher import Dispatcher
+from polpo.engine.human_pass import pass_by_person, why_not_passed
 from polpo.engine.lifecycle import Trigger
+from polpo.engine.overrides import human_score
 from polpo.engine.people import PEOPLE_COMMANDS, People
 from polpo.engine.refused import Refused
+from polpo.engine.reopen import reopenable
 from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
 from polpo.engine.spend_book import SpendBook
 from polpo.engine.spend_rules import Limit
@@ -149,13 +152,34 @@ class Commands:
         self.board.transition(tx, task, Trigger.MANUAL_RETRY, "retried by user")
         max_retries = budget(task.spec, m.spec, self.cfg.defaults).max_retries
         tx.event(TaskRetry(attempt=1, max_retries=max_retries, manual=True), mission_id=m.id, task_id=task.id)
-        reopened = self._reopen_cascade(tx, m)
+        reopened = self._reopen_cascade(tx, m, task)
         wire(m)
         self.store.submit(tx)
         for t in [task, *reopened]:
             self.board.make_ready(t)
         self.board.settle_gates(m)
         return f"retrying {task_id}" + (f" (and {len(reopened)} task(s) that waited on it)" if reopened else "")
+
+    async def override(self, task_id: str, args: dict[str, Any]) -> str:
+        """A person's verdict over the judge's, stored (:mod:`.overrides`); a pass of failed work also makes the
+        task done (:mod:`.human_pass`)."""
+        said = await self.people.apply("override", task_id, args)
+        if not args.get("passed"):
+            return said
+        mid = task_id.rsplit(":", 1)[0]
+        loaded = mid not in self.board.missions
+        m = self.board.missions.get(mid) or await self._load(mid)
+        task = m.tasks.get(task_id) if m is not None else None
+        if m is None or task is None:
+            return said
+        why = why_not_passed(m, task)
+        if why is not None:
+            if loaded and not m.status.open:
+                self.board.forget(m)
+            return f"{said}; the task stays {task.status}: {why}" if task.status is TaskStatus.FAILED else said
+        score = human_score(True, args.get("score"))
+        by = str(args.get("by") or "user")
+        return f"{said}; " + pass_by_person(self.store, self.board, m, task, score, by, self._reopen_cascade)
 
     def _release_hold(self, task: Task) -> str:
         """A task on hold after an outage (engine/outage.py): its assessment runs again — not its agent — when
@@ -172,19 +196,16 @@ class Commands:
         self.board.make_ready(task)
         return f"running {task.id} again"
 
-    def _reopen_cascade(self, tx: Tx, m: Mission) -> list[Task]:
-        """Re-open tasks that failed only because of a dependency or a gate, and reset failed gates."""
+    def _reopen_cascade(self, tx: Tx, m: Mission, cause: Task) -> list[Task]:
+        """Re-open the tasks that failed only because of ``cause`` (:mod:`.reopen`), and reset failed gates."""
         for g in m.spec.quality_gates:
             if m.gate_state.get(g.name) is GateStatus.FAILED:
                 m.gate_state[g.name] = GateStatus.WAITING
-                tx.gate(m.id, g.name, GateStatus.WAITING, "re-opened by a retry", None, self.clock.now())
-        out = []
-        for t in m.tasks.values():
-            if t.status is TaskStatus.FAILED and t.reason and t.reason.startswith(("dependency failed",
-                                                                                 "quality gate")):
-                t.retries = t.fix_attempts = 0
-                self.board.transition(tx, t, Trigger.REOPEN, "re-opened: what it waited on is being retried")
-                out.append(t)
+                tx.gate(m.id, g.name, GateStatus.WAITING, f"re-opened: {cause.title} is back", None, self.clock.now())
+        out = reopenable(m, cause.id)
+        for t in out:
+            t.retries = t.fix_attempts = 0
+            self.board.transition(tx, t, Trigger.REOPEN, f"re-opened: {cause.title}, which it waited on, is back")
         return out
 
     def approve_task(self, task_id: str) -> str:
@@ -254,6 +275,8 @@ class Commands:
                 return "done", self.rerun_source(target)
             if kind in SCHEDULE_COMMANDS and self.schedules is not None:
                 return "done", await self.schedules.command(kind, target)
+            if kind == "override":
+                return "done", await self.override(*decode(target))
             if kind in PEOPLE_COMMANDS:
                 return "done", await self.people.apply(kind, *decode(target))
             return "refused", f"unknown command {kind!r}"

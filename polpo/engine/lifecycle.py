@@ -40,6 +40,7 @@ class Trigger(StrEnum):
     REJECT = "reject"
     BUDGET = "budget"
     BUDGET_HOLD = "budget_hold"
+    HUMAN_PASS = "human_pass"
 
 
 S = TaskStatus
@@ -67,6 +68,7 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.PENDING, T.GATE_FAILED): S.FAILED,
     (S.FAILED, T.MANUAL_RETRY): S.PENDING,            # `polpo retry TASK`
     (S.FAILED, T.REOPEN): S.PENDING,                  # its failed dependency was retried
+    (S.FAILED, T.HUMAN_PASS): S.DONE,                 # `polpo override TASK --pass`: a person passed its work
     (S.REVIEW, T.OUTAGE): S.ON_HOLD,                  # the judge stayed unreachable: nobody's verdict
     (S.IN_PROGRESS, T.OUTAGE): S.ON_HOLD,             # the LLM agent's own model stayed unreachable
     (S.ON_HOLD, T.REASSESS): S.REVIEW,                # `polpo retry`: the assessment runs again, not the agent

@@ -2,9 +2,9 @@
 
 Stored beside the judge's verdict (the task's status then, its global score, the attempt whose assessment holds
 the per-dimension scores) with the reason, who said it and a 1..5 score, and announced by
-``task:verdict:overridden``. The task's own state is left as the judge decided it: the override is a label for
-measuring the judge (``polpo labels export`` → ``polpo calibrate --labels``), shown by ``polpo show``; to run the
-work again, ``polpo retry`` does that.
+``task:verdict:overridden``: a label for measuring the judge (``polpo labels export`` → ``polpo calibrate
+--labels``), shown by ``polpo show``. What a pass of failed work then does to the task and its mission is
+:mod:`polpo.engine.human_pass`'s.
 """
 
 from __future__ import annotations

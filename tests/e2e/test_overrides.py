@@ -1,6 +1,7 @@
 """Human verdicts on a real `polpo daemon` process with a judge panel over real HTTP (FakeLLM): a person overrides a
 task's verdict through the CLI (the command inbox) and the HTTP API; it is stored beside the judge's scores, shown
-by `polpo show`, and `polpo labels export` writes a file that `polpo calibrate` reads and scores.
+by `polpo show`, and `polpo labels export` writes a file that `polpo calibrate` reads and scores. A pass of work
+the judge failed makes the task done and the mission completes again.
 """
 
 from __future__ import annotations
@@ -60,9 +61,19 @@ token_env = "OVERRIDE_TEST_NO_TOKEN"
         r = httpx.post(f"{url}/api/tasks/rev:2/override", json={"passed": True, "reason": "fine for a script",
                                                                  "by": "bob"}, timeout=30)
         assert r.status_code == 200, r.text
-        evs = wait_events(state, lambda es: sum(e["event"] == "task:verdict:overridden" for e in es) == 2)
+        assert r.json()["message"].endswith("; rev:2 is done")  # a person's pass counts: the work is done
+        evs = wait_events(state, lambda es: sum(e["event"] == "mission:completed" for e in es) == 2)
         task_page = httpx.get(f"{url}/api/tasks/rev:1", timeout=30).json()
+        passed_page = httpx.get(f"{url}/api/tasks/rev:2", timeout=30).json()
     assert task_page["override"]["byPerson"] == "ada" and task_page["override"]["passed"] == 0
+    assert task_page["status"] == "done"  # a fail over a passed task leaves it: the work after it used it
+    assert (passed_page["status"], passed_page["score"]) == ("done", 5.0)
+    first, again = [e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"]
+    assert (first, again) == ("failed", "completed")
+    [resumed] = [e["data"] for e in evs if e["event"] == "mission:resumed"]
+    assert resumed == {"by": "override", "taskId": "rev:2"}
+    assert [(e["data"]["from"], e["data"]["to"], e["data"]["trigger"]) for e in evs
+            if e["event"] == "task:transition" and e["taskId"] == "rev:2"][-1] == ("failed", "done", "human_pass")
     over = [e for e in evs if e["event"] == "task:verdict:overridden"]
     assert [(e["taskId"], e["data"]["passed"], e["data"]["wasPassed"], e["data"]["by"]) for e in over] == [
         ("rev:1", False, True, "ada"), ("rev:2", True, False, "bob")]

@@ -27,6 +27,7 @@ EXPECTED = {
     ("pending", "gate_failed"): "failed",
     ("failed", "manual_retry"): "pending",
     ("failed", "reopen"): "pending",
+    ("failed", "human_pass"): "done",  # `polpo override TASK --pass`: a person passed failed work
     ("review", "outage"): "on_hold",
     ("in_progress", "outage"): "on_hold",
     ("on_hold", "reassess"): "review",
