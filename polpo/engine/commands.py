@@ -33,9 +33,10 @@ from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved,
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store import claim_writes
+from polpo.store.errors import StoreError
 from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
-from polpo.store.tx import Tx
+from polpo.store.tx import OUT_OF_TERM, Tx
 
 if TYPE_CHECKING:
     from polpo.engine.admission import Admission
@@ -105,7 +106,7 @@ class Commands:
         if m is None:
             raise CommandRefused(f"mission {mid!r} is not running")
         m.status = MissionStatus.CANCELLING
-        tx = self.store.tx().mission(m)
+        tx = self.store.tx().decided().mission(m)
         tx.event(MissionCancelled(by=by), mission_id=m.id)
         for t in m.tasks.values():
             if self.dispatcher.stop_task(t.id, StopReason.CANCEL):
@@ -140,7 +141,7 @@ class Commands:
                 raise CommandRefused(f"no task {task_id!r}")
             raise CommandRefused(f"task {task_id} is {task.status}; only failed tasks and tasks on hold can be "
                                  "retried")
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         if m.status is not MissionStatus.RUNNING:
             m.status = MissionStatus.RUNNING
             m.finished_at = None
@@ -185,7 +186,7 @@ class Commands:
         """A task on hold after an outage (engine/outage.py): its assessment runs again — not its agent — when
         the agent's result is stored; else (the agent's own model failed) the attempt runs again."""
         attempt = self.board.attempts.get(task.id)
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         if attempt is not None and attempt.status is AttemptStatus.FINISHED:
             self.board.transition(tx, task, Trigger.REASSESS, "retried by user: the assessment runs again")
             self.store.submit(tx)
@@ -214,7 +215,7 @@ class Commands:
             raise CommandRefused(f"no running task {task_id!r}")
         if task.status is not TaskStatus.AWAITING_APPROVAL:
             raise CommandRefused(f"task {task_id} is {task.status}, not awaiting approval")
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         tx.event(TaskApproved(next=task.next_kind), mission_id=task.mission_id, task_id=task.id)
         self.board.transition(tx, task, Trigger.APPROVE, "approved by user")
         self.store.submit(tx)
@@ -305,7 +306,13 @@ class Commands:
                         break
                     log.exception("command %s %s failed", c.kind, c.target)
                     status, answer = "refused", f"internal error: {type(exc).__name__}: {exc}"
-                await self.store.commit(self.store.tx().command_done(c.id, status, answer, self.clock.now()))
+                done = self.store.tx().decided().command_done(c.id, status, answer, self.clock.now())
+                try:
+                    await self.store.commit(done)
+                except StoreError:
+                    if done.error == OUT_OF_TERM:
+                        return  # this node no longer leads: the command stays queued for the next leader
+                    raise
             self._timers()
             await anyio.sleep(poll)
 

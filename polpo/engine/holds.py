@@ -153,7 +153,7 @@ class Holds:
                    and s.expires_at <= now]
             if not due or m.status is not MissionStatus.RUNNING:
                 continue
-            tx = self.store.tx()
+            tx = self.store.tx().decided()
             freed = [t for key in sorted(due, key=lambda k: k[1]) for t in self._release(tx, m, key)]
             self.store.submit(tx)
             for t in freed:
@@ -185,7 +185,7 @@ class Holds:
             reached = [key]
         elif not reached:
             raise Refused(f"mission {mission_id} is not paused at a checkpoint")
-        tx = self.store.tx()
+        tx = self.store.tx().decided()
         freed = [t for key in reached for t in self._release(tx, m, key, by=by, note=note)]
         self.store.submit(tx)
         for t in freed:

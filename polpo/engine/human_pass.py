@@ -43,7 +43,7 @@ def why_not_passed(m: Mission, task: Task) -> str | None:
 def pass_by_person(store: Store, board: MissionBoard, m: Mission, task: Task, score: float, by: str,
                    reopen: Reopen) -> str:
     """``task`` (failed, it ran) is done with the person's ``score``; what failed because of it runs."""
-    tx = store.tx()
+    tx = store.tx().decided()
     if m.status is not MissionStatus.RUNNING:
         m.status = MissionStatus.RUNNING
         m.finished_at = None

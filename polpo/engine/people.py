@@ -70,7 +70,7 @@ class People:
             state = HoldState(HoldKind.APPROVAL, task.id, HoldStatus.REACHED, now,
                               expires_at=None if timeout is None else now + timeout)
             m.holds[key] = state
-        tx = self.store.tx().hold(m.id, state)
+        tx = self.store.tx().decided().hold(m.id, state)
         tx.event(ApprovalRequested(title=task.title, approve=f"polpo approve {task.id}",
                                    reject=f"polpo reject {task.id} --reason TEXT",
                                    timeout_at=None if state.expires_at is None else iso(state.expires_at),
@@ -104,7 +104,7 @@ class People:
 
     def _grant(self, task: Task, state: HoldState, by: str, note: str | None) -> None:
         state.status, state.released_at, state.by, state.note = HoldStatus.RELEASED, self.clock.now(), by, note
-        tx = self.store.tx().hold(task.mission_id, state)
+        tx = self.store.tx().decided().hold(task.mission_id, state)
         tx.event(ApprovalResolved(status="approved", by=by, reason=note), mission_id=task.mission_id, task_id=task.id)
         tx.event(TaskApproved(next=task.next_kind), mission_id=task.mission_id, task_id=task.id)
         self.board.transition(tx, task, Trigger.APPROVE, f"approved by {by}")
@@ -118,7 +118,7 @@ class People:
 
     def _refuse(self, task: Task, state: HoldState, by: str, reason: str, status: str) -> None:
         state.status, state.released_at, state.by, state.note = HoldStatus.REFUSED, self.clock.now(), by, reason
-        tx = self.store.tx().hold(task.mission_id, state)
+        tx = self.store.tx().decided().hold(task.mission_id, state)
         tx.event(ApprovalResolved(status=status, by=by, reason=reason), mission_id=task.mission_id, task_id=task.id)
         self.board.transition(tx, task, Trigger.REJECT, f"{status} by {by}: {reason}")
         self.store.submit(tx)

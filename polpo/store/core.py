@@ -38,7 +38,7 @@ from polpo.store.fencing import Deposed, Fenced
 from polpo.store.identity import StoreLost, lost_advice, lost_message
 from polpo.store.protocol import StoreError, Subscriber
 from polpo.store.rows import ASSESSMENTS, ATTEMPTS, TASKS, Row, Table
-from polpo.store.tx import Tx
+from polpo.store.tx import OUT_OF_TERM, Tx
 
 log = logging.getLogger("polpo.store")
 
@@ -237,7 +237,7 @@ class StoreCore:
         for tx in batch:
             if tx.decision and not (self.term and tx.term == self.term):
                 tx.events.clear()  # (stamped by a refused try)
-                tx.error = "not written: the leadership term it was decided in has ended"
+                tx.error = OUT_OF_TERM
                 tx.finish()
         log.info("dropped %d decision(s) of a leadership term that has ended", len(batch) - len(keep))
         return keep

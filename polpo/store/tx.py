@@ -20,9 +20,11 @@ from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
 from polpo.store import rows as R
 
-__all__ = ["PendingEvent", "Tx"]
+__all__ = ["OUT_OF_TERM", "PendingEvent", "Tx"]
 
 PendingEvent = tuple[Payload, str | None, str | None]  # payload, mission id, task id
+OUT_OF_TERM = "not written: the leadership term it was decided in has ended"
+"""The :attr:`Tx.error` of a decision the store dropped because its leadership term had ended (:meth:`Tx.decided`)."""
 
 
 class Tx:
