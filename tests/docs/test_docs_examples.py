@@ -4,7 +4,8 @@ Missions (```json with ``tasks``) pass ``polpo validate``; those that only use t
 ``python`` run to ``mission:completed`` through one real daemon; those for the LLM agent ``coder`` run too, the provider
 played by the tests' OpenAI-compatible server (:data:`ANSWERS`). Config blocks (```toml) are accepted by the
 config loader. Shell blocks (```sh) call only ``polpo`` commands and options that exist, through the venv's
-``.venv/bin/polpo`` (bare ``polpo`` is not on the PATH after the quick start).
+``.venv/bin/polpo`` (bare ``polpo`` is not on the PATH after the quick start); ``test_shell_examples.py`` runs
+them as written, or the page says why not (``<!-- example: not run: … -->``).
 """
 
 from __future__ import annotations

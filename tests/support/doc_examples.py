@@ -1,7 +1,9 @@
 """The fenced examples of the docs and the README, as the docs tests read them.
 
 A block right after ``<!-- example: skip -->`` (a fragment shown inside a larger document, or an example that
-is wrong on purpose) is kept with ``skip=True``, so a test can tell it from a block it must run.
+is wrong on purpose) is kept with ``skip=True``, so a test can tell it from a block it must run. A shell block
+right after ``<!-- example: not run: REASON -->`` keeps REASON as ``not_run``: why no test can run it (it changes
+the machine, needs docker or a download) and what covers it instead, so a block nobody runs says so in the page.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SKIP = "<!-- example: skip -->"
+NOT_RUN = re.compile(r"<!--\s*example:\s*not run:(?P<reason>(?:(?!-->).)*)-->\Z", re.S)
 FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[A-Za-z]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
 SHELL_OPERATORS = {"|", "||", "&", "&&", ";", "(", ")", "<", ">", ">>"}
 
@@ -25,6 +28,7 @@ class Block:
     lang: str
     body: str
     skip: bool
+    not_run: str | None = None  # the marker's reason ("" when the marker gives none); None without a marker
 
     @property
     def where(self) -> str:
@@ -37,15 +41,20 @@ def doc_files() -> list[Path]:
 
 def blocks(lang: str) -> list[Block]:
     """Every fenced block of ``lang`` in the README and docs/**/*.md, in file order."""
+    return [b for path in doc_files() for b in parse_blocks(path, path.read_text(), lang)]
+
+
+def parse_blocks(path: Path, text: str, lang: str) -> list[Block]:
+    """The fenced blocks of ``lang`` in ``text``, the content of ``path``, with their markers."""
     out = []
-    for path in doc_files():
-        text = path.read_text()
-        for m in FENCE.finditer(text):
-            if m.group("lang") != lang:
-                continue
-            body = textwrap.dedent(m.group("body")) if m.group("indent") else m.group("body")
-            skip = text[:m.start()].rstrip().endswith(SKIP)
-            out.append(Block(path, text.count("\n", 0, m.start()) + 1, lang, body, skip))
+    for m in FENCE.finditer(text):
+        if m.group("lang") != lang:
+            continue
+        body = textwrap.dedent(m.group("body")) if m.group("indent") else m.group("body")
+        before = text[:m.start()].rstrip()
+        marker = NOT_RUN.search(before)
+        not_run = " ".join(marker.group("reason").split()) if marker else None
+        out.append(Block(path, text.count("\n", 0, m.start()) + 1, lang, body, before.endswith(SKIP), not_run))
     return out
 
 
