@@ -45,14 +45,6 @@ TUTORIAL_JUDGE = ("docs/tutorial/judged-task.md", ".venv/bin/python scripts/fake
 HTTP_CURL = ("docs/reference/http-api.md", "export POLPO_HTTP_TOKEN=")
 RUNS = (README_WATCH, TUTORIAL_SUBMIT, TEMPLATE_SUBMIT, CALIBRATE, PROVIDERS_JUDGE, TUTORIAL_JUDGE, HTTP_CURL)
 
-#: Blocks of pages another change edits right now, with the reason their marker is to carry; once the page has
-#: its own marker the coverage test says to drop the entry here, so this only shrinks.
-NOT_RUN_UNTIL_MARKED = {
-    ("docs/how-to/cluster.md", "sudo apt-get install postgresql"):
-        "installs PostgreSQL and creates a role on the machine; tests/support/postgres.py starts a private server "
-        "from Debian's binaries for the PostgreSQL tests",
-}
-
 JUDGE_PORT = 8765  # the docs' fake judge and HTTP API examples use it
 EVENT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}\s+[a-z]+:\S+\s", re.M)  # a line of `polpo tail`
 
@@ -80,22 +72,20 @@ def neighbour(b: Block, lang: str, *, after: bool) -> Block:
     return same[0] if after else same[-1]
 
 
-def problems(sh: list[Block], runs: tuple[tuple[str, str], ...],
-             elsewhere: dict[tuple[str, str], str]) -> list[str]:
+def problems(sh: list[Block], runs: tuple[tuple[str, str], ...]) -> list[str]:
     """What is wrong with the shell blocks' coverage: a block neither run nor marked, a marker without a reason,
-    a block both run and marked, an entry of ``runs`` or ``elsewhere`` that names no block (or one now marked)."""
+    a block both run and marked, an entry of ``runs`` that names no block."""
     out = []
     for b in sh:
         run = any(_matches(b, k) for k in runs)
-        pending = any(_matches(b, k) for k in elsewhere)
-        if b.not_run is None and not run and not pending:
+        if b.not_run is None and not run:
             out.append(f"{b.where}: run it in tests/docs/test_shell_examples.py, or put `<!-- example: not run: "
                        f"REASON -->` on the line before its fence (why it cannot run in a test, what covers it)")
         elif b.not_run == "":
             out.append(f"{b.where}: its not-run marker gives no reason")
-        elif b.not_run is not None and (run or pending):
+        elif b.not_run is not None and run:
             out.append(f"{b.where}: marked not run, yet listed in this module: drop one of the two")
-    for k in (*runs, *elsewhere):
+    for k in runs:
         if not any(_matches(b, k) for b in sh):
             out.append(f"no sh block of {k[0]} starts with {k[1]!r} any more: update this module")
     return out
@@ -103,7 +93,7 @@ def problems(sh: list[Block], runs: tuple[tuple[str, str], ...],
 
 def test_every_shell_block_runs_or_says_why_not() -> None:
     sh = blocks("sh")
-    found = problems(sh, RUNS, NOT_RUN_UNTIL_MARKED)
+    found = problems(sh, RUNS)
     assert not found, "\n".join(found)
     assert len(sh) >= 20 and sum(b.not_run is not None for b in sh) >= 12
 
@@ -114,7 +104,7 @@ def test_a_new_block_with_neither_is_caught() -> None:
             "echo two\n```\n\n<!-- example: not run:  -->\n```sh\necho three\n```\n\n```sh\necho run\n```\n")
     found = parse_blocks(page, text, "sh")
     assert [b.not_run for b in found] == [None, "changes the machine; x covers it", "", None]
-    assert problems(found, (("docs/new.md", "echo run"),), {}) == [
+    assert problems(found, (("docs/new.md", "echo run"),)) == [
         "docs/new.md:3: run it in tests/docs/test_shell_examples.py, or put `<!-- example: not run: REASON -->` "
         "on the line before its fence (why it cannot run in a test, what covers it)",
         "docs/new.md:13: its not-run marker gives no reason"]
