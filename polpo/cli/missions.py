@@ -6,8 +6,10 @@ commands start fast.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,8 +24,10 @@ from polpo.cli.templating import PARAM_HELP, duplicate_or_none, fill_or_none, in
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help=PARAM_HELP)
 @click.option("--force", is_flag=True, help="Start a new run even if these exact bytes already ran.")
 @click.option("--no-validate", is_flag=True, help="Write the file even if it does not validate.")
+@click.option("--wait", "wait", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
+              help="How long to wait for the running daemon's verdict on the file (0: do not wait).")
 @config_option
-def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no_validate: bool,
+def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no_validate: bool, wait: float,
            config_path: str | None) -> None:
     """Put a mission file into the watched folder atomically (temp file + rename).
 
@@ -31,7 +35,8 @@ def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no
     playbook template is filled first (--param NAME=VALUE, defaults for the rest) and the filled mission is
     written, as <template name>.json unless --name is given. Bytes that already ran from that file start
     nothing in the daemon: submit says which run they match; --force makes the daemon forget that run, so
-    the same bytes start a new one (NAME#2).
+    the same bytes start a new one (NAME#2). When a daemon is running, submit then waits (--wait seconds) for
+    its verdict and prints it: the mission it started, the schedule it made, or why it rejected the file.
     """
     from polpo.cli.validate_cmd import policy_for
     from polpo.intake.check import cap, check_mission
@@ -67,10 +72,65 @@ def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no
         ["--config", config_path] if config_path else [])
     duplicate_or_none(cfg, os.path.abspath(target), raw, force=force, again=["polpo", "submit", file, *again])
     folder.mkdir(parents=True, exist_ok=True)
+    watcher = _Watcher.start(cfg, wait)
     _write_atomically(folder, target_name, raw)
     click.echo(f"submitted {target}" + (f" (filled from {file})" if template is not None else ""))
-    click.echo(f"follow it: {polpo_command()} tail -f --mission {Path(target_name).stem}"
-               + (f" --config {config_path}" if config_path else ""))
+    follow = f"{polpo_command()} tail -f --mission {Path(target_name).stem}" + (
+        f" --config {config_path}" if config_path else "")
+    if watcher is None or isinstance(watcher, str):
+        if watcher:
+            click.echo(watcher)
+        click.echo(f"follow it: {follow}")
+        return
+    watcher.report(target_name, hashlib.sha256(raw).hexdigest(), wait, follow)
+
+
+class _Watcher:
+    """The store's events, read from the last one before the file was written (a daemon must be running)."""
+
+    def __init__(self, con: Any, after: int) -> None:
+        self.con = con
+        self.after = after
+
+    @classmethod
+    def start(cls, cfg: Any, wait: float) -> _Watcher | str | None:
+        """The watcher; else what to say instead of a verdict (None: nothing)."""
+        from polpo.daemon_probe import daemon_pid
+        from polpo.store import read
+
+        if daemon_pid(cfg.state_dir) is None:
+            return f"no daemon is running here: it takes the file in when it starts ({polpo_command()} daemon)"
+        if wait <= 0:
+            return None
+        try:
+            con = read.open_reader(cfg)
+            return cls(con, read.last_event_seq(con))
+        except (read.NoState, OSError):
+            return None  # the verdict cannot be read here: the file is written all the same
+
+    def report(self, name: str, digest: str, wait: float, follow: str) -> None:
+        from polpo.cli.submit_wait import await_verdict, describe
+        from polpo.store import read
+
+        try:
+            verdict = await_verdict(lambda seq: read.events(self.con, seq), self.after, name, digest,
+                                    timeout=wait)
+        except Exception as e:  # the store went away meanwhile: the file is written all the same
+            click.echo(f"cannot read the daemon's verdict ({e}); follow it: {follow}")
+            return
+        finally:
+            self.con.close()
+        if verdict is None:
+            click.echo(f"the daemon has not taken it in after {wait:g} s (is it paused or very busy?); "
+                       f"follow it: {follow}")
+            return
+        accepted, lines = describe(verdict)
+        for line in lines:
+            click.echo(term(line))
+        if not accepted:
+            raise click.ClickException(f"the file stays in the missions folder; fix it and submit it again "
+                                       f"(the log: {follow})")
+        click.echo(f"follow it: {follow}")
 
 
 def _write_atomically(folder: Path, target_name: str, raw: bytes) -> None:

@@ -141,6 +141,7 @@ def test_tutorial_mission_is_validated_submitted_and_watched(checkout: Path) -> 
     ran = run_block(b.body, checkout, env=block_env())
     assert ran.status == 0, ran
     assert "my-mission.json: ok (3 task(s))" in ran.out and "missions/my-mission.json\n" in ran.out, ran
+    assert "accepted: mission my-mission (3 tasks)" in ran.out, ran  # submit waited for the daemon's verdict
     assert re.search(r"^my-mission\s+(pending|running|completed)\s", ran.out, re.M), f"status:\n{ran}"
     assert "mission my-mission (my-mission): " in ran.out, f"show:\n{ran}"
     assert re.search(EVENT_LINE.pattern + r".*my-mission", ran.out, re.M), f"tail -n 20:\n{ran}"
