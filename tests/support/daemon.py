@@ -146,13 +146,18 @@ def daemon_process(config: Path, *, env: dict[str, str] | None = None, args: tup
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc)
+
+
+def terminate(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it is still there after ``timeout`` seconds; waited for either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def read_events(state: Path) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.daemon import REPO, read_events
+from tests.support.daemon import REPO, read_events, terminate
 
 CTRL_C = Path(__file__).with_name("ctrl_c.py")
 
@@ -178,9 +178,4 @@ def daemon_in(folder: Path, *, env: dict[str, str], timeout: float = 60) -> Iter
             time.sleep(0.05)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, 30)
