@@ -49,31 +49,38 @@ def _line(r: dict[str, Any]) -> str:
             f"next {term(nxt)}{last}{queued}")
 
 
-def _act(kind: str, schedule_id: str, config_path: str | None) -> None:
-    from polpo.cli.send import send
+def _act(kind: str, schedule_id: str, by: str | None, config_path: str | None) -> None:
+    from polpo.cli.send import send, who
 
-    send(kind, "schedule", schedule_id, "/api/schedules/{}/" + kind.removeprefix("schedule-"), config_path)
+    send(kind, "schedule", schedule_id, "/api/schedules/{}/" + kind.removeprefix("schedule-"), config_path,
+         args={"by": who(by)})
+
+
+BY = click.option("--by", help="Who does it, for the schedule:changed event (default: your login name).")
 
 
 @schedules.command()
 @click.argument("schedule_id", metavar="SCHEDULE")
+@BY
 @config_option
-def pause(schedule_id: str, config_path: str | None) -> None:
+def pause(schedule_id: str, by: str | None, config_path: str | None) -> None:
     """Stop a schedule firing until it is resumed (firings due meanwhile are let go)."""
-    _act("schedule-pause", schedule_id, config_path)
+    _act("schedule-pause", schedule_id, by, config_path)
 
 
 @schedules.command()
 @click.argument("schedule_id", metavar="SCHEDULE")
+@BY
 @config_option
-def resume(schedule_id: str, config_path: str | None) -> None:
+def resume(schedule_id: str, by: str | None, config_path: str | None) -> None:
     """Let a paused schedule fire again, from now on."""
-    _act("schedule-resume", schedule_id, config_path)
+    _act("schedule-resume", schedule_id, by, config_path)
 
 
 @schedules.command()
 @click.argument("schedule_id", metavar="SCHEDULE")
+@BY
 @config_option
-def remove(schedule_id: str, config_path: str | None) -> None:
+def remove(schedule_id: str, by: str | None, config_path: str | None) -> None:
     """Remove a schedule (its runs so far stay); a new version of its file makes it again."""
-    _act("schedule-remove", schedule_id, config_path)
+    _act("schedule-remove", schedule_id, by, config_path)

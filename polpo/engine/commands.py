@@ -275,7 +275,8 @@ class Commands:
             if kind == "rerun":
                 return "done", self.rerun_source(target)
             if kind in SCHEDULE_COMMANDS and self.schedules is not None:
-                return "done", await self.schedules.command(kind, target)
+                schedule_id, args = decode(target)
+                return "done", await self.schedules.command(kind, schedule_id, str(args.get("by") or "user"))
             if kind == "override":
                 return "done", await self.override(*decode(target))
             if kind in PEOPLE_COMMANDS:

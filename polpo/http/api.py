@@ -17,8 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from polpo.command_args import encode
-from polpo.http.auth import basic_user
-from polpo.http.body import BodyRefused, read_body
+from polpo.http.body import json_object, person
 from polpo.http.context import ApiContext, json_response
 from polpo.http.hub import event_line
 from polpo.http.problem import problem_response
@@ -97,7 +96,7 @@ class Api:
     async def retry(self, request: Request) -> Response:
         """An optional body raises the task's LLM budget from now on: ``{"usd": 0.5, "tokens": 200000}`` (either
         key), as ``polpo retry TASK --budget USD --tokens N`` does."""
-        body = await self._json_body(request)
+        body = await json_object(request, self.ctx.cfg.http.max_body)
         if isinstance(body, Response):
             return body
         args = {k: body[k] for k in ("usd", "tokens") if body.get(k) is not None}
@@ -126,24 +125,12 @@ class Api:
                     fields: tuple[str, ...]) -> Response:
         """A person's command: what they said from the JSON body, who they are from the body's ``by``, else the
         user name of HTTP Basic auth (the web view's), else ``api``."""
-        body = await self._json_body(request)
+        body = await json_object(request, self.ctx.cfg.http.max_body)
         if isinstance(body, Response):
             return body
         args = {k: body[k] for k in fields if body.get(k) is not None}
-        args["by"] = str(body.get("by") or basic_user(request.headers.get("authorization")) or "api")[:200]
+        args["by"] = person(request, body)
         return await self._command(kind, ident, lookup, what, args)
-
-    async def _json_body(self, request: Request) -> dict[str, Any] | Response:
-        """The request's JSON object (none sent: ``{}``), or the answer refusing it."""
-        try:
-            body = orjson.loads(await read_body(request, self.ctx.cfg.http.max_body) or b"{}")
-        except BodyRefused as e:
-            return e.response()
-        except orjson.JSONDecodeError:
-            body = None
-        if not isinstance(body, dict):
-            return problem_response(400, "bad request", "send a JSON object")
-        return body
 
     async def _command(self, kind: str, ident: str, lookup: Any, what: str,
                        args: dict[str, Any] | None = None) -> Response:

@@ -8,12 +8,16 @@ the connection drains, bounded by ``[http] body_timeout``). Every route that rea
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from polpo.http.auth import basic_user
 from polpo.http.problem import problem_response
 
-__all__ = ["BodyIncomplete", "BodyRefused", "BodyTooLarge", "declared_over", "read_body"]
+__all__ = ["BodyIncomplete", "BodyRefused", "BodyTooLarge", "declared_over", "json_object", "person", "read_body"]
 
 
 class BodyRefused(Exception):
@@ -59,3 +63,22 @@ def declared_over(content_length: str | None, limit: int) -> bool:
     """A ``Content-Length`` that announces more than ``limit`` bytes (a malformed one is h11's to refuse)."""
     value = (content_length or "").strip()
     return value.isdigit() and int(value) > limit
+
+
+async def json_object(request: Request, limit: int) -> dict[str, Any] | Response:
+    """The request's JSON object (no body: ``{}``), or the answer refusing it."""
+    try:
+        body = orjson.loads(await read_body(request, limit) or b"{}")
+    except BodyRefused as e:
+        return e.response()
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict):
+        return problem_response(400, "bad request", "send a JSON object")
+    return body
+
+
+def person(request: Request, body: dict[str, Any]) -> str:
+    """Who a command is from: the body's ``by``, else the user name of HTTP Basic auth (the web view's login),
+    else ``api``."""
+    return str(body.get("by") or basic_user(request.headers.get("authorization")) or "api")[:200]

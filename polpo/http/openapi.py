@@ -79,7 +79,7 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
      {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("get", "/api/schedules", "Scheduled missions with their next run (docs/how-to/schedules.md)", [],
      {200: ("schedules", _obj(schedules={"type": "array", "items": _ANY}))}),
-    ("post", "/api/schedules/{schedule_id}/{action}", "Pause, resume or remove a schedule",
+    ("post", "/api/schedules/{schedule_id}/{action}", "Pause, resume or remove a schedule (optional body: by)",
      [("path", "schedule_id", "schedule id (the mission file's name)"), ("path", "action", "pause | resume | remove")],
      {200: ("done", _COMMAND), 404: ("unknown action", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("post", "/api/missions/{mission_id}/resume",

@@ -9,6 +9,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from polpo.command_args import encode
+from polpo.http.body import json_object, person
 from polpo.http.context import ApiContext, json_response
 from polpo.http.problem import problem_response
 from polpo.store.schedule_view import schedules_view
@@ -31,7 +33,10 @@ class ScheduleRoutes:
         action, ident = request.path_params["action"], request.path_params["schedule_id"]
         if action not in ACTIONS:
             return problem_response(404, "not found", f"no schedule action {action!r} (one of {', '.join(ACTIONS)})")
-        status, answer = await self.ctx.apply_command(f"schedule-{action}", ident)
+        body = await json_object(request, self.ctx.cfg.http.max_body)
+        if isinstance(body, Response):
+            return body
+        status, answer = await self.ctx.apply_command(f"schedule-{action}", encode(ident, by=person(request, body)))
         if status != "done":
             return problem_response(409, "refused", answer, message=answer, target=ident)
         return json_response({"status": status, "message": answer, "target": ident})

@@ -41,8 +41,11 @@ def test_kill_9_after_a_firing_then_restart_fires_each_instant_once(tmp_path: Pa
         (row,) = json.loads(listed.stdout)["schedules"]
         assert (row["id"], row["status"], row["expression"]) == ("report", "active", "PT2S")
         assert row["nextRunAt"] is not None and row["lastRun"] is not None
-        paused = run_cli("schedules", "pause", "report", "--config", str(config))
+        paused = run_cli("schedules", "pause", "report", "--by", "ada", "--config", str(config))
         assert paused.returncode == 0 and "paused schedule report" in paused.stdout, paused.stderr
+        changed = wait_events(state, lambda evs: any(e["event"] == "schedule:changed" for e in evs))
+        assert [e["data"] for e in changed if e["event"] == "schedule:changed"] == [
+            {"scheduleId": "report", "action": "paused", "by": "ada"}]  # who paused it, from --by
     assert runs == ["report", *[f"report#{n}" for n in range(2, len(runs) + 1)]]  # each firing a new run
     accepted = {e["missionId"] for e in evs if e["event"] == "mission:accepted"}
     assert set(runs) <= accepted  # every firing started its run (none lost between the two)

@@ -128,7 +128,7 @@ function crumbs(...parts) {
 
 // ---------------------------------------------------------------------------------------------- pages
 async function renderMissions() {
-  const { missions } = await api("/api/missions");
+  const [{ missions }, { schedules }] = await Promise.all([api("/api/missions"), api("/api/schedules")]);
   crumbs("missions");
   const rows = missions.slice().reverse().map((m) =>
     el("tr", { "data-mission-id": m.id, "data-status": m.status },
@@ -139,7 +139,25 @@ async function renderMissions() {
     missions.length ? el("table", { id: "missions" },
       el("thead", {}, el("tr", {}, ["id", "name", "status", "progress", "started", "elapsed"].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows))
-      : el("p", { class: "muted" }, "No mission yet: drop a mission file into the missions folder or POST /api/missions."));
+      : el("p", { class: "muted" }, "No mission yet: drop a mission file into the missions folder or POST /api/missions."),
+    ...(schedules.length ? [el("h2", {}, "Schedules"), scheduleTable(schedules)] : []));
+}
+
+// A scheduled mission file: its next run, and Pause / Resume / Remove (POST /api/schedules/{id}/{action}).
+function scheduleTable(schedules) {
+  const path = (s, action) => `/api/schedules/${enc(s.id)}/${action}`;
+  return el("table", { id: "schedules" },
+    el("thead", {}, el("tr", {}, ["schedule", "status", "when", "next run", "last run", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}, schedules.map((s) => el("tr", { "data-schedule-id": s.id, "data-status": s.status },
+      el("td", {}, s.id), el("td", {}, badge(s.status)), el("td", {}, `${s.expression} (${s.timezone})`),
+      el("td", {}, s.nextRunAt || "—"),
+      el("td", {}, s.lastRun ? link(`#/mission/${enc(s.lastRun)}`, s.lastRun) : "—"),
+      el("td", {}, actions(`schedule/${s.id}`, [
+        s.status === "paused"
+          ? { id: `resume-${s.id}`, label: "Resume", path: path(s, "resume") }
+          : { id: `pause-${s.id}`, label: "Pause", path: path(s, "pause") },
+        { id: `remove-${s.id}`, label: "Remove", path: path(s, "remove"),
+          confirm: `Remove the schedule ${s.id}? Its runs so far stay; no new run starts.` }]))))));
 }
 
 async function renderMission(id) {
@@ -424,7 +442,9 @@ function showEvent(ev) {
 }
 
 function affects(ev) {
-  if (route.page === "missions") return ev.event.startsWith("mission:") || ev.event === "task:transition";
+  if (route.page === "missions") {
+    return ev.event.startsWith("mission:") || ev.event.startsWith("schedule:") || ev.event === "task:transition";
+  }
   if (route.page === "mission") return ev.missionId === route.id;
   if (route.page === "task") return ev.taskId === route.id;
   return false;
