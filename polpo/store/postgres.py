@@ -75,11 +75,13 @@ def _no_nul(row: R.Row) -> R.Row:
 @dataclass(frozen=True, slots=True)
 class InDoubt:
     """A batch whose COMMIT was sent and not answered: the numbers it took and what its first and last events
-    are (enough to tell them from any other node's or batch's)."""
+    are (enough to tell them from any other node's or batch's); or, for a batch without events that adds to
+    stored rows (:attr:`polpo.store.rows.Table.additive`), its transaction's id, whose fate PostgreSQL keeps."""
 
     first: int
     last: int
     marks: tuple[tuple[str, str, str | None, str | None, str | None], ...]
+    xid: str | None = None
 
     @staticmethod
     def of(first: int, last: int, events: list[Event]) -> InDoubt:
@@ -156,6 +158,8 @@ class PostgresStore(NamedReads, StoreCore):
 
     async def _settle(self, doubt: InDoubt) -> list[int] | None:
         """The numbers of the batch in doubt when it was committed after all, None when it was not."""
+        if doubt.xid is not None:
+            return await self._settle_xid(doubt.xid)
         found = await self.pool.fetch("SELECT ts, event, mission_id, task_id, node FROM events "
                                       "WHERE seq = $1 OR seq = $2 ORDER BY seq", doubt.first, doubt.last)
         marks = tuple(tuple(r) for r in found)
@@ -167,6 +171,22 @@ class PostgresStore(NamedReads, StoreCore):
             return list(range(doubt.first, doubt.last + 1))
         return None
 
+    async def _settle_xid(self, xid: str) -> list[int] | None:
+        """[] when the transaction ``xid`` committed, None when it did not (it is written again)."""
+        for _ in range(100):  # its session may still be ending on the server: "in progress" for a moment
+            status = await self.pool.fetchval("SELECT pg_xact_status($1::text::xid8)", xid)
+            if status != "in progress":
+                break
+            await anyio.sleep(0.05)
+        else:
+            raise StoreUnavailable(f"PostgreSQL: transaction {xid}, whose commit was not answered, is still in "
+                                   "progress")  # the writer keeps the batch and asks again
+        if status == "committed":
+            log.warning("a batch whose commit was not answered (transaction %s) was written; it is not written "
+                        "again", xid)
+            return []
+        return None
+
     async def _write(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> list[int]:
         async with self.pool.acquire() as conn:
             if self.lease_fence is None:
@@ -174,12 +194,15 @@ class PostgresStore(NamedReads, StoreCore):
             else:  # BEGIN and the fence share a round trip; a lost leader lock: Deposed (core drops decisions)
                 await self.lease_fence.begin(conn, deposed=True)
             try:
+                xid = None if events or not any(t.additive for t in rows) else str(
+                    await conn.fetchval("SELECT pg_current_xact_id()"))
                 first, last = await self._statements(conn, rows, events)
             except BaseException:
                 with contextlib.suppress(Exception):  # the server rolls back a transaction whose session ended
                     await conn.execute("ROLLBACK")
                 raise
-            self.in_doubt = InDoubt.of(first, last, events) if events else None
+            self.in_doubt = InDoubt.of(first, last, events) if events else (
+                None if xid is None else InDoubt(0, 0, (), xid))
             try:
                 await conn.execute("COMMIT")
             except Exception as e:
@@ -192,8 +215,8 @@ class PostgresStore(NamedReads, StoreCore):
     async def _statements(self, conn: Any, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> tuple[int, int]:
         """Every statement of a batch but the COMMIT; the event numbers it took (0, 0 without events).
 
-        A batch without events is rows only, and rows are upserts of whole states: one written twice in doubt is
-        the same state."""
+        A batch without events is rows only: upserts of whole states (one written twice in doubt is the same
+        state), or rows that add (settled by the transaction's id, see :class:`InDoubt`)."""
         channels: list[str] = []
         for table, group in rows.items():
             sql, params = statement(table, group, "$")

@@ -65,6 +65,9 @@ class Table:
     atomic with the state that causes them. None: an upsert of ``cols``."""
     notify: str | None = None
     """A channel told at the commit of a batch that wrote this table (PostgreSQL's NOTIFY)."""
+    additive: bool = False
+    """Its rows add to what is stored (the budgets' spend) instead of writing a whole state: a batch whose commit
+    was not answered must not be written again if it was committed (PostgreSQL settles it by its transaction id)."""
 
 
 MISSIONS = Table("missions", ("id", "seq", "name", "source", "hash", "run", "spec", "workspace", "status", "reason",

@@ -54,7 +54,7 @@ def _raises(rows: Sequence[Row], ph: str) -> tuple[str, Sequence[Row]]:
     return _raise_sql(ph), rows
 
 
-ADDS = Table("spend", _COLS, _KEY, ("mission_id",), write=_adds)
+ADDS = Table("spend", _COLS, _KEY, ("mission_id",), write=_adds, additive=True)
 """One call's spend (or a crossing's flags) added to an account's row, inserted if absent."""
 RAISES = Table("spend", _COLS, _KEY, ("mission_id",), write=_raises)
 """A task's budget as ``polpo retry --budget`` raised it; its crossings start again."""

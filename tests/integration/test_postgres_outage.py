@@ -20,6 +20,7 @@ from polpo.clock import FakeClock
 from polpo.config import StoreSettings
 from polpo.events import catalog as E
 from polpo.events.log import EventLog
+from polpo.store import spend_writes
 from polpo.store.cluster.follower import EventFollower
 from polpo.store.errors import StoreError
 from polpo.store.postgres import PostgresStore
@@ -107,6 +108,25 @@ async def test_a_batch_whose_commit_was_lost_is_written_exactly_once(postgres_ur
             assert store.last_seq == 4
         await store.close()
     _assert_each_once(await _stored(postgres_url), 4)
+
+
+@pytest.mark.parametrize("lose", ["lose_commit", "lose_answer"])
+async def test_spend_whose_commit_was_lost_is_counted_exactly_once(postgres_url: str, lose: str) -> None:
+    """A batch of spend alone (no event to recognise it by) adds to its rows: written again after a commit that
+    was in fact made, the call would be counted twice. Its transaction's id tells."""
+    row = ("mission", "m", "", "m", 100, 20, 0.25, 1, 1, 0, None, None, "2026-01-01T00:00:00.000Z")
+    async with _proxy(postgres_url) as (proxy, url):
+        store = await _open(url)
+        async with writing(store):
+            await store.commit(spend_writes.add(store.tx(), row))
+            proxy.armed = lose  # type: ignore[assignment]
+            with anyio.fail_after(30):
+                await store.commit(spend_writes.add(store.tx(), row))
+            await store.commit(spend_writes.add(store.tx(), row))
+            assert proxy.fired == 1 and store.in_doubt is None
+            [stored] = await store.spend_now("m", None)
+        await store.close()
+    assert (stored["tokens_in"], stored["tokens_out"], stored["usd"], stored["calls"]) == (300, 60, 0.75, 3)
 
 
 async def test_a_database_restart_under_a_writing_store_loses_and_repeats_nothing(own_cluster: PgCluster) -> None:
