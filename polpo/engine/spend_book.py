@@ -62,6 +62,7 @@ log = logging.getLogger("polpo.budget")
 
 DAILY = frozenset({"agent", "daemon"})
 WARNED, EXCEEDED = 1, 2
+RAISE = 4  # a row's flags above its two crossing bits count its task's budget raises (spend_writes.RAISES)
 
 
 @dataclass(slots=True)
@@ -116,9 +117,13 @@ class SpendBook:
         s = a.spend
         a.spend = Spend(max(s.tokens_in, int(r["tokens_in"])), max(s.tokens_out, int(r["tokens_out"])),
                         max(s.usd, float(r["usd"])), s.usd_known and bool(r["usd_known"]), max(s.calls, int(r["calls"])))
-        a.flags |= int(r["flags"])
-        if r["limit_usd"] is not None or r["limit_tokens"] is not None:
+        stored = int(r["flags"])
+        if stored // RAISE > a.flags // RAISE:  # a raise this node has not seen: its budget, crossings anew
+            a.flags = stored
             a.raised = Limit(r["limit_usd"], r["limit_tokens"])
+        elif stored // RAISE == a.flags // RAISE:
+            a.flags |= stored
+        # else a raise made here is not stored yet: this node's account stands
         if a.scope in DAILY and (a.flags & EXCEEDED or spent_over(a.spend, self._daily_limit(a)) is not None):
             self._paused.set()  # this node's keeper wakes its work at the day's end, whoever spent the day
 
@@ -166,7 +171,7 @@ class SpendBook:
         """``polpo retry TASK --budget``: the task's budget from now on (the crossing flags start again)."""
         a = self.account("task", task_id, "", mission_id)
         a.raised = limit
-        a.flags = 0
+        a.flags = (a.flags // RAISE + 1) * RAISE  # the crossings start again, under the next raise
         self.store.submit(spend_writes.raise_limit(self.store.tx(), self._row(a, None)))
 
     def daily(self, agent: str) -> list[tuple[Account, Limit]]:

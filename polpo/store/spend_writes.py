@@ -4,10 +4,12 @@ Several daemons on one PostgreSQL store count into the same rows: the tasks of o
 nodes, a task retried may run on another node than its first attempt, and every node's calls count in the
 agents' and the daemon's day. A node writing its own idea of a total would overwrite the others' (the last
 write wins); a node adding what its call spent cannot. So a row of :data:`ADDS` carries a delta: the tokens,
-dollars and calls of one call (zero for a row that only marks a crossing), its crossing flags (OR-ed into the
-stored ones), and whether its price was known (a row is known only while all of its calls were). A task's budget
-raised by ``polpo retry --budget`` is the one value written as it is (:data:`RAISES`), and it clears the
-crossings so they are announced again against the new budget.
+dollars and calls of one call (zero for a row that only marks a crossing), its crossing flags, and whether its
+price was known (a row is known only while all of its calls were). A task's budget raised by ``polpo retry
+--budget`` is the one value written as it is (:data:`RAISES`); it counts one more raise in the flags above the
+two crossing bits (``flags // 4``) and clears the crossings, so they are announced again against the new budget.
+A row's crossing flags are OR-ed into the stored ones only under the same count of raises: a node that had not
+seen a raise cannot mark the new budget crossed.
 
 The statements are the same text on SQLite and PostgreSQL; the in-memory store applies the same rules
 (:class:`SpendTable`).
@@ -36,14 +38,14 @@ _SUMMED = ("tokens_in", "tokens_out", "usd", "calls")
 def _add_sql(ph: str) -> str:
     summed = ", ".join(f"{c}=spend.{c}+excluded.{c}" for c in _SUMMED)
     return (f"{insert(ADDS, ph)} ON CONFLICT(scope, key, period) DO UPDATE SET {summed}, "
-            "usd_known=spend.usd_known*excluded.usd_known, flags=spend.flags|excluded.flags, "
-            "updated_at=excluded.updated_at")
+            "usd_known=spend.usd_known*excluded.usd_known, flags=CASE WHEN excluded.flags/4=spend.flags/4 "
+            "THEN spend.flags|excluded.flags ELSE spend.flags END, updated_at=excluded.updated_at")
 
 
 @functools.cache
 def _raise_sql(ph: str) -> str:
     return (f"{insert(RAISES, ph)} ON CONFLICT(scope, key, period) DO UPDATE SET limit_usd=excluded.limit_usd, "
-            "limit_tokens=excluded.limit_tokens, flags=0, updated_at=excluded.updated_at")
+            "limit_tokens=excluded.limit_tokens, flags=(spend.flags/4+1)*4, updated_at=excluded.updated_at")
 
 
 def _adds(rows: Sequence[Row], ph: str) -> tuple[str, Sequence[Row]]:
@@ -87,11 +89,12 @@ class SpendTable:
                 for c in _SUMMED:
                     old[c] += rec[c]
                 old["usd_known"] *= rec["usd_known"]
-                old["flags"] |= rec["flags"]
+                if rec["flags"] // 4 == old["flags"] // 4:
+                    old["flags"] |= rec["flags"]
                 old["updated_at"] = rec["updated_at"]
             else:
-                old.update(limit_usd=rec["limit_usd"], limit_tokens=rec["limit_tokens"], flags=0,
-                           updated_at=rec["updated_at"])
+                old.update(limit_usd=rec["limit_usd"], limit_tokens=rec["limit_tokens"],
+                           flags=(old["flags"] // 4 + 1) * 4, updated_at=rec["updated_at"])
 
     def committed(self) -> None:
         return None

@@ -14,6 +14,7 @@ import pytest
 
 from polpo.config import Config
 from polpo.engine.spend_book import EXCEEDED, SpendBook
+from polpo.engine.spend_rules import Limit
 from polpo.llm.spend import BudgetRefused
 from polpo.mission.schema import MissionSpec
 from polpo.store.core import StoreCore
@@ -101,3 +102,34 @@ async def test_the_days_budget_is_the_clusters(backend: Backend) -> None:
         assert two.accounts[("daemon", "", day)].flags & EXCEEDED
         [row] = [r for r in await a.spend_now(None, day) if r["scope"] == "daemon"]
         assert (row["tokens_in"] + row["tokens_out"], row["calls"]) == (1400, 2)
+
+
+async def test_a_raised_budget_reaches_the_node_that_runs_the_retry_and_a_stale_read_does_not_undo_it(
+        backend: Backend) -> None:
+    """`polpo retry TASK --budget` on the leader: the node that runs the retry (another one, or the leader
+    itself before the raise is stored) works under the raised budget, its crossings cleared."""
+    async with two_nodes(backend) as (a, b):
+        leader, worker = SpendBook(CFG, a, backend.clock), SpendBook(CFG, b, backend.clock)
+        await spend(worker, "m:1", 0, 300, 50)  # task 1's first attempt on the worker: 350 of its 400
+        meter = await worker.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+        with pytest.raises(BudgetRefused):
+            meter.admit(MODEL, lambda: (100, 100))  # the next call does not fit: the task's budget is spent
+        meter.close()
+        await b.flush()
+        assert worker.spent_fixed(worker.meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)) is not None
+
+        await leader.load()
+        leader.raise_task("m:1", "m", Limit(None, 900))  # submitted; the leader's turn reads before it is stored
+        here = await leader.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+        assert here.limits[0] == Limit(None, 900) and leader.spent_fixed(here) is None
+        here.close()
+        await a.flush()
+
+        there = await worker.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)  # the retry runs on the worker
+        assert there.limits[0] == Limit(None, 900) and worker.spent_fixed(there) is None
+        ticket = there.admit(MODEL, lambda: (100, 100))  # 350 + 200 fits the raised 900
+        there.record(ticket, MODEL, 100, 100, None)
+        there.close()
+        await b.flush()
+        [row] = [r for r in await a.spend_now("m", None) if r["scope"] == "task" and r["key"] == "m:1"]
+        assert (row["tokens_in"] + row["tokens_out"], row["limit_tokens"], row["flags"] // 4) == (550, 900, 1)

@@ -92,7 +92,8 @@ async def test_the_spend_read_is_the_days_accounts_and_the_open_missions_each_on
 async def test_spend_is_added_never_written_over_and_a_raise_clears_the_crossings(backend: Backend) -> None:
     """Two nodes' books adding to one account (the same statements on every backend): the row is the sum of their
     calls, a crossing flag once set stays set, one call with no price makes the row's dollars a floor; a raised
-    budget is written as it is and clears the crossings; the mission's read (``spend_now``) returns it all."""
+    budget is written as it is, counts one raise and clears the crossings, and a crossing marked under the count
+    before it is not kept; the mission's read (``spend_now``) returns it all."""
     store = await backend.open()
     async with writing(store):
         await store.commit(spend_writes.add(store.tx(), spend_row("mission", "m1", "", "m1")))
@@ -107,8 +108,12 @@ async def test_spend_is_added_never_written_over_and_a_raise_clears_the_crossing
                                                          "2026-01-01T00:00:03.000Z")))
         await store.commit(spend_writes.raise_limit(store.tx(), raised))
         task_row = next(r for r in await store.spend_now("m1", "2026-01-01") if r["scope"] == "task")
-        assert (task_row["flags"], task_row["limit_usd"], task_row["limit_tokens"]) == (0, 0.5, 200)
+        assert (task_row["flags"], task_row["limit_usd"], task_row["limit_tokens"]) == (4, 0.5, 200)  # raise #1
         assert (task_row["tokens_in"], task_row["calls"]) == (1, 1)  # a raise adds nothing
+        stale = (*spend_row("task", "m1:1", "", "m1")[:9], 2, None, None, "2026-01-01T00:00:04.000Z")
+        await store.commit(spend_writes.add(store.tx(), stale))  # a node that had not seen the raise
+        task_row = next(r for r in await store.spend_now("m1", None) if r["scope"] == "task")
+        assert (task_row["flags"], task_row["calls"]) == (4, 2)  # its call counts; its crossing does not
 
 
 async def test_polpo_retry_budget_queues_the_raised_budget_in_the_inbox(tmp_path: Path) -> None:
