@@ -91,7 +91,7 @@ class Defaults(_Base):
     api_base: str | None = None
     api_key_env: str | None = None
     # agents' own state files, never an attempt's changes nor committed (polpo.changes.patterns): aider's history,
-    # tags cache and config (.aider*); Claude Code and Codex run as the README says write none into the workspace
+    # tags cache and config (.aider*); Claude Code and Codex run as docs/how-to/coding-clis.md says write none into the workspace
     ignore_files: list[str] = [".aider*"]
 
 
@@ -161,7 +161,7 @@ class SlaSettings(_Base):
 
 
 class SecuritySettings(_Base):
-    """What a mission file may ask for beyond the config (see README "Security")."""
+    """What a mission file may ask for beyond the config (see docs/explanation/security.md)."""
 
     inline_agents: bool = True  # false: a mission's team agent may not define a command or an api_base
     command_checks: bool = True  # false: a mission may not use test/script expectations
@@ -208,9 +208,9 @@ class HttpSettings(_Base):
     token_env: str = "POLPO_HTTP_TOKEN"  # the variable holding the bearer token; when it is set, every call needs it
     # other names the API is reached by (a DNS name, a reverse proxy's): "polpo.example.com" (any port), "box.lan:8765"
     hosts: list[str] = []
-    # web pages of other origins that may call the API (README "Security"): "https://ops.example.com"
+    # web pages of other origins that may call the API (docs/explanation/security.md): "https://ops.example.com"
     allowed_origins: list[str] = []
-    # bounds, so one client cannot exhaust the daemon (README "HTTP API")
+    # bounds, so one client cannot exhaust the daemon (docs/reference/http-api.md)
     max_body: int = Field(16 * 1024 * 1024, ge=1024)  # bytes of a request body; larger ones get 413, unread
     header_timeout: Duration = Field(default_factory=lambda: _secs(10))  # a request's head must arrive within it
     body_timeout: Duration = Field(default_factory=lambda: _secs(30))  # and its body within this, after the head

@@ -35,7 +35,7 @@ def api_url(state_dir: Path, daemon_pid: int | None) -> str | None:
 def call(base: str, method: str, path: str, token_env: str, timeout: float = 30.0,
          body: dict[str, Any] | None = None) -> ApiAnswer:
     """One request; an HTTP error status is an answer too (its JSON body says why). OSError when unreachable."""
-    post = method == "POST"  # a JSON body, as the API asks of every POST (README "Security")
+    post = method == "POST"  # a JSON body, as the API asks of every POST (docs/explanation/security.md)
     data = json.dumps(body or {}).encode() if post else None
     req = urllib.request.Request(base + urllib.parse.quote(path, safe="/:"), method=method, data=data,
                                  headers={"Content-Type": "application/json"} if post else {})

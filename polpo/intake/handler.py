@@ -1,6 +1,6 @@
 """What a mission file's bytes mean: start a run, reject it, or nothing (already handled).
 
-Rules (README "How the daemon treats files"):
+Rules (docs/how-to/missions.md, "How the daemon treats files"):
 - the same bytes again (an editor's extra events, a re-save, a restart) start nothing;
 - new bytes while the mission from this file is still running are rejected with a reason: the running
   mission keeps its original spec. Cancel it (``polpo cancel ID``) or wait for it to finish, then save again;

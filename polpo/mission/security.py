@@ -1,4 +1,4 @@
-"""What a mission may ask for beyond what the operator's config gives (``[security]``, README "Security").
+"""What a mission may ask for beyond what the operator's config gives (``[security]``, docs/explanation/security.md).
 
 Whoever can write to the missions folder chooses the mission's ``team``, ``workspace`` and checks. This module
 is the one place that decides, as a pure function of the spec, the config and where the file lives, which of

@@ -8,8 +8,8 @@ the deadline, the guard kills every group it holds (SIGKILL) and forgets them; w
 died, even by SIGKILL) it kills them and exits. It lives in a session of its own, so signals to the daemon's
 process group (a terminal's Ctrl-Z) do not reach it.
 
-Its limit: it runs on the same machine; a whole-machine freeze pauses it too (see README, "Running on several
-machines"). Run as ``python -m polpo.tools.guard DEADLINE DAEMON_PID``; it imports nothing heavy (starts in
+Its limit: it runs on the same machine; a whole-machine freeze pauses it too (see docs/how-to/cluster.md).
+Run as ``python -m polpo.tools.guard DEADLINE DAEMON_PID``; it imports nothing heavy (starts in
 ~30 ms).
 """
 
