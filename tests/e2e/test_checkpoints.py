@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.browser import launched_chromium
+from tests.support.browser import page_on_a_daemon
 from tests.support.daemon import (
     daemon_process,
     mission_json,
@@ -140,9 +140,7 @@ def test_resume_over_http_and_approval_before_from_the_cli(tmp_path: Path) -> No
 def test_the_web_view_resume_button_releases_the_checkpoint(tmp_path: Path) -> None:
     config = write_config(tmp_path, extra=CHANNEL + HTTP)
     state = tmp_path / "state"
-    with launched_chromium() as browser, daemon_process(config):
-        wait_events(state, has("orchestrator:started"))
-        url = json.loads((state / "http.json").read_text())["url"]
+    with page_on_a_daemon(config) as (browser, url):
         (tmp_path / "missions" / "page.json").write_text(release("page"))
         wait_events(state, has("checkpoint:reached", missionId="page"))
         page = browser.new_page(viewport={"width": 1200, "height": 800})
@@ -163,9 +161,7 @@ def test_the_web_view_resume_button_releases_the_checkpoint(tmp_path: Path) -> N
 def test_the_task_page_rejects_an_approval_and_overrides_a_verdict(tmp_path: Path) -> None:
     config = write_config(tmp_path, extra=HTTP)
     state = tmp_path / "state"
-    with launched_chromium() as browser, daemon_process(config):
-        wait_events(state, has("orchestrator:started"))
-        url = json.loads((state / "http.json").read_text())["url"]
+    with page_on_a_daemon(config) as (browser, url):
         (tmp_path / "missions" / "ask.json").write_text(mission_json(
             shell_task("Send", "echo sent > sent.txt", approval="before"), name="ask"))
         wait_events(state, has("approval:requested", taskId="ask:1"))

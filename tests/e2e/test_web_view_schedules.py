@@ -4,15 +4,13 @@ the API (a same-origin POST), as `polpo schedules pause|resume|remove` does."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.browser import launched_chromium
+from tests.support.browser import page_on_a_daemon
 from tests.support.daemon import (
-    daemon_process,
     mission_json,
     read_events,
     shell_task,
@@ -31,9 +29,7 @@ def has(name: str) -> Any:
 def test_the_missions_page_pauses_resumes_and_removes_a_schedule(tmp_path: Path) -> None:
     config = write_config(tmp_path, extra=HTTP)
     state = tmp_path / "state"
-    with launched_chromium() as browser, daemon_process(config):
-        wait_events(state, has("orchestrator:started"))
-        url = json.loads((state / "http.json").read_text())["url"]
+    with page_on_a_daemon(config) as (browser, url):
         (tmp_path / "missions" / "nightly.json").write_text(mission_json(
             shell_task("report", "true"), name="nightly", schedule="0 2 * * *", timezone="Europe/Rome"))
         wait_events(state, has("schedule:created"))

@@ -6,6 +6,7 @@ Each launch gets a fresh profile.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["CHROMIUM", "launched_chromium"]
+__all__ = ["CHROMIUM", "launched_chromium", "page_on_a_daemon"]
 
 CHROMIUM = Path("/usr/bin/chromium")
 # without the background-networking flags chromium keeps trying hosts this closed network refuses
@@ -36,3 +37,15 @@ def launched_chromium() -> Iterator[Any]:
             yield b
         finally:
             b.close()
+
+
+@contextmanager
+def page_on_a_daemon(config: Path) -> Iterator[tuple[Any, str]]:
+    """Chromium and a real `polpo daemon` process of ``config`` (its ``[http]`` on): (browser, the API's URL),
+    once the daemon has started (its state folder is ``state`` beside the config's folder)."""
+    from tests.support.daemon import daemon_process, wait_events
+
+    state = config.parent.parent / "state"
+    with launched_chromium() as browser, daemon_process(config):
+        wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
+        yield browser, json.loads((state / "http.json").read_text())["url"]
