@@ -81,7 +81,9 @@ class EventWaiter:
             getattr(e, k, e.data.get(k)) == v for k, v in match.items())]
 
     async def wait_for(self, pred: Callable[[Event], bool], timeout: float = 20.0) -> Event:
-        with anyio.fail_after(timeout):
+        """The first event ``pred`` accepts; a TimeoutError after ``timeout`` seconds that lists the last events
+        seen (what the daemon did instead is what a failure needs)."""
+        with anyio.move_on_after(timeout):
             seen = 0
             while True:
                 for ev in self.events[seen:]:
@@ -90,6 +92,9 @@ class EventWaiter:
                 seen = len(self.events)
                 self._changed = anyio.Event()
                 await self._changed.wait()
+        last = "\n".join(f"  {e.seq} {e.event} {e.mission_id or ''} {e.task_id or ''} {e.data}"[:300]
+                         for e in self.events[-15:])
+        raise TimeoutError(f"no such event within {timeout:g} s; {len(self.events)} seen, the last:\n{last}")
 
     async def wait_event(self, name: str, timeout: float = 20.0, **match: Any) -> Event:
         return await self.wait_for(lambda e: e.event == name and all(
