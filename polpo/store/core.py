@@ -70,6 +70,8 @@ class StoreCore:
         leads); on a cluster node the role's current term while it leads, 0 while it does not."""
         self.rescued: Path | None = None  # a copy of what a lost database held, if the backend could make one
         self._seq = max_seq
+        self.opened_seq = max_seq
+        """The last stored event's number when this store was opened: what a run found, not what it wrote."""
         self._queue: deque[Tx] = deque()
         self._wake = anyio.Event()
         self._subscribers: list[Subscriber] = []

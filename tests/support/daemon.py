@@ -73,6 +73,15 @@ class EventWaiter:
         self.events.append(ev)
         self._changed.set()
 
+    def backfill(self, earlier: list[Event]) -> None:
+        """Events stored before this waiter was subscribed: a daemon that finds work at its start (a file already
+        in the folder) may publish some before the test's subscription (each is kept once, in order)."""
+        have = {e.seq for e in self.events}
+        missed = [e for e in earlier if e.seq not in have]
+        if missed:
+            self.events = sorted([*missed, *self.events], key=lambda e: e.seq)
+            self._changed.set()
+
     def names(self, task_id: str | None = None) -> list[str]:
         return [e.event for e in self.events if task_id is None or e.task_id == task_id]
 
@@ -113,6 +122,7 @@ async def running_daemon(cfg: Config, *, clock: Clock | None = None,
             while daemon.store is None:
                 await anyio.sleep(0.01)
         daemon.store.subscribe(waiter)
+        waiter.backfill(await daemon.store.events_after(daemon.store.opened_seq))
         with anyio.fail_after(20):
             await daemon.started.wait()
         try:
