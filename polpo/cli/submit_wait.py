@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Verdict", "await_verdict", "verdict_of"]
+__all__ = ["Verdict", "await_verdict", "describe", "verdict_of"]
 
 DECIDING = frozenset({"mission:accepted", "mission:rejected", "schedule:created"})
 

@@ -28,6 +28,7 @@ from polpo.events.catalog import (
     GateFailed,
     GatePassed,
     MissionCompleted,
+    MissionResumed,
     TaskError,
     TaskTransition,
     ThresholdFailed,
@@ -94,6 +95,16 @@ class MissionBoard:
         wire(m)
         self.visiting[m.id] = m
         return m
+
+    def resume(self, tx: Tx, m: Mission, by: str, task_id: str) -> None:
+        """A finished mission runs again because a person brought ``task_id`` back (a retry, a pass): in ``tx``."""
+        if m.status is MissionStatus.RUNNING:
+            return
+        m.status = MissionStatus.RUNNING
+        m.finished_at = None
+        m.report = None
+        tx.mission(m)
+        tx.event(MissionResumed(by=by, task_id=task_id), mission_id=m.id)
 
     def forget(self, m: Mission) -> None:
         """A finished mission leaves memory: its records go, and the heap's freed pages with them (trim)."""

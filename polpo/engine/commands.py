@@ -29,7 +29,7 @@ from polpo.engine.reopen import reopenable
 from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
 from polpo.engine.spend_book import SpendBook
 from polpo.engine.spend_rules import Limit
-from polpo.events.catalog import MissionCancelled, MissionResumed, TaskApproved, TaskRetry, TaskStopRequested
+from polpo.events.catalog import MissionCancelled, TaskApproved, TaskRetry, TaskStopRequested
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store import claim_writes
@@ -123,31 +123,34 @@ class Commands:
             self.board.complete_mission(m)
         return f"cancelling mission {mid}"
 
-    async def retry_task(self, task_id: str, raised: Limit | None = None) -> str:
-        """``raised``: the task's budget from now on (``polpo retry TASK --budget USD --tokens N``)."""
+    async def _task_and_mission(self, task_id: str) -> tuple[Mission | None, Task | None, bool]:
+        """The task's mission (a finished one read back into the board), the task, and whether it was read back
+        (it leaves memory again when nothing comes of the command: :meth:`_looked_only`)."""
         mid = task_id.rsplit(":", 1)[0]
         loaded = mid not in self.board.missions
         m = self.board.missions.get(mid) or await self._load(mid)
-        task = m.tasks.get(task_id) if m else None
+        return m, (m.tasks.get(task_id) if m is not None else None), loaded
+
+    def _looked_only(self, m: Mission | None, loaded: bool) -> None:
+        if loaded and m is not None and not m.status.open:
+            self.board.forget(m)  # a finished mission read back only to look: it leaves memory again
+
+    async def retry_task(self, task_id: str, raised: Limit | None = None) -> str:
+        """``raised``: the task's budget from now on (``polpo retry TASK --budget USD --tokens N``)."""
+        m, task, loaded = await self._task_and_mission(task_id)
         if raised is not None and self.spend is not None and m is not None and task is not None and (
                 task.status in (TaskStatus.ON_HOLD, TaskStatus.FAILED)):
             self.spend.raise_task(task_id, m.id, raised)
         if m is not None and task is not None and task.status is TaskStatus.ON_HOLD:
             return self._release_hold(task)
         if m is None or task is None or task.status is not TaskStatus.FAILED:
-            if loaded and m is not None and not m.status.open:
-                self.board.forget(m)  # a finished mission read back only to look: it leaves memory again
+            self._looked_only(m, loaded)
             if m is None or task is None:
                 raise CommandRefused(f"no task {task_id!r}")
             raise CommandRefused(f"task {task_id} is {task.status}; only failed tasks and tasks on hold can be "
                                  "retried")
         tx = self.store.tx().decided()
-        if m.status is not MissionStatus.RUNNING:
-            m.status = MissionStatus.RUNNING
-            m.finished_at = None
-            m.report = None
-            tx.mission(m)
-            tx.event(MissionResumed(by="retry", task_id=task_id), mission_id=m.id)
+        self.board.resume(tx, m, "retry", task_id)
         task.retries = task.fix_attempts = task.interruptions = 0
         task.next_kind = AttemptKind.RETRY
         self.board.transition(tx, task, Trigger.MANUAL_RETRY, "retried by user")
@@ -167,16 +170,12 @@ class Commands:
         said = await self.people.apply("override", task_id, args)
         if not args.get("passed"):
             return said
-        mid = task_id.rsplit(":", 1)[0]
-        loaded = mid not in self.board.missions
-        m = self.board.missions.get(mid) or await self._load(mid)
-        task = m.tasks.get(task_id) if m is not None else None
+        m, task, loaded = await self._task_and_mission(task_id)
         if m is None or task is None:
             return said
         why = why_not_passed(m, task)
         if why is not None:
-            if loaded and not m.status.open:
-                self.board.forget(m)
+            self._looked_only(m, loaded)
             return f"{said}; the task stays {task.status}: {why}" if task.status is TaskStatus.FAILED else said
         score = human_score(True, args.get("score"))
         by = str(args.get("by") or "user")

@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from polpo.engine.board import MissionBoard, wire
 from polpo.engine.lifecycle import Trigger
-from polpo.events.catalog import MissionResumed
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.store.protocol import Store
@@ -44,12 +43,7 @@ def pass_by_person(store: Store, board: MissionBoard, m: Mission, task: Task, sc
                    reopen: Reopen) -> str:
     """``task`` (failed, it ran) is done with the person's ``score``; what failed because of it runs."""
     tx = store.tx().decided()
-    if m.status is not MissionStatus.RUNNING:
-        m.status = MissionStatus.RUNNING
-        m.finished_at = None
-        m.report = None
-        tx.mission(m)
-        tx.event(MissionResumed(by="override", task_id=task.id), mission_id=m.id)
+    board.resume(tx, m, "override", task.id)
     reopened = reopen(tx, m, task)
     wire(m)  # the links as they stand with the task still failed; it ends again below, as done
     _open_again(m, task)
