@@ -55,6 +55,7 @@ from polpo.llm.spend import BudgetRefused, Estimate, Spend
 from polpo.mission.schema import MissionSpec, TaskSpec
 from polpo.store import spend_writes
 from polpo.store.protocol import Store
+from polpo.store.spend_writes import RAISE
 
 __all__ = ["DAILY", "Account", "SpendBook", "TurnMeter"]
 
@@ -62,7 +63,6 @@ log = logging.getLogger("polpo.budget")
 
 DAILY = frozenset({"agent", "daemon"})
 WARNED, EXCEEDED = 1, 2
-RAISE = 4  # a row's flags above its two crossing bits count its task's budget raises (spend_writes.RAISES)
 
 
 @dataclass(slots=True)

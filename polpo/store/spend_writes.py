@@ -26,26 +26,28 @@ from polpo.store.rows import Row, Table
 from polpo.store.sql import insert
 from polpo.store.tx import Tx
 
-__all__ = ["ADDS", "RAISES", "SpendTable", "add", "raise_limit"]
+__all__ = ["ADDS", "RAISE", "RAISES", "SpendTable", "add", "raise_limit"]
 
 _COLS = ("scope", "key", "period", "mission_id", "tokens_in", "tokens_out", "usd", "usd_known", "calls", "flags",
          "limit_usd", "limit_tokens", "updated_at")
 _KEY = ("scope", "key", "period")
 _SUMMED = ("tokens_in", "tokens_out", "usd", "calls")
+RAISE = 4
+"""A row's ``flags``: the budget's two crossing bits below it, the count of the task's budget raises above."""
 
 
 @functools.cache
 def _add_sql(ph: str) -> str:
     summed = ", ".join(f"{c}=spend.{c}+excluded.{c}" for c in _SUMMED)
     return (f"{insert(ADDS, ph)} ON CONFLICT(scope, key, period) DO UPDATE SET {summed}, "
-            "usd_known=spend.usd_known*excluded.usd_known, flags=CASE WHEN excluded.flags/4=spend.flags/4 "
+            f"usd_known=spend.usd_known*excluded.usd_known, flags=CASE WHEN excluded.flags/{RAISE}=spend.flags/{RAISE} "
             "THEN spend.flags|excluded.flags ELSE spend.flags END, updated_at=excluded.updated_at")
 
 
 @functools.cache
 def _raise_sql(ph: str) -> str:
     return (f"{insert(RAISES, ph)} ON CONFLICT(scope, key, period) DO UPDATE SET limit_usd=excluded.limit_usd, "
-            "limit_tokens=excluded.limit_tokens, flags=(spend.flags/4+1)*4, updated_at=excluded.updated_at")
+            f"limit_tokens=excluded.limit_tokens, flags=(spend.flags/{RAISE}+1)*{RAISE}, updated_at=excluded.updated_at")
 
 
 def _adds(rows: Sequence[Row], ph: str) -> tuple[str, Sequence[Row]]:
@@ -89,12 +91,12 @@ class SpendTable:
                 for c in _SUMMED:
                     old[c] += rec[c]
                 old["usd_known"] *= rec["usd_known"]
-                if rec["flags"] // 4 == old["flags"] // 4:
+                if rec["flags"] // RAISE == old["flags"] // RAISE:
                     old["flags"] |= rec["flags"]
                 old["updated_at"] = rec["updated_at"]
             else:
                 old.update(limit_usd=rec["limit_usd"], limit_tokens=rec["limit_tokens"],
-                           flags=(old["flags"] // 4 + 1) * 4, updated_at=rec["updated_at"])
+                           flags=(old["flags"] // RAISE + 1) * RAISE, updated_at=rec["updated_at"])
 
     def committed(self) -> None:
         return None
