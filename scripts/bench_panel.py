@@ -8,8 +8,10 @@ priced, checked, counted and written, as in the daemon.
 
 Every reviewer follows the same script, each reply held ``--delay`` seconds by FakeLLM (standing in for the
 model's own time): phase 1 reads a file, greps, then writes its analysis (3 calls, with real tool dispatch on a
-real workspace), phase 2 calls ``submit_review`` with the forced tool choice (1 call). So one reviewer makes
-``SEQUENTIAL_CALLS`` = 4 calls in a row, and the 3-reviewer panel 12 calls, still 4 deep.
+real workspace), phase 2 answers with its scores as JSON text, the first scoring strategy (1 call). So one
+reviewer makes ``SEQUENTIAL_CALLS`` = 4 calls in a row, and the 3-reviewer panel 12 calls, still 4 deep. The
+panel's evidence gathering (a scratch copy of the workspace, the task's stated examples looked for: it states
+none here) runs once per panel and counts as panel code.
 
     ratio                  = median wall(3-reviewer panel) / median wall(1 reviewer)          goal ≤ 1.3
     overhead per judge call = (wall − 4 × delay) / calls, median                               reported
@@ -52,8 +54,8 @@ import anyio
 import httpx
 
 from polpo.llm.client import ChatReply, LLMClient, ModelSettings, load_litellm
-from polpo.review import prompts
-from polpo.review import reviewer as reviewer_module
+from polpo.review import explore as explore_module
+from polpo.review import score_prompts
 from polpo.review.dimensions import Dim
 from polpo.review.panel import PanelResult, ReviewContext, run_panel
 from tests.support import fake_llm
@@ -62,7 +64,7 @@ from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, text,
 RATIO_GOAL = 1.3
 OVERHEAD_GOAL_MS = 5.0
 OWN_GOAL_MS = 1.0  # polpo's share: reviewer/panel code + LLMClient, without litellm and HTTP
-SEQUENTIAL_CALLS = 4  # read_file, grep, analysis, submit_review
+SEQUENTIAL_CALLS = 4  # read_file, grep, analysis, scores
 MODELS = ("fake-a", "fake-b", "fake-c")
 KEY_ENV = "POLPO_BENCH_PANEL_KEY"
 DIMS = [Dim("correctness", 0.4, "It works"), Dim("tests", 0.3, "It is tested"), Dim("clarity", 0.3, "Readable")]
@@ -71,7 +73,7 @@ ANALYSIS = ("correctness: add and div are right (src/calc.py:1-5), div by zero u
 
 
 def responder(seconds: float) -> fake_llm.Responder:
-    """The same scripted reviewer for every model: read, grep, analyse, then submit; each reply delayed."""
+    """The same scripted reviewer for every model: read, grep, analyse, then score; each reply delayed."""
     def answer(req: RecordedRequest) -> Reply:
         tools = {t["function"]["name"] for t in req.get("tools") or []}
         if "read_file" in tools:
@@ -82,11 +84,11 @@ def responder(seconds: float) -> fake_llm.Responder:
                 reply = tool_call("read_file", {"path": "src/calc.py"})
             else:
                 reply = tool_call("grep", {"pattern": "def test_"})
-        elif prompts.SUBMIT_REVIEW in tools:
-            reply = tool_call(prompts.SUBMIT_REVIEW, {
-                "scores": [{"dimension": d.name, "score": 4, "reasoning": f"{d.name}: fine",
+        elif not tools and req["messages"][0]["content"] == score_prompts.SCORING_SYSTEM:
+            reply = text(json.dumps({
+                "scores": [{"dimension": d.name, "reasoning": f"{d.name}: fine", "score": 4,
                             "evidence": [{"file": "src/calc.py", "line": 5, "note": "div"}]} for d in DIMS],
-                "summary": "fine", "suggestions": ["handle b == 0"]})
+                "summary": "fine", "suggestions": ["handle b == 0"]}))
         else:
             raise AssertionError(f"unexpected request: {req.get('tools')}")
         return delay(seconds, reply)
@@ -127,8 +129,8 @@ class TimedTools:
             self.spent += time.perf_counter() - t0
 
 
-TOOLS_TIMER = TimedTools(reviewer_module.REVIEW_TOOLS)
-reviewer_module.REVIEW_TOOLS = TOOLS_TIMER  # the reviewer looks it up at each call
+TOOLS_TIMER = TimedTools(explore_module.REVIEW_TOOLS)
+explore_module.REVIEW_TOOLS = TOOLS_TIMER  # the exploring reviewer looks it up at each call
 
 
 async def time_litellm(client: TimedClient) -> None:
@@ -264,7 +266,7 @@ def main() -> None:
     d, seq = args.delay, SEQUENTIAL_CALLS
     served = seq * d
 
-    print(f"review panel: {seq} sequential calls per reviewer (read_file, grep, analysis, submit_review), "
+    print(f"review panel: {seq} sequential calls per reviewer (read_file, grep, analysis, scores), "
           f"server delay {d * 1000:.0f} ms/reply, {args.runs} runs (+1 warm-up){', Nagle on' if args.keep_nagle else ''}")
     print(f"{'run':>4} {'1 reviewer s':>13} {'3 reviewers s':>14} {'ratio':>6} {'1: ms/call':>11} "
           f"{'3: ms/call':>11} {'3: ms/step':>11}")

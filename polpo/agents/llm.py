@@ -28,7 +28,6 @@ is recorded in a :class:`~polpo.agents.transcript.Transcript`, with every string
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -45,8 +44,8 @@ from polpo.checks.registry import describe_expectation
 from polpo.clock import Clock
 from polpo.llm.client import OUTAGE_KINDS, LLMClient, LLMError, ModelSettings, ToolCallOut
 from polpo.tools.catalog import TOOLS
-from polpo.tools.output import ToolError
-from polpo.tools.registry import ToolContext, decode_arguments
+from polpo.tools.registry import ToolContext
+from polpo.tools.replay import replayable
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "TAIL_CHARS", "LLMAgent", "build_system_prompt", "build_task_message"]
 
@@ -123,33 +122,6 @@ def build_task_message(request: AgentRequest) -> str:
     if note:
         parts.append(note)
     return "\n\n".join(parts)
-
-
-def _replayable(message: dict[str, Any]) -> dict[str, Any]:
-    """The assistant message to send back: malformed tool arguments replaced by ``{}``, leniently read ones
-    re-encoded as strict JSON.
-
-    Some litellm provider adapters (Anthropic, Gemini…) parse the arguments of earlier tool calls when they build
-    the next request, so one bad call would make every later request fail. The model still learns what was wrong
-    from the ``Error:`` tool result, and the transcript keeps the arguments as written.
-    """
-    for call in message.get("tool_calls") or []:
-        fn = call["function"]
-        try:
-            parsed = decode_arguments(fn["name"], fn["arguments"])
-        except ToolError:
-            fn["arguments"] = "{}"
-            continue
-        if not _strict_object(fn["arguments"]):  # empty, null, encoded twice, or read leniently (Ollama
-            fn["arguments"] = json.dumps(parsed)  # refuses tool-call arguments that are not strict JSON)
-    return message
-
-
-def _strict_object(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), dict)
-    except ValueError:
-        return False
 
 
 def _redact_json(value: Any, mask: Callable[[str], str]) -> Any:
@@ -280,7 +252,7 @@ class LLMAgent:
             s.tokens_out += reply.completion_tokens
             if reply.cost is not None:
                 s.costs.append(reply.cost)
-            s.messages.append(_replayable(reply.as_message()))
+            s.messages.append(replayable(reply.as_message()))
             if not reply.tool_calls:
                 if (reply.content or "").strip():
                     return _End(0, final_text=s.transcript.redact(reply.content or ""))

@@ -8,6 +8,7 @@ from typing import Any
 from polpo.checks.outcomes import describe_outcome
 from polpo.checks.registry import describe_expectation
 
+PROMPT_DESCRIPTION_MAX = 16 * 1024  # a longer description is not copied into every attempt's row
 OUTCOMES_HOW = ("An LLM agent declares each with its register_outcome tool; a command agent writes one JSON line "
                 'per outcome ({"type": "file|text|url|json", "label": …, "path" or "value": …}) to the file '
                 "named by $POLPO_OUTCOMES. A file outcome whose path exists counts as delivered.")
@@ -50,3 +51,11 @@ def build_prompt(*, title: str, description: str, mission_name: str, mission_des
             f"- {describe_expectation(e)}" for e in expectations))
     parts.append(outcomes_block(expected_outcomes))
     return "\n\n".join(p for p in parts if p)
+
+
+def stored_prompt(prompt: str, description: str) -> str:
+    """The prompt as the attempt row keeps it: a long description is stored once, in the mission's spec."""
+    if len(description) <= PROMPT_DESCRIPTION_MAX:
+        return prompt
+    return prompt.replace(description, f"[the task's description, {len(description)} characters: see the "
+                                       "mission's spec]", 1)

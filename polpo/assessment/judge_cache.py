@@ -22,6 +22,7 @@ import orjson
 
 from polpo.clock import Clock
 from polpo.llm.client import ChatClient, ChatReply, ModelSettings, ToolCallOut, effective_max_tokens
+from polpo.llm.logprobs import TokenLogprob
 from polpo.store.judge_cache import JudgeCacheFile
 
 __all__ = ["CACHE_FILE", "CachedClient", "JudgeCache", "cache_key", "cacheable"]
@@ -50,8 +51,11 @@ def _dump(reply: ChatReply) -> str:
 def _load(text: str) -> ChatReply:
     d = orjson.loads(text)
     calls = [ToolCallOut(**c) for c in d.pop("tool_calls", [])]
+    tokens = d.pop("logprobs", None)
+    logprobs = [TokenLogprob(t["token"], t["logprob"], tuple((a, b) for a, b in t["top"])) for t in tokens] \
+        if tokens else None
     return ChatReply(**{**d, "tool_calls": calls, "cached": True, "retries": 0, "retry_errors": [],
-                        "duration": 0.0})
+                        "duration": 0.0, "logprobs": logprobs})
 
 
 class JudgeCache:
@@ -85,9 +89,11 @@ class CachedClient:
 
     async def chat(self, settings: ModelSettings, messages: Sequence[dict[str, Any]], *,
                    tools: list[dict[str, Any]] | None = None, tool_choice: str | dict[str, Any] | None = None,
-                   response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatReply:
+                   response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
+                   logprobs: int | None = None) -> ChatReply:
         params = {"tools": tools, "toolChoice": tool_choice, "responseFormat": response_format,
-                  "maxTokens": effective_max_tokens(settings, max_tokens)}
+                  "maxTokens": effective_max_tokens(settings, max_tokens), "logprobs": logprobs,
+                  "seed": settings.seed}
         key = cache_key(self.salt, settings, messages, params)
         cache = self.cache
         found = await anyio.to_thread.run_sync(cache.file.get, key, cache.now(), cache.ttl)
@@ -96,7 +102,7 @@ class CachedClient:
             return _load(found)
         cache.misses += 1
         reply = await self.inner.chat(settings, messages, tools=tools, tool_choice=tool_choice,
-                                      response_format=response_format, max_tokens=max_tokens)
+                                      response_format=response_format, max_tokens=max_tokens, logprobs=logprobs)
         if cacheable(reply):
             await anyio.to_thread.run_sync(cache.file.put, key, _dump(reply), cache.now())
         return dataclasses.replace(reply, cached=False)

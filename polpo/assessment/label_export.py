@@ -1,4 +1,5 @@
-"""People's verdicts on real work as a labels file: one line per overridden task, in the format
+"""People's verdicts on real work as a labels file: one line per task a person overrode or reviewed when the judge
+could not tell (:mod:`polpo.engine.person_review`; ``judgeVerdict`` null), in the format
 ``polpo calibrate --labels`` reads (:mod:`polpo.assessment.calibrate`), so the judge's agreement with people is
 measured on the tasks they corrected, and ``polpo calibrate`` can refit ``[judge] calibration`` from them.
 
@@ -16,6 +17,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from polpo.checks.review_inputs import folder_text
 
 __all__ = ["label_lines"]
 
@@ -41,6 +44,7 @@ def label_lines(rows: Sequence[dict[str, Any]], labels_dir: Path) -> list[dict[s
             "id": r["task_id"], "title": r["title"], "task": task.get("description") or r["title"],
             "criteria": review.get("criteria") or task.get("description") or r["title"],
             "workspace": os.path.relpath(r["workspace"], labels_dir.resolve()), "score": r["score"],
+            "workText": folder_text(Path(r["workspace"])),
         }
         if dims:
             line["dimensions"] = [{k: d[k] for k in ("name", "description", "weight", "rubric") if d.get(k) is not None}

@@ -11,13 +11,18 @@ a rejecting tier of their own.
 A check that could not be done (``error``: the judge unreachable) leaves the assessment undecided and open: the
 verdict carries the error, and assessing the same assessment again re-runs only what has no result. A resumed
 assessment (after a restart) likewise skips checks whose result is stored.
+
+A check the judge could not decide (``undecided``) leaves it for a person: the assessment is stored ``undecided``
+(passed unknown, its score and message kept) and the verdict carries the reason; the task waits
+(:mod:`polpo.engine.person_review`), and the person's verdict is written into that check, so assessing the same
+assessment again completes it with their verdict, running nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +74,16 @@ class Verdict:
     tier_policy: str | None = None
     assessment: Assessment | None = None
     """The assessment that produced it (still open when ``error`` is set: assessing it again resumes it)."""
+    undecided: str | None = None
+    """Set when the judge cannot tell and a person must decide (why): the assessment is stored undecided."""
+    failed_by_person: bool = False
+    """A person failed one of its checks (the judge could not tell): the expectation judge does not second-guess
+    them."""
+
+    @property
+    def contestable(self) -> bool:
+        """A failure the expectation judge may question: decided, and not by a person."""
+        return not self.passed and self.undecided is None and not self.failed_by_person
 
 
 def ordered(expectations: Sequence[Any]) -> list[tuple[int, Any]]:
@@ -110,7 +125,8 @@ class Assessor:
                             task_description=task.spec.description, attempt_number=attempt.number,
                             agent_ok=attempt.agent_ok, files_changed=files, timeline=timeline,
                             env=attempt_env(self.cfg.state_dir, attempt.id), review=reviews,
-                            expected_outcomes=outcomes, outcomes=list(attempt.outcomes or []))
+                            expected_outcomes=outcomes, outcomes=list(attempt.outcomes or []),
+                            output=attempt.stdout_tail)
 
     async def assess(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment) -> Verdict:
         """Run the tiers in order (see :mod:`polpo.assessment.tiers`); a stored result is not run again,
@@ -146,9 +162,11 @@ class Assessor:
                         continue
                     if ctx is None:
                         ctx = self._context(m, task, attempt, assessment)
+                    ctx = replace(ctx, prior=(*counted, *results))  # a review is shown what the cheap checks found
                     c = await self._run_one(idx, exp, ctx, total, tier, ids, assessment, task)
                 results.append(c)
-                states.append("error" if c.error is not None else "passed" if c.passed else "failed")
+                states.append("error" if c.error is not None else "undecided" if c.undecided is not None
+                              else "passed" if c.passed else "failed")
             decision = tier_decision(tier.policy, states)
             if decision != "next" or tier.policy != ACCEPT:
                 counted.extend(results)
@@ -163,6 +181,8 @@ class Assessor:
             skipped += [f"{exps[i].type} #{i + 1} skipped: {why} failed first" for t in later for i in t.indices]
         if decision == "error":
             return self._undecided(m, task, attempt, assessment, counted, decider, ids)
+        if decision == "person":
+            return self._for_person(assessment, counted, decider)
         passed = decision == "pass"
         failed = [r for r in counted if not r.passed]
         if not exps and not outcomes_expected:
@@ -190,7 +210,8 @@ class Assessor:
                                     tier_policy=decider.policy if decider else None), **ids)
         store.submit(tx)
         return Verdict(passed, counted, message, tier=decider.name if decider else None,
-                       tier_policy=decider.policy if decider else None, assessment=assessment)
+                       tier_policy=decider.policy if decider else None, assessment=assessment,
+                       failed_by_person=any(c.person is not None and not c.passed for c in counted))
 
     async def _run_one(self, idx: int, exp: Any, ctx: CheckContext, total: int, tier: TierPlan,
                        ids: dict[str, Any], assessment: Assessment, task: Task) -> CheckOutcome:
@@ -210,7 +231,7 @@ class Assessor:
         tx = store.tx().check(assessment.id, task.id, c, self.clock.now())
         tx.event(CheckComplete(index=idx, total=total, type=c.type, label=c.label, passed=c.passed,
                                message=c.message, global_score=c.global_score, scores=c.scores, error=c.error,
-                               tier=c.tier), **ids)
+                               tier=c.tier, undecided=c.undecided), **ids)
         store.submit(tx)
         return c
 
@@ -223,6 +244,18 @@ class Assessor:
         self.store.submit(self.store.tx().assessment(assessment))
         return Verdict(False, counted, assessment.message, error=reason,
                        retryable=all(c.retryable for c in errors), tier=decider.name if decider else None,
+                       tier_policy=decider.policy if decider else None, assessment=assessment)
+
+    def _for_person(self, assessment: Assessment, counted: list[CheckOutcome], decider: TierPlan | None) -> Verdict:
+        """The judge cannot tell: the assessment is stored undecided (passed unknown), for a person to decide."""
+        reason = "; ".join(f"{c.type} #{c.index + 1}: {c.undecided}" for c in counted if c.undecided)[:2000]
+        assessment.status = AssessmentStatus.UNDECIDED
+        assessment.passed = None
+        assessment.message = f"a person decides: {reason}"
+        assessment.finished_at = self.clock.now()
+        assessment.global_score, assessment.scores = combine_scores(counted)
+        self.store.submit(self.store.tx().assessment(assessment))
+        return Verdict(False, counted, assessment.message, undecided=reason, tier=decider.name if decider else None,
                        tier_policy=decider.policy if decider else None, assessment=assessment)
 
     # -- the expectation judge ------------------------------------------------------------------------------

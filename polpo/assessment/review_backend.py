@@ -8,7 +8,8 @@ every reviewer's whole trace.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -42,7 +43,8 @@ def panel_options(cfg: Config) -> PanelOptions:
     j = cfg.judge
     cal: Calibration | None = load_calibration(j.calibration) if j.calibration is not None else None
     return PanelOptions(reviewer_error=j.reviewer_error, uncertain_band=j.uncertain_band, calibration=cal,
-                        max_turns=j.max_turns)
+                        max_turns=j.max_turns, diversity=j.diversity, logprobs=j.logprobs,
+                        probes=j.probes)
 
 
 class AssessmentReviews:
@@ -90,6 +92,10 @@ class AssessmentReviews:
                                                            orjson.dumps(dims_to_json(dims)).decode(),
                                                            self.clock.now()))
         return dims, source, note
+
+    async def previous_review(self, check_idx: int, attempt: int) -> Mapping[str, Any] | None:
+        check = await self.store.last_check(f"{self.task_id}/{attempt}", check_idx)
+        return check.review if check is not None else None
 
     def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace], *, failed: bool = False) -> None:
         now = self.clock.now()

@@ -10,6 +10,11 @@ into a decision (pure, :func:`tier_decision`):
   otherwise — a failure or an error — the cascade escalates to the next tier.
 * ``FINAL_TIER`` — the last tier; its result is the verdict (a failure fails, else an error leaves it undecided).
 
+A check the judge could not decide (``undecided``: a calibrated rule put its score where the panel cannot tell,
+:mod:`polpo.review.rule`) is neither a pass nor a fail: a rejecting or final tier with one and no failure decides
+``person`` — the assessment waits for a person's verdict (the task is ``awaiting_review``) — after any error,
+which is tried again first; an accepting tier escalates, as for an error.
+
 Plain ``expectations`` are the implied cascade that has always been polpo's order: the checks that do not need a
 successful agent (files, commands) as a ``REJECT_ON_ANY_FAIL`` tier named ``checks``, then the rest (the LLM
 reviews) as the ``FINAL_TIER`` named ``review``; a task with only one kind has the one final tier.
@@ -29,8 +34,8 @@ __all__ = ["ACCEPT", "FINAL", "POLICIES", "REJECT", "Decision", "TierPlan", "pla
 
 REJECT, ACCEPT, FINAL = "REJECT_ON_ANY_FAIL", "ACCEPT_ON_ALL_PASS", "FINAL_TIER"
 POLICIES = (REJECT, ACCEPT, FINAL)
-Decision = Literal["pass", "fail", "error", "next"]
-Result = Literal["passed", "failed", "error", "skipped"]
+Decision = Literal["pass", "fail", "error", "person", "next"]
+Result = Literal["passed", "failed", "error", "undecided", "skipped"]
 
 
 @dataclass(frozen=True)
@@ -67,12 +72,12 @@ def plan(tiers: Sequence[Any] | None, exps: Sequence[Any]) -> list[TierPlan]:
 
 def tier_decision(policy: str, results: Sequence[Result]) -> Decision:
     """What a tier's check results mean under its policy (see the module docstring). Pure."""
-    failed = any(r in ("failed", "skipped") for r in results)
-    errored = any(r == "error" for r in results)
     if policy == ACCEPT:
-        return "pass" if not failed and not errored else "next"
-    if failed:
+        return "pass" if all(r == "passed" for r in results) else "next"
+    if any(r in ("failed", "skipped") for r in results):
         return "fail"
-    if errored:
+    if "error" in results:
         return "error"
+    if "undecided" in results:
+        return "person"
     return "next" if policy == REJECT else "pass"

@@ -46,11 +46,16 @@ class CheckOutcome:
     retryable: bool = True  # with ``error``: whether trying again later can help (an outage, not a bad key)
     tier: str | None = None  # the tier the check ran in (explicit ``tiers``, or the implied cascade)
     review: dict[str, Any] | None = None  # llm_review: the panel's summary (votes, outliers, stability, cache)
+    undecided: str | None = None  # llm_review: why the judge cannot tell, and a person must decide
+    person: dict[str, Any] | None = None  # the verdict a person gave when the judge could not tell
 
     @property
     def status(self) -> str:
-        """``passed``, ``failed`` or ``error`` (an infrastructure failure is nobody's verdict)."""
-        return "error" if self.error is not None else "passed" if self.passed else "failed"
+        """``passed``, ``failed``, ``error`` (an infrastructure failure is nobody's verdict) or ``undecided``
+        (the judge cannot tell: a person decides)."""
+        if self.error is not None:
+            return "error"
+        return "undecided" if self.undecided is not None else "passed" if self.passed else "failed"
 
     def at(self, index: int, duration: float | None = None) -> CheckOutcome:
         """The same outcome, placed at expectation ``index`` (and timed, when the check did not time itself)."""
@@ -74,6 +79,10 @@ class CheckOutcome:
             out["tier"] = self.tier
         if self.review is not None:
             out["review"] = self.review
+        if self.undecided is not None:
+            out["undecided"] = self.undecided
+        if self.person is not None:
+            out["person"] = self.person
         return out or None
 
     @classmethod
@@ -88,7 +97,8 @@ class CheckOutcome:
         d = d or {}
         err = d.get("error") if isinstance(d.get("error"), Mapping) else None
         return {"global_score": d.get("globalScore"), "scores": d.get("scores"), "tier": d.get("tier"),
-                "review": d.get("review"), "error": err.get("reason") if err else None,
+                "review": d.get("review"), "undecided": d.get("undecided"), "person": d.get("person"),
+                "error": err.get("reason") if err else None,
                 "retryable": bool(err.get("retryable", True)) if err else True}
 
 
@@ -120,6 +130,10 @@ class ReviewBackend(Protocol):
         """The check's stored dimension set, else ``choose()``'s, stored so every later attempt uses it."""
         ...
 
+    async def previous_review(self, check_idx: int, attempt: int) -> Mapping[str, Any] | None:
+        """The review (``CheckOutcome.review``) of check ``check_idx`` of the task's attempt ``attempt``, or None."""
+        ...
+
     def keep_traces(self, check_idx: int, traces: Sequence[ReviewerTrace], *, failed: bool = False) -> None:
         """Store each reviewer's whole trace (``failed``: of a review that could not be done, kept apart so a
         later successful try is not listed beside them)."""
@@ -144,6 +158,8 @@ class CheckContext:
     review: ReviewBackend | None = None
     expected_outcomes: Sequence[Mapping[str, Any]] = ()  # the task's expectedOutcomes (camelCase JSON)
     outcomes: Sequence[Mapping[str, Any]] = ()  # what the attempt declared it delivered
+    output: str = ""  # the agent's own output (stdout's end): the work itself when it changed no file
+    prior: Sequence[CheckOutcome] = ()  # the outcomes of this assessment's checks that ran before this one
 
 
 @dataclass(frozen=True)

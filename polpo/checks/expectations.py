@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
 
-from polpo.docmodel import Confidence, Model, NonEmpty
+from polpo.docmodel import Confidence, Model, Name, NonEmpty
 from polpo.durations import Duration
 
-__all__ = ["MAX_PATHS", "MAX_SAMPLES", "Dimension", "Example", "FileContentExpectation", "FileExistsExpectation",
-           "LlmReviewExpectation", "ScriptExpectation", "TestExpectation", "relative_path_problem"]
+__all__ = ["MAX_PATHS", "MAX_SAMPLES", "ChecklistItem", "Dimension", "Example", "FileContentExpectation",
+           "FileExistsExpectation", "LlmReviewExpectation", "ReferenceFile", "ReviewExample", "ScriptExpectation",
+           "TestExpectation", "relative_path_problem"]
 
 MAX_PATHS = 1000  # per file_exists expectation; a check is not a way to stat a whole tree
 MAX_SAMPLES = 5  # runs of each llm_review reviewer
@@ -146,7 +147,7 @@ class Example(Model):
     """A scored anchor: an output (or a workspace file holding one), the score it deserves, and why."""
 
     output: str | None = None
-    file: str | None = None
+    file: NonEmpty | None = None
     score: float = Field(ge=1, le=5)
     why: str = ""
 
@@ -166,6 +167,64 @@ class Dimension(Model):
     rubric: Annotated[str | dict[Literal["1", "2", "3", "4", "5"], str] | None,
                       BeforeValidator(_check_rubric)] = None
     examples: list[Example] | None = None
+    critical: bool = False
+    """The review fails when this dimension scores below the threshold, whatever the others score."""
+
+
+class ReferenceFile(Model):
+    """A reference kept in a file of the workspace (inline text is how a reference stays out of the agent's sight:
+    a mission may not name a file outside its workspace)."""
+
+    file: NonEmpty
+
+    @field_validator("file")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        if why := relative_path_problem(v):
+            raise ValueError(why)
+        return v
+
+
+class ReviewExample(Example):
+    """A scored example of the review as a whole (an anchor): the work, the score it deserves, why, and the
+    task it answered when that is not this one."""
+
+    task: str | None = None
+
+
+class ChecklistItem(Model):
+    """A yes/no question about the work (yes is good), the dimension it scores and its weight there."""
+
+    question: Name
+    dimension: str | None = None
+    weight: float = Field(1.0, gt=0)
+
+
+MAX_CHECKLIST = 30
+
+
+def _checklist_items(v: object) -> object:
+    """Plain strings are questions of the default checklist dimension."""
+    if isinstance(v, list):
+        return [{"question": q} if isinstance(q, str) else q for q in v]
+    return v
+
+
+def _text_or(tag: str) -> Any:
+    """A discriminator between a text and ``tag`` (an object or a list), so a wrong value gets one error at its
+    own JSON path instead of one per shape pydantic tried (``reference.str``…)."""
+    def kind(v: object) -> str | None:
+        return "text" if isinstance(v, str) else tag if isinstance(v, dict if tag == "object" else list) else None
+    return kind
+
+
+Reference = Annotated[Annotated[str, Tag("text")] | Annotated[ReferenceFile, Tag("object")],
+                      Discriminator(_text_or("object"), custom_error_type="reference_shape",
+                                    custom_error_message='must be the reference text or {"file": "<its path>"}')]
+Examples = Annotated[Annotated[str, Tag("text")] | Annotated[list[ReviewExample], Tag("list")],
+                     Discriminator(_text_or("list"), custom_error_type="examples_shape",
+                                   custom_error_message="must be a list of scored examples or the path of a "
+                                                        "labels file")]
 
 
 class LlmReviewExpectation(Model):
@@ -176,11 +235,38 @@ class LlmReviewExpectation(Model):
     threshold: float = Field(3.0, ge=1, le=5)
     samples: int = Field(1, ge=1, le=MAX_SAMPLES)
     confidence: Confidence | None = None
+    reference: Reference | None = None
+    """A reference answer or expected output to compare the work with: the text, or ``{"file": path}``."""
+    examples: Examples | None = None
+    """Scored examples shown as anchors, or the path of a labels file (``polpo labels export``'s output)."""
+    checklist: Annotated[list[ChecklistItem] | None, BeforeValidator(_checklist_items)] = None
+    """Yes/no questions that score the dimensions they name (all of them when no dimensions are given). That each
+    names one of the given dimensions is checked over the whole document (:mod:`polpo.mission.crosscheck`), so
+    the error names the question's own JSON path."""
+
+    @field_validator("examples")
+    @classmethod
+    def _labels_path(cls, v: str | list[ReviewExample] | None) -> str | list[ReviewExample] | None:
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("give a list of scored examples or the path of a labels file")
+        if isinstance(v, str) and (why := relative_path_problem(v)):
+            raise ValueError(f"{why} (a labels file is read from the workspace)")
+        return v
+
+    @field_validator("checklist")
+    @classmethod
+    def _questions(cls, v: list[ChecklistItem] | None) -> list[ChecklistItem] | None:
+        if v is not None and not v:
+            raise ValueError("give at least one question (or leave checklist out)")
+        if v is not None and len(v) > MAX_CHECKLIST:
+            raise ValueError(f"at most {MAX_CHECKLIST} questions (got {len(v)})")
+        return v
 
     @model_validator(mode="after")
     def _something_to_judge(self) -> Self:
-        if not (self.criteria or "").strip() and not (self.prompt or "").strip() and not self.dimensions:
-            raise ValueError("an llm_review needs criteria, a prompt or dimensions")
+        if not (self.criteria or "").strip() and not (self.prompt or "").strip() and not self.dimensions \
+                and not self.checklist:
+            raise ValueError("an llm_review needs criteria, a prompt, dimensions or a checklist")
         return self
 
     @property

@@ -20,9 +20,12 @@ from typing import Any
 
 from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Chosen, Correction, ReviewBackend
 from polpo.checks.expectations import Dimension, Example, LlmReviewExpectation
+from polpo.checks.review_inputs import checklist_dims, questions, read_examples, read_reference
 from polpo.llm.client import OUTAGE_KINDS, ChatClient
 from polpo.review.dimensions import Dim, choose, generate_dimensions_traced, needs_generation
-from polpo.review.panel import PanelOptions, run_panel
+from polpo.review.evidence_run import CheckEvidence
+from polpo.review.pairwise import compare, work_digest
+from polpo.review.panel import run_panel
 from polpo.review.reviewer import ReviewContext
 from polpo.tools.sandbox import Sandbox, SandboxError
 
@@ -66,9 +69,13 @@ class LlmReview(CheckType):
             return CheckOutcome(self.type, self.label(exp), False, NO_JUDGE, error=NO_JUDGE, retryable=False)
         judge = backend.judges[0]
 
+        qs = questions(exp.checklist)
+
         async def pick() -> Chosen:
             note = None
             generated = None
+            if qs and not exp.dimensions:  # the checklist is the rubric: its dimensions are the ones it names
+                return checklist_dims(qs), "checklist", None
             if needs_generation(exp.dimensions) and exp.text.strip():
                 gen = await generate_dimensions_traced(backend.llm, judge, title=ctx.task_title,
                                                        description=ctx.task_description, criteria=exp.text)
@@ -86,14 +93,15 @@ class LlmReview(CheckType):
         except _Outage as out:
             return CheckOutcome(self.type, self.label(exp), False, f"Review could not be done: {out.reason[:300]}",
                                 out.reason, error=out.reason, retryable=out.retryable)
+        anchors, anchor_note = read_examples(exp.examples, ctx.workspace)
+        note = "; ".join(n for n in (note, anchor_note) if n) or None
         review_ctx = ReviewContext(title=ctx.task_title, description=ctx.task_description,
                                    criteria=_criteria(exp.text, ctx.expected_outcomes), workspace=ctx.workspace,
                                    files_changed=ctx.files_changed, timeline=ctx.timeline,
-                                   attempt=ctx.attempt_number)
-        base = backend.options
-        options = PanelOptions(samples=exp.samples, reviewer_error=base.reviewer_error,
-                               uncertain_band=base.uncertain_band, calibration=base.calibration,
-                               max_turns=base.max_turns)
+                                   attempt=ctx.attempt_number, checks=_check_evidence(ctx.prior),
+                                   output=ctx.output or None, reference=read_reference(exp.reference, ctx.workspace),
+                                   anchors=tuple(anchors), checklist=qs, clock=ctx.clock, env=dict(ctx.env))
+        options = replace(backend.options, samples=exp.samples)
         result = await run_panel(backend.llm, list(backend.judges), review_ctx, _with_anchors(dims, ctx),
                                  exp.threshold, reviewer_timeout=backend.reviewer_timeout, options=options,
                                  client_for=_cache_of(backend))
@@ -102,6 +110,15 @@ class LlmReview(CheckType):
             return CheckOutcome(self.type, self.label(exp), False, result.message, result.error,
                                 error=result.error, retryable=result.retryable, tokens=result.tokens,
                                 cost=result.cost, review=result.review_json())
+        review = {**result.review_json(), "work": work_digest(ctx.workspace, ctx.files_changed, ctx.output,
+                                                              result.evidence.summary())}
+        if ctx.attempt_number > 1:  # a fix or retry: is it better than the attempt before? (both orders)
+            previous = await backend.previous_review(ctx.index, ctx.attempt_number - 1)
+            if previous and previous.get("work"):
+                pair = await compare(backend.llm, judge, title=ctx.task_title, description=ctx.task_description,
+                                     criteria=review_ctx.criteria, previous=previous["work"], current=review["work"],
+                                     against=ctx.attempt_number - 1)
+                review["pairwise"] = pair.to_json()
         details = result.details
         if not result.passed and result.feedback:
             details = f"{details}\n\n{result.feedback}" if details else result.feedback
@@ -110,7 +127,8 @@ class LlmReview(CheckType):
         return CheckOutcome(self.type, self.label(exp), result.passed, result.message, details,
                             global_score=result.global_score, scores=[s.to_json() for s in result.scores],
                             dimension_source=source, tokens=result.tokens, cost=result.cost,
-                            review=result.review_json())
+                            review=review,
+                            undecided=result.decision_reason if result.decision == "person" else None)
 
     def correct(self, exp: Mapping[str, Any], field_name: str, value: Any, *, floor: float,
                 known_files: Collection[str] | None) -> Correction | str:
@@ -130,6 +148,12 @@ class LlmReview(CheckType):
         note = (f"proposed {value:g}, clamped to {clamped:g} (never below {floor:g}, at most "
                 f"{MAX_THRESHOLD_DROP:g} lower)") if clamped != float(value) else ""
         return Correction({**exp, "threshold": clamped}, old, clamped, note)
+
+
+def _check_evidence(prior: Sequence[CheckOutcome]) -> tuple[CheckEvidence, ...]:
+    """The checks that ran before the review, as the reviewers are shown them (not other reviews, not errors)."""
+    return tuple(CheckEvidence(o.type, o.label, o.passed, o.message, o.details or "") for o in prior
+                 if o.type != "llm_review" and o.error is None)
 
 
 def _cache_of(backend: ReviewBackend) -> Callable[[int], ChatClient] | None:

@@ -18,7 +18,8 @@ COMMANDS = {
     "daemon": "daemon_cmd", "validate": "validate_cmd", "submit": "missions", "status": "inspect_cmds",
     "show": "inspect_cmds", "tail": "tail_cmd", "retry": "control", "cancel": "control", "approve": "control",
     "resume": "people_cmd", "reject": "people_cmd", "override": "people_cmd", "labels": "labels_cmd",
-    "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd", "schedules": "schedules_cmd",
+    "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd", "rejudge": "rejudge_cmd",
+    "schedules": "schedules_cmd",
 }
 # commands that build pydantic models and start without pydantic's plugin discovery (polpo.cli.pydantic_plugins)
 NO_PYDANTIC_PLUGINS = frozenset({"validate", "submit", "schema"})
@@ -81,7 +82,8 @@ def main() -> None:
     Watch:      polpo tail -f            polpo status
     Inspect:    polpo show MISSION|TASK  (add --json for everything)
     Quality:    polpo metrics [--mission ID] [--agent NAME] [--json]
-    Judge:      polpo calibrate LABELS.jsonl [--write FILE]
+    Judge:      polpo calibrate LABELS.jsonl [--write FILE] [--compare OTHER.toml]
+                polpo rejudge TASK|MISSION --judge-config OTHER.toml  (stored work, another judge)
     Act:        polpo retry TASK | cancel MISSION | approve TASK  (retry also releases a task on hold)
     People:     polpo resume MISSION [CHECKPOINT] | reject TASK --reason R | override TASK --pass|--fail
                 polpo labels export --out FILE  (overrides as labels for calibrate)

@@ -37,10 +37,13 @@ def cancel(mission_id: str, config_path: str | None) -> None:
 
 @click.command()
 @click.argument("task_id", metavar="TASK")
-@click.option("--note", help="What you checked (kept with the approval).")
+@click.option("--note", help="What you checked (kept with the approval; with a review, its label's reason).")
+@click.option("--score", type=click.FloatRange(1, 5), default=None,
+              help="A task awaiting review: your score, 1..5 (default: the panel's for the task, 5 for the label).")
 @click.option("--by", help="Who approves it (default: your login name).")
 @config_option
-def approve(task_id: str, note: str | None, by: str | None, config_path: str | None) -> None:
-    """Let a task waiting for approval go on: one with "approval": "before" starts, one with sideEffects runs
-    its fix or retry."""
-    send("approve", "task", task_id, "/api/tasks/{}/approve", config_path, args={"note": note, "by": who(by)})
+def approve(task_id: str, note: str | None, score: float | None, by: str | None, config_path: str | None) -> None:
+    """Let a task waiting for a person go on: one with "approval": "before" starts, one with sideEffects runs
+    its fix or retry, and one awaiting review (the judge could not tell) passes: it is done."""
+    send("approve", "task", task_id, "/api/tasks/{}/approve", config_path,
+         args={"note": note, "score": score, "by": who(by)})

@@ -13,7 +13,14 @@ from typing import Any
 import click
 
 from polpo.cli.common import config_option, locate_or_exit, print_json, term
-from polpo.cli.people_view import hold_lines, override_line, paused_at, paused_note
+from polpo.cli.people_view import (
+    awaiting_review,
+    hold_lines,
+    override_line,
+    paused_at,
+    paused_note,
+    review_note,
+)
 from polpo.cli.review_view import assessment_lines
 from polpo.model.spend import usd_text
 
@@ -62,6 +69,12 @@ def _show_task(t: dict[str, Any]) -> None:
                + f"; attempts {t['attemptCount']}, retries {t['retries']}, fixes {t['total_fixes']}{score}")
     if (line := override_line(t.get("override"))) is not None:
         click.echo(line)
+    for r in t.get("rejudgements") or []:  # `polpo rejudge`: the same work under another judge
+        score = "no score" if r["global_score"] is None else f"score {r['global_score']:.2f}"
+        click.echo(f"  rejudged {term(r['created_at'][:19])} by {term(r['setup'].split('#')[0])}: attempt "
+                   f"{term(r['attempt_id'].rsplit('/', 1)[-1])} {term(r['decision'])} ({score}; was "
+                   f"{'pass' if r['was_passed'] else 'fail'})" + (" — from the stored copy" if r["source"] == "digest"
+                                                                  else ""))
     if t.get("escalation_level"):
         click.echo(f"  escalated to level {t['escalation_level']}")
     if t.get("expectations"):
@@ -137,6 +150,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     for m in ms:
         m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in _LIVE else None
         m["pausedAt"] = paused_at(read.holds(con, m["id"])) if m["status"] == "running" else []
+        m["awaitingReview"] = awaiting_review(m["tasks"])
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
                     "missions": ms, "total": total, "truncated": len(ms) < total,
@@ -155,7 +169,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     now = datetime.now(UTC)
     for m in ms:
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
-        paused = paused_note(m["id"], m["pausedAt"])
+        paused = paused_note(m["id"], m["pausedAt"]) + review_note(m["awaitingReview"])
         click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
                    f"{_elapsed(m['created_at'], m['finished_at'], now)}{paused}")
         if m["spend"]["total"]["tokensIn"] or m["spend"]["total"]["tokensOut"]:
@@ -212,7 +226,8 @@ def _timeline(turns: list[dict[str, Any]]) -> str:
 
 def _show_mission(m: dict[str, Any]) -> None:
     now = datetime.now(UTC)
-    click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m['status'])}")
+    click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m['status'])}"
+               + review_note(awaiting_review(m["tasks"])))
     click.echo(f"  file {term(m['source'])}\n  workspace {term(m['workspace'])}\n  started {term(m['created_at'])}"
                + (f", finished {term(m['finished_at'])}" if m["finished_at"] else "")
                + f" ({_elapsed(m['created_at'], m['finished_at'], now)})")

@@ -38,7 +38,8 @@ def export(out: Path, mission: str | None, config_path: str | None) -> None:
         raise click.ClickException(str(e)) from None
     lines = label_lines(read.overrides_for_labels(con, mission), out.parent)
     if not lines:
-        raise click.ClickException("no verdict overrides yet: `polpo override TASK --pass|--fail --reason …` "
-                                   "records one")
+        raise click.ClickException("no verdicts by people yet: `polpo override TASK --pass|--fail --reason …` "
+                                   "records one, and so does an answer to a task awaiting review (`polpo approve` "
+                                   "or `polpo reject`)")
     out.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
     click.echo(f"{len(lines)} label(s) written to {out}; measure the judge with `polpo calibrate {out}`")

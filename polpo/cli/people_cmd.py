@@ -1,5 +1,6 @@
-"""A person's say in running work: ``polpo resume`` (a checkpoint), ``polpo reject`` (a task awaiting approval),
-``polpo override`` (a task's verdict), each with who said it (``--by``, default the login name) and why.
+"""A person's say in running work: ``polpo resume`` (a checkpoint), ``polpo reject`` (a task awaiting approval,
+or awaiting review), ``polpo override`` (a task's verdict), each with who said it (``--by``, default the login
+name) and why.
 
 Like ``polpo approve``: through the daemon's API when it serves one, else queued in the store's command inbox
 (the target and what the person said travel as one JSON text, :mod:`polpo.command_args`). Imports are lazy so
@@ -31,12 +32,17 @@ def resume(mission_id: str, checkpoint: str | None, note: str | None, by: str | 
 
 @click.command()
 @click.argument("task_id", metavar="TASK")
-@click.option("--reason", required=True, help="Why: the task fails with it.")
+@click.option("--reason", required=True, help="Why: the task fails with it (a reviewed one's next attempt is told).")
+@click.option("--score", type=click.FloatRange(1, 5), default=None,
+              help="A task awaiting review: your score, 1..5 (default 1), kept with the label.")
 @click.option("--by", help="Who rejects it (default: your login name).")
 @config_option
-def reject(task_id: str, reason: str, by: str | None, config_path: str | None) -> None:
-    """Refuse a task that waits for approval before it starts: it fails with the reason, its agent never runs."""
-    send("reject", "task", task_id, "/api/tasks/{}/reject", config_path, args={"reason": reason, "by": who(by)})
+def reject(task_id: str, reason: str, score: float | None, by: str | None, config_path: str | None) -> None:
+    """Refuse a task that waits for approval before it starts (it fails with the reason, its agent never runs), or
+    fail one awaiting review (the judge could not tell): it goes on as after a failed assessment — a fix told your
+    reason, a retry, or the end."""
+    send("reject", "task", task_id, "/api/tasks/{}/reject", config_path,
+         args={"reason": reason, "score": score, "by": who(by)})
 
 
 @click.command()
@@ -52,7 +58,7 @@ def override(task_id: str, verdict: str | None, reason: str, score: float | None
              config_path: str | None) -> None:
     """Override a finished task's verdict: stored beside the judge's scores, shown by `polpo show`, exported by
     `polpo labels export` for `polpo calibrate --labels`. A pass of failed work makes the task done and runs what
-    failed because of it."""
+    failed because of it. On a task awaiting review it is the person's verdict, as `polpo approve` / `reject`."""
     if verdict is None:
         raise click.UsageError("give --pass or --fail")
     send("override", "task", task_id, "/api/tasks/{}/override", config_path,

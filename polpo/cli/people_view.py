@@ -1,4 +1,5 @@
-"""What ``polpo status`` and ``polpo show`` say about checkpoints, delays, approvals and overridden verdicts."""
+"""What ``polpo status`` and ``polpo show`` say about checkpoints, delays, approvals, work awaiting a person's
+review and overridden verdicts."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from polpo.cli.common import term
 
-__all__ = ["hold_lines", "override_line", "paused_at", "paused_note"]
+__all__ = ["awaiting_review", "hold_lines", "override_line", "paused_at", "paused_note", "review_note"]
 
 
 def paused_at(holds: list[dict[str, Any]]) -> list[str]:
@@ -19,6 +20,23 @@ def paused_note(mission_id: str, names: list[str]) -> str:
     if not names:
         return ""
     return f"; paused at {term(', '.join(names))} (polpo resume {term(mission_id)})"
+
+
+def awaiting_review(tasks: list[dict[str, Any]]) -> list[str]:
+    """The ids of the tasks that wait for a person's review (the judge could not tell)."""
+    return [t["id"] for t in tasks if t.get("status") == "awaiting_review"]
+
+
+def review_note(waiting: list[str]) -> str:
+    """``"; waiting for a person's review of M:1 (…)"`` with the commands that answer it, else ``""``."""
+    if not waiting:
+        return ""
+    if len(waiting) == 1:
+        tid = term(waiting[0])
+        return (f"; waiting for a person's review of {tid} (polpo approve {tid} passes it, polpo reject {tid} "
+                "--reason TEXT fails it)")
+    return (f"; waiting for a person's review of {len(waiting)} tasks: {term(', '.join(waiting))} (polpo show TASK "
+            "says why; polpo approve TASK or polpo reject TASK --reason TEXT)")
 
 
 def hold_lines(m: dict[str, Any]) -> list[str]:
@@ -44,6 +62,10 @@ def hold_lines(m: dict[str, Any]) -> list[str]:
 def override_line(override: dict[str, Any] | None) -> str | None:
     if not override:
         return None
-    judge = "pass" if override.get("judge_passed") else "fail" if override.get("judge_passed") is not None else "none"
-    return (f"  verdict overridden to {'pass' if override['passed'] else 'fail'} by {term(override['by_person'])} "
+    verdict = "pass" if override["passed"] else "fail"
+    if override.get("judge_passed") is None:  # a task that awaited review: the judge could not tell
+        return (f"  reviewed by {term(override['by_person'])} at {term(override['created_at'])}: {verdict} (the judge "
+                f"could not tell; score {override['score']:g} for the label): {term(override['reason'])}")
+    judge = "pass" if override["judge_passed"] else "fail"
+    return (f"  verdict overridden to {verdict} by {term(override['by_person'])} "
             f"at {term(override['created_at'])} (the judge said {judge}): {term(override['reason'])}")

@@ -28,6 +28,8 @@ def _num(v: Any, fmt: str = ".2f") -> str:
 
 def _vote(v: Mapping[str, Any]) -> str:
     s = f"r{v.get('reviewer')} {_num(v.get('score'), 'g')}"
+    if v.get("uncited"):
+        s += " (cites no evidence: counts half)"
     if v.get("samples"):
         s += " (samples " + ", ".join(_num(x, "g") for x in v["samples"]) + ")"
     if v.get("crashed"):
@@ -35,6 +37,13 @@ def _vote(v: Mapping[str, Any]) -> str:
     if not v.get("kept", True):
         s += f" DROPPED: {v.get('why') or 'an outlier'}"
     return s
+
+
+def _dist(d: Mapping[str, Any]) -> str:
+    """A probability-weighted score's distribution: ``P 1:.02 2:.10 3:.30 4:.50 5:.08``."""
+    probs = (d.get("dist") or {}).get("probs") or {}
+    return "P " + " ".join(f"{k}:{_num(v, '.2f').lstrip('0') or '0'}" for k, v in sorted(probs.items())) \
+        if probs else ""
 
 
 def _dimension(d: Mapping[str, Any], indent: str, seats: int) -> list[str]:
@@ -46,6 +55,8 @@ def _dimension(d: Mapping[str, Any], indent: str, seats: int) -> list[str]:
     if len(spread.get("votes") or []) > 1:
         lines.append(f"{indent}  spread: mean {_num(spread.get('mean'))}, median {_num(spread.get('median'), 'g')},"
                      f" σ {_num(spread.get('std'))} over {len(spread['votes'])} vote(s)")
+    if (dist := _dist(d)):
+        lines.append(f"{indent}  {dist} (the score is their weighted mean)")
     who = d.get("fromReviewer")
     if d.get("reasoning") and isinstance(who, int):
         seat = who % seats
@@ -72,9 +83,42 @@ def _review(r: Mapping[str, Any], indent: str) -> list[str]:
         head.append("crashed reviewers vote 1")
     if r.get("calibration"):
         cal = r["calibration"]
-        head.append(f"calibrated (×{_num(cal.get('scale'), 'g')} {_num(cal.get('bias'), '+g')}; raw "
-                    f"{_num(r.get('rawGlobalScore'))})")
+        if (cal.get("scale"), cal.get("bias")) != (1.0, 0.0):
+            head.append(f"calibrated (×{_num(cal.get('scale'), 'g')} {_num(cal.get('bias'), '+g')}; raw "
+                        f"{_num(r.get('rawGlobalScore'))})")
+        if cal.get("rule"):
+            rule = cal["rule"]
+            head.append(f"rule: pass at ≥ {_num(rule.get('passAt'))}, fail below {_num(rule.get('failBelow'))}, "
+                        "a person between")
+    source = r.get("scoreSource")
+    if source:
+        head.append({"probability": "scores weighted by the judge's token probabilities (G-Eval)",
+                     "sampled": "scores as written (no token probabilities could be read for them)",
+                     "mixed": "scores partly weighted by token probabilities"}.get(source, source))
+    if r.get("copies"):
+        head.append("its seats were copies of one reviewer (one model, temperature 0): their agreement is not a "
+                    "second opinion")
     lines.append(f"{indent}panel: " + "; ".join(head))
+    evidence = r.get("evidence") or {}
+    if evidence.get("items"):
+        lines.append(f"{indent}evidence polpo ran: {evidence.get('summary')}")
+        for item in evidence["items"]:
+            if item.get("passed") is False or item.get("kind") == "note":
+                mark = "note" if item.get("passed") is None else "DIFFERS" if item.get("kind") == "probe" else "FAILED"
+                lines.append(f"{indent}  {item.get('id')} [{mark}] {_cut(item.get('label'), 160)}"
+                             + (f": {_cut(item.get('detail'), 200)}" if item.get("detail") else ""))
+    if r.get("uncited"):
+        lines.append(f"{indent}no reviewer cited evidence for: {', '.join(r['uncited'])} (those votes count half)")
+    if cap := r.get("evidenceCap"):
+        lines.append(f"{indent}score bounded at {_num(cap.get('cap'), 'g')} by the evidence: {cap.get('why')}")
+    if r.get("cappedBy"):
+        lines.append(f"{indent}capped by critical dimension(s) below the threshold: {', '.join(r['cappedBy'])}")
+    pair = r.get("pairwise")
+    if pair:
+        lines.append(f"{indent}side by side with attempt {pair.get('against')}: {pair.get('result')} (asked in both "
+                     f"orders: {pair.get('previousFirst') or '-'} / {pair.get('previousSecond') or '-'})")
+    if r.get("decision") == "person":
+        lines.append(f"{indent}a person must decide: {r.get('decisionReason')}")
     cache = r.get("cache") or {}
     cost = f"cost ${r['cost']:.4f}" if isinstance(r.get("cost"), int | float) else "cost unknown"
     lines.append(f"{indent}judge calls: {cache.get('hits', 0)} cache hit(s), {cache.get('misses', 0)} miss(es); "
@@ -104,11 +148,16 @@ def assessment_lines(asm: Mapping[str, Any], *, tiers: bool, indent: str = "    
     reviews: Sequence[Mapping[str, Any]] = asm.get("reviews") or []
     for c in asm.get("checks") or []:
         extra = c.get("scores") or {}
-        mark = "ERROR" if extra.get("error") else "pass" if c.get("passed") else "FAIL"
+        mark = "ERROR" if extra.get("error") else "PERSON" if extra.get("undecided") else \
+            "pass" if c.get("passed") else "FAIL"
         tier = f"[tier {extra['tier']}] " if tiers and extra.get("tier") else ""
         lines.append(f"{indent}[{mark}] {tier}{c.get('type')} {c.get('label')}: {c.get('message')}")
         if extra.get("review"):
             lines.extend(_review(extra["review"], indent + "  "))
+        if person := extra.get("person"):  # the judge could not tell; a person decided
+            lines.append(f"{indent}  decided by {person.get('by')}, a person: {'pass' if person.get('passed') else 'fail'}"
+                         f" — {_cut(person.get('reason') or '', 200)} (the panel scored {_num(person.get('panelScore'))}"
+                         f"; it could not tell: {_cut(person.get('why') or '', 200)})")
         lines.extend(_reviewer(r, indent + "  ") for r in reviews if r.get("check") == c.get("idx"))
     if asm.get("status") == "complete":
         lines.append(f"{indent}verdict: {'passed' if asm.get('passed') else 'failed'} — {asm.get('message')}")

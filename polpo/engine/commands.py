@@ -1,5 +1,6 @@
 """What a person asks of running work: cancel a mission, retry a failed task (or release one on hold after an
-outage), approve a blocked one, run a file's identical bytes again (``rerun``, from ``polpo submit --force``).
+outage), approve a blocked one, pass or fail one awaiting review (:mod:`.person_review`), run a file's identical
+bytes again (``rerun``, from ``polpo submit --force``).
 
 The CLI queues these in the store's command inbox (a CLI has no other channel into a running daemon); the
 daemon polls the inbox every ``COMMAND_POLL`` seconds — never on a task's path — and answers in the same row.
@@ -24,6 +25,7 @@ from polpo.engine.human_pass import pass_by_person, why_not_passed
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.overrides import human_score
 from polpo.engine.people import PEOPLE_COMMANDS, People
+from polpo.engine.person_review import VERDICT_COMMANDS, PersonReview, review_commands
 from polpo.engine.refused import Refused
 from polpo.engine.reopen import reopenable
 from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
@@ -81,6 +83,7 @@ class Commands:
         self.dispatcher = dispatcher
         self._load = load  # a finished mission, read back into the board (for a retry)
         self.people = People(store, clock, board)  # resume, reject, override: what a person says
+        self.reviews = PersonReview(store, clock, board, dispatcher.resume)  # work the judge could not decide
 
     async def cancel(self, mid: str, by: str = "user") -> str:
         """Cancel a mission; with several daemons, first take its tasks back from the cluster's queue."""
@@ -147,6 +150,10 @@ class Commands:
             self._looked_only(m, loaded)
             if m is None or task is None:
                 raise CommandRefused(f"no task {task_id!r}")
+            if task.status is TaskStatus.AWAITING_REVIEW:
+                approve, reject = review_commands(task_id)
+                raise CommandRefused(f"task {task_id} waits for a person's review, not a retry: `{approve}` passes "
+                                     f"it, `{reject}` fails it")
             raise CommandRefused(f"task {task_id} is {task.status}; only failed tasks and tasks on hold can be "
                                  "retried")
         tx = self.store.tx().decided()
@@ -262,6 +269,10 @@ class Commands:
     async def apply(self, kind: str, target: str) -> tuple[str, str]:
         """(status, answer) of one command: ``done`` or ``refused``."""
         try:
+            if kind in VERDICT_COMMANDS:  # a person's verdict on work the judge could not decide
+                said = await self.reviews.answer(kind, *decode(target))
+                if said is not None:
+                    return "done", said
             if kind == "cancel":
                 return "done", await self.cancel(target)
             if kind == "retry":

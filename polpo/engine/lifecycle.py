@@ -41,11 +41,14 @@ class Trigger(StrEnum):
     BUDGET = "budget"
     BUDGET_HOLD = "budget_hold"
     HUMAN_PASS = "human_pass"
+    ASK_REVIEW = "ask_review"
+    REVIEWED = "reviewed"
 
 
 S = TaskStatus
 T = Trigger
-_OPEN: Final = (S.PENDING, S.ASSIGNED, S.IN_PROGRESS, S.REVIEW, S.AWAITING_APPROVAL, S.ON_HOLD)
+_OPEN: Final = (S.PENDING, S.ASSIGNED, S.IN_PROGRESS, S.REVIEW, S.AWAITING_APPROVAL, S.ON_HOLD,
+                S.AWAITING_REVIEW)
 
 STATES: Final = tuple(TaskStatus)
 
@@ -76,6 +79,8 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.PENDING, T.BUDGET): S.FAILED,                  # its task's or mission's budget is spent: it does not start
     (S.REVIEW, T.BUDGET): S.FAILED,                   # the next call would not fit its budget: no fix, no retry
     (S.REVIEW, T.BUDGET_HOLD): S.ON_HOLD,             # the same with onBudget "hold": `polpo retry --budget`
+    (S.REVIEW, T.ASK_REVIEW): S.AWAITING_REVIEW,      # the judge cannot tell: a person passes or fails the work
+    (S.AWAITING_REVIEW, T.REVIEWED): S.REVIEW,        # a person's verdict: the assessment completes with it
     **{(s, T.CANCEL): S.FAILED for s in _OPEN},
     **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
     **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task

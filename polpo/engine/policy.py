@@ -102,12 +102,20 @@ def decide(*, passed: bool, agent_ok: bool, counters: Counters, budget: Budget,
                     + ("; the fixes stopped improving the score" if plateau else ""))
 
 
-def plateaued(scores: Sequence[float], attempts: int, margin: float) -> bool:
+def plateaued(scores: Sequence[float], attempts: int, margin: float,
+              improved: Sequence[bool] | None = None) -> bool:
     """The last ``attempts`` scores of a fix loop (in order) did not beat the best before them by ``margin``:
-    another fix is not worth its cost (the quality-scoring plateau). False until there is a before."""
+    another fix is not worth its cost (the quality-scoring plateau). False until there is a before.
+
+    Scores within ``margin`` of each other are too close to tell apart; ``improved[i]`` says whether attempt
+    ``i`` was judged better than the one before it side by side, in both orders
+    (:mod:`polpo.review.pairwise`): a recent attempt judged better, and close to the best, is progress."""
     if len(scores) <= attempts:
         return False
-    return max(scores[-attempts:]) < max(scores[:-attempts]) + margin
+    recent, before = max(scores[-attempts:]), max(scores[:-attempts])
+    if recent >= before + margin:
+        return False
+    return not (improved is not None and any(improved[-attempts:]) and recent >= before - margin)
 
 
 def max_runs(budget: Budget, escalation: Escalation = NO_ESCALATION) -> int:

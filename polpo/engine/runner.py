@@ -15,7 +15,7 @@ import anyio
 import orjson
 
 from polpo.agents.base import AgentRequest
-from polpo.agents.prompts import build_prompt
+from polpo.agents.prompts import build_prompt, stored_prompt
 from polpo.agents.registry import AgentFactory, AgentSlot
 from polpo.agents.transcript import tool_log
 from polpo.assessment.feedback import feedback_text, first_line
@@ -33,6 +33,7 @@ from polpo.engine.handles import RunHandle
 from polpo.engine.isolation import Isolation
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.outage import OutageKeeper
+from polpo.engine.person_review import wait_for_person
 from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
 from polpo.engine.stops import QualityStops, hold, refusal
 from polpo.events.catalog import (
@@ -61,7 +62,6 @@ log = logging.getLogger("polpo.runner")
 __all__ = ["MAX_SIBLINGS", "TaskRunner"]
 
 MAX_SIBLINGS = 50  # other tasks' titles and states an LLM agent is told about
-PROMPT_DESCRIPTION_MAX = 16 * 1024  # a longer description is not copied into every attempt's row
 
 
 class TaskRunner:
@@ -133,7 +133,7 @@ class TaskRunner:
                               feedback=task.feedback, attempt_label=label, expected_outcomes=outcomes)
         attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
                           agent=task.agent, status=AttemptStatus.STARTING, started_at=self.clock.now(),
-                          prompt=_stored_prompt(prompt, task.spec.description), model=task.model or slot.model)
+                          prompt=stored_prompt(prompt, task.spec.description), model=task.model or slot.model)
         task.attempts = n
         handle.attempt = attempt
         self.board.attempts[task.id] = attempt
@@ -251,7 +251,7 @@ class TaskRunner:
         verdict = await self.outage.through(m, task, first, again)
         if verdict is None:
             return  # on hold until `polpo retry`
-        if not verdict.passed and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
+        if verdict.contestable and attempt.agent_ok and not task.judge_used and self.assessor.judge_enabled(m):
             judged = await self.stops.through_day(
                 await self.assessor.judge_and_reassess(m, task, attempt, verdict), again)
             if self.stops.over_budget(m, task, attempt, judged):  # a call did not fit: no fix, no retry
@@ -259,6 +259,8 @@ class TaskRunner:
             verdict = await self.outage.through(m, task, judged, again)
             if verdict is None:
                 return
+        if verdict.undecided is not None:  # the judge cannot tell: a person decides; nothing runs meanwhile
+            return wait_for_person(self.store, self.board, task, attempt, verdict)
         if verdict.passed and attempt.agent_ok:
             verdict = await self._land(m, task, attempt, verdict, ignore)
         self._decide(m, task, attempt, verdict)
@@ -379,14 +381,6 @@ class TaskRunner:
             self.board.transition(tx, task, Trigger.INTERRUPTED,
                                   "daemon shutting down; the attempt runs again on restart")
         self.store.submit(tx)
-
-
-def _stored_prompt(prompt: str, description: str) -> str:
-    """The prompt as the attempt row keeps it: a long description is stored once, in the mission's spec."""
-    if len(description) <= PROMPT_DESCRIPTION_MAX:
-        return prompt
-    return prompt.replace(description, f"[the task's description, {len(description)} characters: see the "
-                                       "mission's spec]", 1)
 
 
 def _siblings(m: Mission, task: Task) -> tuple[tuple[str, str], ...]:

@@ -42,6 +42,20 @@ def refusal() -> str | None:
     return r.scope if r is not None else None
 
 
+CLOSE = 0.25
+"""Scores this close are too close to rank without a side-by-side comparison (when no plateau sets a margin)."""
+
+
+def pairwise(verdict: Verdict) -> str | None:
+    """The side-by-side comparison of this attempt with the previous one (better, worse, tie), if a review made
+    one (:mod:`polpo.review.pairwise`)."""
+    for c in verdict.checks:
+        pair = (c.review or {}).get("pairwise")
+        if isinstance(pair, dict):
+            return str(pair.get("result"))
+    return None
+
+
 class QualityStops:
     def __init__(self, store: Store, board: MissionBoard, spend: SpendBook) -> None:
         self.spend = spend
@@ -50,6 +64,7 @@ class QualityStops:
         self.scores: dict[str, list[tuple[int, float]]] = {}  # task id → (attempt, score) of its fix loop
         self.best: dict[str, tuple[float, int]] = {}  # task id → its best (score, attempt) so far
         self.seen: dict[str, int] = {}  # task id → the last attempt whose score was recorded here
+        self.better: dict[str, set[int]] = {}  # task id → attempts judged better than the one before, side by side
 
     async def recall(self, task: Task, attempt: Attempt) -> None:
         """Before an attempt's scores count: when this node did not record the one before it, the fix loop's
@@ -73,6 +88,7 @@ class QualityStops:
         """The task is done or failed: its best (score, attempt), and nothing of it kept."""
         self.scores.pop(task_id, None)
         self.seen.pop(task_id, None)
+        self.better.pop(task_id, None)
         return self.best.pop(task_id, None)
 
     def plateaued(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> bool:
@@ -85,10 +101,17 @@ class QualityStops:
         if not loop or loop[-1][0] != attempt.number:
             loop.append((attempt.number, score))
         best = self.best.get(task.id)
-        if best is None or score > best[0]:
-            self.best[task.id] = (score, attempt.number)
+        # better than the previous attempt counts as progress only when that one was the best so far
+        better = pairwise(verdict) == "better" and best is not None and best[1] == attempt.number - 1
+        if better:
+            self.better.setdefault(task.id, set()).add(attempt.number)
         plateau = task.spec.plateau or m.spec.settings.plateau
-        return plateau is not None and policy.plateaued([sc for _, sc in loop], plateau.attempts, plateau.margin)
+        close = plateau.margin if plateau is not None else CLOSE
+        if best is None or score > best[0] or (better and score >= best[0] - close):
+            self.best[task.id] = (score, attempt.number)  # close scores: the one judged better side by side
+        judged = self.better.get(task.id, set())
+        return plateau is not None and policy.plateaued([sc for _, sc in loop], plateau.attempts, plateau.margin,
+                                                        [n in judged for n, _ in loop])
 
     def over_budget(self, m: Mission, task: Task, attempt: Attempt, verdict: Verdict) -> bool:
         """A call of the assessment did not fit the task's or mission's budget: end the task (True), unless the

@@ -326,6 +326,7 @@ class CheckComplete(Payload):
     scores: list[dict[str, Any]] | None = None
     error: str | None = None  # the check could not be done (not a fail): the assessment waits and retries
     tier: str | None = None
+    undecided: str | None = None  # the judge cannot tell (not a fail): a person decides, why
 
 
 @_event("assessment:complete")
@@ -360,6 +361,30 @@ class AssessmentError(Payload):
     task_id: str
     reason: str
     retryable: bool
+
+
+@_event("assessment:needs-person")
+class AssessmentNeedsPerson(Payload):
+    """The judge cannot tell whether the work passes (a calibrated rule's band, reviewers who disagree, evidence
+    against a passing score): the task waits ``awaiting_review`` for a person; no fix or retry runs meanwhile."""
+
+    title: str
+    attempt: int
+    reason: str
+    global_score: float | None
+    approve: str  # the command that passes the work
+    reject: str  # and the one that fails it (then a fix, a retry or the end, as after a failed assessment)
+
+
+@_event("assessment:person-verdict")
+class AssessmentPersonVerdict(Payload):
+    """A person passed or failed work the judge could not decide; stored as a label (``polpo labels export``)."""
+
+    attempt: int
+    passed: bool
+    score: float | None  # the score they gave (None: a pass keeps the panel's score)
+    reason: str
+    by: str
 
 
 @_event("assessment:corrected")

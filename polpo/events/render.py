@@ -108,7 +108,7 @@ def _finished(d: Data) -> str:
 
 
 def _check_complete(d: Data) -> str:
-    mark = "ERROR" if d.get("error") else "pass" if d.get("passed") else "FAIL"
+    mark = "ERROR" if d.get("error") else "PERSON" if d.get("undecided") else "pass" if d.get("passed") else "FAIL"
     score = f" (score {_num(d['globalScore'])})" if d.get("globalScore") is not None else ""
     return f"[{mark}] {safe(d.get('type'))} {safe(d.get('label'))}: {safe(d.get('message'))}{score}"
 
@@ -216,6 +216,11 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
     "assessment:corrected": _corrected,
     "assessment:deferred": _deferred,
     "assessment:error": _assessment_error,
+    "assessment:needs-person": lambda d: f"{safe(d.get('title'))} waits for a person's review: "
+                                         f"{safe(d.get('reason'))}; {safe(d.get('approve'))} or {safe(d.get('reject'))}",
+    "assessment:person-verdict": lambda d: f"{'passed' if d.get('passed') else 'failed'} by {safe(d.get('by'))}"
+                                           + (f" (score {_num(d['score'], 'g')})" if d.get("score") is not None
+                                              else "") + f": {safe(d.get('reason'))}",
     "agent:interrupted": _agent_interrupted,
     "assessment:judged": lambda d: (f"expectation judge not called: {safe(d['skipped'])}" if d.get("skipped") else
                                     "expectation judge kept the expectations"
@@ -297,7 +302,8 @@ _BAD = frozenset({"mission:rejected", "task:error", "quality:gate:failed", "qual
 _WARN = frozenset({"task:fix", "task:retry", "task:retry:blocked", "sla:warning", "budget:warning",
                    "budget:exceeded", "escalation:triggered",
                    "mission:cancelled", "task:timeout", "task:recovered", "assessment:corrected", "mission:resumed",
-                   "fault:paused", "checkpoint:reached", "approval:requested", "delay:started"})
+                   "fault:paused", "checkpoint:reached", "approval:requested", "delay:started",
+                   "assessment:needs-person"})
 _OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved", "fault:resumed",
                  "checkpoint:resumed", "delay:expired"})
 _INFO = frozenset({"agent:spawned", "orchestrator:started", "orchestrator:shutdown", "task:running",
@@ -316,7 +322,9 @@ def tone(ev: Ev) -> str | None:
         return "ok" if d.get("outcome") == "completed" else "bad"
     if name == "task:transition":
         return {"done": "ok", "failed": "bad"}.get(str(d.get("to")))
-    if name in ("assessment:check:complete", "assessment:complete"):
+    if name == "assessment:check:complete" and d.get("undecided"):
+        return "warn"
+    if name in ("assessment:check:complete", "assessment:complete", "assessment:person-verdict"):
         return "ok" if d.get("passed") else "bad"
     if name == "agent:finished":
         return "bad" if d.get("timedOut") or d.get("error") or d.get("exitCode") not in (0, None) else None

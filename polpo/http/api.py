@@ -108,14 +108,16 @@ class Api:
         return await self._command("retry", request.path_params["task_id"], read.task, "task", args)
 
     async def approve(self, request: Request) -> Response:
-        return await self._said("approve", request, request.path_params["task_id"], read.task, "task", ("note",))
+        return await self._said("approve", request, request.path_params["task_id"], read.task, "task",
+                                ("note", "score"))
 
     async def resume(self, request: Request) -> Response:
         return await self._said("resume", request, request.path_params["mission_id"], read.mission, "mission",
                                 ("checkpoint", "note"))
 
     async def reject(self, request: Request) -> Response:
-        return await self._said("reject", request, request.path_params["task_id"], read.task, "task", ("reason",))
+        return await self._said("reject", request, request.path_params["task_id"], read.task, "task",
+                                ("reason", "score"))
 
     async def override(self, request: Request) -> Response:
         return await self._said("override", request, request.path_params["task_id"], read.task, "task",

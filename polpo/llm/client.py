@@ -30,7 +30,7 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
@@ -39,8 +39,10 @@ from polpo.jitter import backoff as jittered
 from polpo.llm import failures
 from polpo.llm.context import ContextOverflow, estimate_tokens, fit_messages
 from polpo.llm.failures import classify
+from polpo.llm.logprobs import refuses_logprobs
 from polpo.llm.prices import PriceBook, default_book
 from polpo.llm.ratelimit import RateLimiter
+from polpo.llm.reply import ChatReply, ToolCallOut, parse_reply
 from polpo.llm.secrets import redact
 from polpo.llm.spend import CURRENT_METER, DEFAULT_MAX_OUTPUT, BudgetRefused
 
@@ -96,6 +98,8 @@ class ModelSettings:
     context_window: int | None = None
     """The model's context in tokens (``[agents.X]`` / ``[judge] context_window``); None: litellm's model info
     when it knows the model, else no fitting."""
+    seed: int | None = None
+    """Sent as the request's ``seed`` (the panel gives each seat its own, so sampled seats differ on purpose)."""
 
 
 def effective_max_tokens(settings: ModelSettings, asked: int | None) -> int | None:
@@ -104,47 +108,9 @@ def effective_max_tokens(settings: ModelSettings, asked: int | None) -> int | No
     return min(bounds) if bounds else None
 
 
-@dataclass(frozen=True)
-class ToolCallOut:
-    id: str
-    name: str
-    arguments: str
-    """Raw JSON text as the model produced it (it may be malformed: the caller decides)."""
-
-
-@dataclass(frozen=True)
-class ChatReply:
-    content: str | None
-    tool_calls: list[ToolCallOut]
-    finish_reason: str | None
-    model: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost: float | None = None
-    duration: float = 0.0
-    retries: int = 0
-    retry_errors: list[str] = field(default_factory=list)
-    cached: bool | None = None
-    """Through the judge-call cache (``[judge] cache``): True a hit, False a miss; None when no cache was asked."""
-
-    def as_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation.
-
-        Its content is ``""`` when the model wrote none (a tool-call turn): llama-cpp-python's server refuses
-        ``"content": null`` (422) and a missing key (500), and Ollama refuses null content without tool calls.
-        """
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
-        if self.tool_calls:
-            msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls
-            ]
-        return msg
-
-
 class LLMError(Exception):
     """A call that failed for good. ``kind`` is one of rate_limit, timeout, connection, server, auth,
-    bad_request, other, or a request fault (repeated_error, runaway, context_overflow:
+    bad_request, other, or a request fault (repeated_error, runaway, context_overflow, bad_output:
     :data:`polpo.llm.failures.REQUEST_FAULTS`); ``message`` is already redacted."""
 
     def __init__(self, kind: str, message: str, *, attempts: int = 1) -> None:
@@ -165,7 +131,8 @@ class ChatClient(Protocol):
 
     async def chat(self, settings: ModelSettings, messages: Sequence[dict[str, Any]], *,
                    tools: list[dict[str, Any]] | None = None, tool_choice: str | dict[str, Any] | None = None,
-                   response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatReply: ...
+                   response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
+                   logprobs: int | None = None) -> ChatReply: ...
 
 
 class LLMClient:
@@ -194,6 +161,7 @@ class LLMClient:
         self._answered: dict[str, float] = {}  # server (api_base, else model) → when it last answered a call
         self._failures: dict[str, str] = {}  # request fingerprint → signature of its last server error
         self.calls = 0  # requests sent, retries included (for metrics and tests)
+        self._no_logprobs: set[tuple[str | None, str]] = set()  # (server, model) that refused log-probabilities
 
     def _limit(self, model: str) -> anyio.Semaphore:
         sem = self._limits.get(model)
@@ -210,8 +178,26 @@ class LLMClient:
         tool_choice: str | dict[str, Any] | None = None,
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        logprobs: int | None = None,
     ) -> ChatReply:
-        """One completion, retried on transient errors; raises :class:`LLMError` when it fails for good."""
+        """One completion, retried on transient errors; raises :class:`LLMError` when it fails for good.
+
+        ``logprobs``: ask for each generated token's log-probability and that many alternatives; a server that
+        refuses them is asked again without, and not asked again for them (the reply's ``logprobs`` is None)."""
+        if logprobs and (settings.api_base, settings.model) not in self._no_logprobs:
+            try:
+                return await self._chat(settings, messages, tools, tool_choice, response_format, max_tokens,
+                                        logprobs)
+            except LLMError as exc:
+                if exc.kind != "bad_request" or not refuses_logprobs(exc.message):
+                    raise
+                self._no_logprobs.add((settings.api_base, settings.model))
+        return await self._chat(settings, messages, tools, tool_choice, response_format, max_tokens, None)
+
+    async def _chat(self, settings: ModelSettings, messages: Sequence[dict[str, Any]],
+                    tools: list[dict[str, Any]] | None, tool_choice: str | dict[str, Any] | None,
+                    response_format: dict[str, Any] | None, max_tokens: int | None, logprobs: int | None,
+                    ) -> ChatReply:
         litellm = await load_litellm()
         kwargs: dict[str, Any] = {"model": settings.model, "messages": list(messages),
                                   "timeout": settings.timeout, "num_retries": 0}
@@ -227,6 +213,11 @@ class LLMClient:
             kwargs["api_key"] = NO_KEY  # never litellm's fallback to the provider's variable: see the module doc
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
+        if settings.seed is not None:
+            kwargs["seed"] = settings.seed
+        if logprobs:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = logprobs
         if tools:
             kwargs["tools"] = tools
             if tool_choice is not None:
@@ -286,7 +277,8 @@ class LLMClient:
                 kind = classify(exc)
                 text = str(exc) or f"no complete answer within {settings.timeout:g} s"
                 message = redact(f"{type(exc).__name__}: {text}")[:2000]
-                kind = self._blame(kind, exc, message, kwargs, sent, self._answered.get(server))
+                kind = self._blame(kind, exc, message, kwargs, sent, self._answered.get(server),
+                                   settings.temperature)
                 if kind not in _RETRYABLE or attempt > self.max_retries:
                     suffix = f" (after {attempt} attempts)" if attempt > 1 else ""
                     if kind == "auth" and kwargs.get("api_key") == NO_KEY:
@@ -303,7 +295,7 @@ class LLMClient:
                 await self._sleep(self._delay(attempt, retry_after))
                 continue
             self._answered[server] = time.monotonic()
-            return _reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors,
+            return parse_reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors,
                           self._prices or default_book())
 
     def _window(self, litellm: Any, model: str) -> int | None:
@@ -318,10 +310,12 @@ class LLMClient:
         return self._windows[model]
 
     def _blame(self, kind: str, exc: BaseException, message: str, request: dict[str, Any], sent: float,
-               answered: float | None) -> str:
+               answered: float | None, temperature: float | None) -> str:
         """``kind``, or the request fault the evidence shows (see :mod:`polpo.llm.failures`)."""
         if failures.is_context_overflow(kind, message):
             return "context_overflow"
+        if failures.is_bad_output(kind, message, temperature):
+            return "bad_output"
         if failures.is_runaway(kind, sent, answered):
             return "runaway"
         status = getattr(exc, "status_code", None)
@@ -359,22 +353,3 @@ def _retry_after(exc: BaseException) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
-
-
-def _reply(resp: Any, model: str, duration: float, retries: int, errors: list[str], prices: PriceBook) -> ChatReply:
-    choice = resp.choices[0]
-    msg = choice.message
-    calls: list[ToolCallOut] = []
-    for i, tc in enumerate(getattr(msg, "tool_calls", None) or []):
-        fn = tc.function
-        args = fn.arguments
-        if not isinstance(args, str):
-            args = json.dumps(args)
-        calls.append(ToolCallOut(id=tc.id or f"call_{i}", name=fn.name or "", arguments=args or ""))
-    usage = getattr(resp, "usage", None)
-    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    return ChatReply(content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, model=model,
-                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                     cost=prices.price(model, prompt_tokens, completion_tokens),
-                     duration=duration, retries=retries, retry_errors=errors)

@@ -9,6 +9,11 @@ outages but are caused by the request, and waiting only repeats them:
   529) are left out: they say the server is unavailable, and an unavailable server answers the same each time.
 * **Runaway generation** (``runaway``): the request timed out while the same server answered other requests, so
   the server is up and it is this generation that does not end.
+* **Output the server could not parse** (``bad_output``), at temperature 0: llama.cpp's server answers HTTP 500
+  when the model's reply does not match the tool-call format its template expects ("does not match the expected
+  … format") or a history's tool-call arguments are not JSON ("Failed to parse tool call arguments"). A model
+  sampled at temperature 0 writes the same reply to the same request, so sending it again only repeats the
+  generation; sampled above 0 it may not, and the usual retries apply.
 * **Context overflow** (``context_overflow``): an HTTP 400 (some servers: 500) saying the prompt does not fit the
   model's context; the same request can never fit, so it is never sent again unchanged.
 
@@ -22,11 +27,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["GATEWAY_STATUSES", "REQUEST_FAULTS", "classify", "failure_signature", "is_context_overflow", "is_runaway",
-           "request_fault_hint", "request_fingerprint"]
+__all__ = ["GATEWAY_STATUSES", "REQUEST_FAULTS", "classify", "failure_signature", "is_bad_output", "is_context_overflow",
+           "is_runaway", "request_fault_hint", "request_fingerprint"]
 
 #: Error kinds that blame the request: never an outage, never retried unchanged.
-REQUEST_FAULTS = frozenset({"repeated_error", "runaway", "context_overflow"})
+REQUEST_FAULTS = frozenset({"repeated_error", "runaway", "context_overflow", "bad_output"})
 #: Statuses that mean "unavailable": identical each time during a real outage, so repeating proves nothing.
 GATEWAY_STATUSES = frozenset({502, 503, 504, 529})
 
@@ -76,6 +81,23 @@ def classify(exc: BaseException) -> str:
     return "other"
 
 
+#: What llama.cpp's server says when it cannot parse the model's output or the tool calls sent to it (lower case).
+_UNPARSED_MARKERS = (
+    "does not match the expected",  # "The model produced output that does not match the expected peg-native format"
+    "failed to parse tool call",  # "Failed to parse tool call arguments as JSON"
+    "failed to parse input",
+)
+
+
+def is_bad_output(kind: str, text: str, temperature: float | None) -> bool:
+    """Whether a server error says the model's output (or a replayed tool call) did not parse, for a request
+    sampled at temperature 0: the same request would get the same output again."""
+    if kind != "server" or temperature != 0:
+        return False
+    low = text.lower()
+    return any(m in low for m in _UNPARSED_MARKERS)
+
+
 def is_context_overflow(kind: str, text: str) -> bool:
     """Whether a refused (``bad_request``) or failed (``server``) call says the prompt exceeds the context."""
     if kind not in ("bad_request", "server", "other"):
@@ -113,6 +135,9 @@ def request_fault_hint(kind: str) -> str:
     if kind == "runaway":
         return ("the server answered other requests meanwhile, so it is up and this generation did not end "
                 "(runaway output): set a lower max_tokens, or use a model that follows instructions better")
+    if kind == "bad_output":
+        return ("the server could not parse the model's output (or a tool call sent back to it), and at "
+                "temperature 0 the model answers the same request the same way, so it is not sent again")
     if kind == "context_overflow":
         return ("the request does not fit the model's context window; it is not sent again unchanged: set "
                 "context_window to the model's size so polpo trims what it sends, or use a model with a larger "

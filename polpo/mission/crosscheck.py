@@ -11,6 +11,7 @@ from typing import Any
 
 from polpo.mission.graph import find_cycle
 from polpo.mission.rawdoc import Loc, Suggester, as_list, get, name_of
+from polpo.review.keys import dim_key
 
 __all__ = ["CrossChecker"]
 
@@ -59,17 +60,35 @@ class CrossChecker:
             for where, exp in places:
                 dims_key, dims = get(exp, "dimensions")
                 seen: dict[str, int] = {}
+                named: list[str] = []
                 for k, dim in enumerate(as_list(dims)):
                     name_key, name = get(dim, "name")
                     n = name_of(name)
                     if n is None:
                         continue
-                    norm = "".join(c for c in n.lower() if c.isalnum())
+                    named.append(n)
+                    norm = dim_key(n)
                     if norm in seen:
                         self.found.append(((("tasks", i, *where, dims_key, k, name_key)),
                                            f'duplicate dimension "{n}" (first at dimensions[{seen[norm]}])'))
                     else:
                         seen[norm] = k
+                if named:
+                    self._checklist(("tasks", i, *where), exp, named)
+
+    def _checklist(self, where: tuple[str | int, ...], exp: Any, dims: list[str]) -> None:
+        """With dimensions given, each checklist question must name the one it scores (matched as scores are)."""
+        listed = ", ".join(dims)
+        known = {dim_key(d) for d in dims}
+        key, items = get(exp, "checklist")
+        for k, item in enumerate(as_list(items)):
+            dim_at, dim = get(item, "dimension")
+            n = name_of(dim)
+            if isinstance(item, str) or (isinstance(item, dict) and dim is None):
+                self.found.append(((*where, key, k), f'with dimensions given, say which one the question scores '
+                                                     f'(write it as {{"question": …, "dimension": one of {listed}}})'))
+            elif n is not None and dim_key(n) not in known:
+                self.found.append(((*where, key, k, dim_at), f'"{n}" is not one of the dimensions ({listed})'))
 
     def _titles(self) -> None:
         for i, task in enumerate(self.tasks):

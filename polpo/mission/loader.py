@@ -179,10 +179,13 @@ def _json_type(v: Any) -> str:
 
 
 def _clean_loc(loc: Loc, data: Any) -> Loc:
-    """Drop the labels pydantic puts in ``loc`` for union members (the expectation ``type`` tag and others)."""
+    """Drop the labels pydantic puts in ``loc`` for union members (the expectation ``type`` tag and others; a
+    discriminated field's tag, even where the value is a list, which no key can index)."""
     out: list[str | int] = []
     node: Any = data
     for i, seg in enumerate(loc):
+        if isinstance(seg, str) and isinstance(node, list) and i < len(loc) - 1:
+            continue
         if isinstance(seg, str) and isinstance(node, dict):
             after_expectations = len(out) >= 2 and out[-2] == "expectations" and isinstance(out[-1], int)
             if (after_expectations and seg in EXPECTATION_TYPES) or (seg not in node and i < len(loc) - 1):
@@ -221,6 +224,8 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
                     nxt = c  # a discriminated-union tag
             if nxt is not None:
                 break
+        if nxt is None and isinstance(seg, str):
+            continue  # no field of that name: a union member's label (a discriminator's tag), not a key
         if nxt is None:
             return None
         cur = nxt

@@ -19,6 +19,7 @@ class TaskStatus(StrEnum):
     REVIEW = "review"                  # the agent finished; checks run
     AWAITING_APPROVAL = "awaiting_approval"  # sideEffects: a person must approve a re-run
     ON_HOLD = "on_hold"                # the judge (or the agent's model) stayed unreachable: `polpo retry` resumes
+    AWAITING_REVIEW = "awaiting_review"  # the judge cannot tell: a person passes or fails the work
     DONE = "done"
     FAILED = "failed"
 
@@ -65,6 +66,7 @@ class AttemptKind(StrEnum):
 class AssessmentStatus(StrEnum):
     RUNNING = "running"
     COMPLETE = "complete"
+    UNDECIDED = "undecided"            # the judge cannot tell (passed stays unknown): a person decides it
 
 
 class GateStatus(StrEnum):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from polpo.review.consensus import SCORE_MAX, SCORE_MIN, Consensus, weighted_score
+from polpo.review.rule import Rule
 
 __all__ = ["LEVELS", "Calibration", "calibrate_consensus", "level", "linear_fit", "load_calibration", "mean_bias",
            "spearman", "weighted_kappa"]
@@ -108,29 +109,44 @@ def linear_fit(panel: Sequence[float], human: Sequence[float]) -> tuple[float, f
 
 @dataclass(frozen=True)
 class Calibration:
-    """``calibrated = clamp(scale · raw + bias, 1, 5)``."""
+    """``calibrated = clamp(scale · raw + bias, 1, 5)``, and the rule that decides (:mod:`polpo.review.rule`)."""
 
     scale: float = 1.0
     bias: float = 0.0
     source: str = ""
+    rule: Rule | None = None
+    """Pass, fail or ask a person, on the raw score (None: the threshold decides, as without calibration)."""
 
     def apply(self, raw: float) -> float:
         return round(min(SCORE_MAX, max(SCORE_MIN, self.scale * raw + self.bias)), 6)
 
     def to_json(self) -> dict[str, Any]:
-        return {"scale": self.scale, "bias": self.bias, "source": self.source}
+        out: dict[str, Any] = {"scale": self.scale, "bias": self.bias, "source": self.source}
+        if self.rule is not None:
+            out["rule"] = self.rule.to_json()
+        return out
 
 
 def load_calibration(path: Path) -> Calibration:
-    """Read a calibration file; ValueError with the reason when it is not one."""
+    """Read a calibration file (a linear map, a rule, or both); ValueError with the reason when it is not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: cannot read a calibration: {exc}") from None
-    scale, bias = (data.get("scale"), data.get("bias")) if isinstance(data, dict) else (None, None)
+    if not isinstance(data, dict):
+        data = {}
+    rule = None
+    if isinstance(data.get("rule"), dict):
+        try:
+            rule = Rule.from_json(data["rule"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f'{path}: its "rule" is not one ({exc}): make it again with polpo calibrate --write') \
+                from None
+    scale, bias = data.get("scale", 1.0 if rule else None), data.get("bias", 0.0 if rule else None)
     if not (_number(scale) and _number(bias)) or scale <= 0:
-        raise ValueError(f'{path}: a calibration is {{"scale": a positive number, "bias": a number}}')
-    return Calibration(float(scale), float(bias), str(path))
+        raise ValueError(f'{path}: a calibration is {{"scale": a positive number, "bias": a number}}, a "rule", '
+                         "or both (polpo calibrate --write makes one)")
+    return Calibration(float(scale), float(bias), str(path), rule)
 
 
 def _number(v: object) -> TypeGuard[int | float]:
@@ -138,8 +154,11 @@ def _number(v: object) -> TypeGuard[int | float]:
 
 
 def calibrate_consensus(c: Consensus, cal: Calibration) -> Consensus:
-    """The consensus with every dimension's score calibrated (the raw one kept) and the verdict taken again."""
+    """The consensus with every dimension's score calibrated (the raw one kept) and the verdict taken again
+    (a critical dimension's cap applies to the calibrated scores as to raw ones)."""
     scores = [replace(s, score=cal.apply(s.score), raw_score=s.score) for s in c.scores]
     global_score = weighted_score([(s.score, s.weight) for s in scores])
+    if c.capped_by:
+        global_score = min(global_score, *(s.score for s in scores if s.dimension in c.capped_by))
     passed = bool(scores) and not c.unscored and global_score >= c.threshold
     return replace(c, scores=scores, global_score=global_score, passed=passed)

@@ -39,6 +39,17 @@ names that are not in the dimension list are ignored. Names are matched with
 Global score = Σ score·weight / Σ weight over the scored dimensions, rounded to 9 decimals only to absorb float
 noise (0.35·3 + 0.30·3 + … must be exactly 3.0, so an all-3 review passes a 3.0 threshold); pass iff
 global ≥ threshold.
+
+**Evidence.** A vote whose reasoning cites no evidence (``DimScore.cited`` False, see
+:mod:`polpo.review.citations`) weighs :data:`UNCITED_WEIGHT` against a cited vote's 1 in its dimension's median
+(a weighted median: the smallest vote at which the votes at or below it hold half the weight). Alone, it is the
+verdict, and the result says it rests on no cited evidence. A crash vote weighs as much as the heaviest real vote
+of its dimension, never more: two uncited 4s still outvote one failed reviewer's 1.
+
+**Critical dimensions.** A weighted mean lets good style pay for wrong behaviour: with the default weights a
+function that is wrong (correctness 2) and tidy (4s elsewhere) scored 3.3 and passed. A dimension marked
+``critical`` (the default ``correctness`` is) caps the global score at its own when it falls below the
+threshold, so the work fails on it and the number says by how much (``capped_by`` names it).
 """
 
 from __future__ import annotations
@@ -58,15 +69,18 @@ __all__ = [
     "DimensionResult",
     "Review",
     "WeightedDimension",
+    "capped_score",
     "consensus",
     "pstdev",
     "robust_median",
     "spread_of",
+    "weighted_median",
     "weighted_score",
 ]
 
 OUTLIER_DISTANCE = 1.5
 SCORE_MIN, SCORE_MAX = 1.0, 5.0
+UNCITED_WEIGHT = 0.5
 
 
 class WeightedDimension(Protocol):
@@ -83,12 +97,36 @@ class DimScore:
 
     dimension: str
     score: float
+    """The probability-weighted score where the provider gave the distribution, else the sampled one."""
     reasoning: str = ""
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    sampled: float | None = None
+    """The score the model wrote, when ``score`` is its probability-weighted mean instead."""
+    dist: Mapping[str, Any] | None = None
+    """``{"probs": {"1": p, …}, "mass": m}`` of the score token (:mod:`polpo.review.geval`)."""
+    cited: bool | None = None
+    """Whether the reasoning cites evidence (None: not checked)."""
+    from_questions: list[dict[str, Any]] | None = None
+    """The checklist answers the score was derived from, when the dimension has questions."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"dimension": self.dimension, "score": self.score, "reasoning": self.reasoning,
-                "evidence": list(self.evidence)}
+        out: dict[str, Any] = {"dimension": self.dimension, "score": self.score, "reasoning": self.reasoning,
+                               "evidence": list(self.evidence)}
+        if self.sampled is not None:
+            out["sampled"] = self.sampled
+        if self.dist is not None:
+            out["dist"] = dict(self.dist)
+        if self.cited is not None:
+            out["cited"] = self.cited
+        if self.from_questions is not None:
+            out["questions"] = list(self.from_questions)
+        return out
+
+    @classmethod
+    def from_json(cls, s: Mapping[str, Any]) -> DimScore:
+        return cls(str(s["dimension"]), float(s["score"]), str(s.get("reasoning") or ""),
+                   list(s.get("evidence") or []), s.get("sampled"), s.get("dist"), s.get("cited"),
+                   s.get("questions"))
 
 
 @dataclass(frozen=True)
@@ -123,6 +161,8 @@ class DimensionResult:
     """``{mean, median, std, votes}`` over every sample vote (crash votes excluded)."""
     raw_score: float | None = None
     """The score before ``[judge] calibration`` (None when no calibration applies)."""
+    dist: Mapping[str, Any] | None = None
+    """The shown reviewer's score distribution, when its score is probability-weighted."""
 
     def to_json(self) -> dict[str, Any]:
         out = {"dimension": self.dimension, "score": self.score, "weight": self.weight,
@@ -133,6 +173,8 @@ class DimensionResult:
             out["spread"] = dict(self.spread)
         if self.raw_score is not None:
             out["rawScore"] = self.raw_score
+        if self.dist is not None:
+            out["dist"] = dict(self.dist)
         return out
 
 
@@ -146,25 +188,49 @@ class Consensus:
     """Indices of the reviewers whose scores were used."""
     single_reviewer: bool
     unscored: list[str]
+    capped_by: list[str] = field(default_factory=list)
+    """Critical dimensions below the threshold that capped the global score."""
 
     def to_json(self) -> dict[str, Any]:
         return {"scores": [s.to_json() for s in self.scores], "globalScore": self.global_score,
                 "passed": self.passed, "threshold": self.threshold, "reviewers": list(self.reviewers),
-                "singleReviewer": self.single_reviewer, "unscored": list(self.unscored)}
+                "singleReviewer": self.single_reviewer, "unscored": list(self.unscored),
+                "cappedBy": list(self.capped_by)}
 
 
-def robust_median(values: Sequence[float]) -> tuple[float, float, list[bool]]:
-    """``(final, median, kept)`` for one dimension's votes: median, outliers dropped, median again.
+def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
+    """The median with weights; equal weights give :func:`statistics.median` exactly (an even count: the mean of
+    the two middle values), so unweighted panels keep their verdicts."""
+    if len(set(weights)) <= 1:
+        return float(statistics.median(values))
+    pairs = sorted(zip(values, weights, strict=True))
+    half = math.fsum(weights) / 2
+    acc = 0.0
+    for i, (v, w) in enumerate(pairs):
+        acc += w
+        if math.isclose(acc, half):
+            return (v + pairs[i + 1][0]) / 2 if i + 1 < len(pairs) else v
+        if acc > half:
+            return v
+    return pairs[-1][0]
+
+
+def robust_median(values: Sequence[float], weights: Sequence[float] | None = None,
+                  ) -> tuple[float, float, list[bool]]:
+    """``(final, median, kept)`` for one dimension's votes: median, outliers dropped, median again (weighted by
+    ``weights`` when given).
 
     ``kept[i]`` says whether ``values[i]`` survived. Raises ValueError on an empty sequence.
     """
     if not values:
         raise ValueError("no scores")
-    med = float(statistics.median(values))
+    w = list(weights) if weights is not None else [1.0] * len(values)
+    med = weighted_median(values, w)
     kept = [abs(v - med) <= OUTLIER_DISTANCE for v in values]
     if not any(kept):
         kept = [True] * len(values)
-    final = float(statistics.median([v for v, k in zip(values, kept, strict=True) if k]))
+    final = weighted_median([v for v, k in zip(values, kept, strict=True) if k],
+                            [x for x, k in zip(w, kept, strict=True) if k])
     return final, med, kept
 
 
@@ -235,7 +301,8 @@ def consensus(reviews: Sequence[Review | None], dims: Sequence[WeightedDimension
             unscored.append(d.name)
             continue
         values = [v for _, v, _, _ in votes]
-        final, med, kept = robust_median(values)
+        weights = _vote_weights(votes)
+        final, med, kept = robust_median(values, weights)
         candidates = [(abs(sc.score - final), sc.score, idx, sc)
                       for (_, _, samples, _), k in zip(votes, kept, strict=True) if k for idx, sc in samples]
         if not candidates:  # only crash votes were kept: the nearest real sample explains the score
@@ -249,6 +316,8 @@ def consensus(reviews: Sequence[Review | None], dims: Sequence[WeightedDimension
                 entry["samples"] = [sc.score for _, sc in samples]
             if was_crash:
                 entry["crashed"] = True
+            if samples and all(sc.cited is False for _, sc in samples):
+                entry["uncited"] = True
             if not k:
                 entry["why"] = _why(vote, med)
             entries.append(entry)
@@ -256,8 +325,31 @@ def consensus(reviews: Sequence[Review | None], dims: Sequence[WeightedDimension
         results.append(DimensionResult(
             dimension=d.name, score=final, weight=d.weight, reasoning=chosen.reasoning,
             evidence=list(chosen.evidence), reviewer_scores=entries, median=med, from_reviewer=chosen_idx,
-            spread=spread_of(all_samples)))
-    global_score = weighted_score([(r.score, r.weight) for r in results])
+            spread=spread_of(all_samples), dist=chosen.dist))
+    global_score, capped = capped_score(results, dims, threshold)
     passed = bool(results) and not unscored and global_score >= threshold
     return Consensus(scores=results, global_score=global_score, passed=passed, threshold=threshold,
-                     reviewers=[r.reviewer for r in ok], single_reviewer=len(seats) == 1, unscored=unscored)
+                     reviewers=[r.reviewer for r in ok], single_reviewer=len(seats) == 1, unscored=unscored,
+                     capped_by=capped)
+
+
+def _vote_weights(votes: Sequence[tuple[int, float, list[tuple[int, DimScore]], bool]]) -> list[float]:
+    """Each vote's weight in its dimension's median: 1 for a cited vote, :data:`UNCITED_WEIGHT` for one whose
+    samples all cite nothing, and a crash vote (``reviewer_error = "fail"``) the weight of the heaviest real vote:
+    a reviewer that failed cites nothing either, and must not outweigh reviewers that did review."""
+    own = [None if crashed else UNCITED_WEIGHT if all(sc.cited is False for _, sc in samples) else 1.0
+           for _, _, samples, crashed in votes]
+    heaviest = max((w for w in own if w is not None), default=1.0)
+    return [heaviest if w is None else w for w in own]
+
+
+def capped_score(results: Sequence[DimensionResult], dims: Sequence[WeightedDimension],
+                 threshold: float) -> tuple[float, list[str]]:
+    """The weighted global score, capped by any critical dimension scoring below ``threshold`` (see the module
+    docstring), and the names of those dimensions."""
+    score = weighted_score([(r.score, r.weight) for r in results])
+    critical = {dim_key(d.name) for d in dims if getattr(d, "critical", False)}
+    low = [r for r in results if dim_key(r.dimension) in critical and r.score < threshold]
+    if not low:
+        return score, []
+    return min(score, min(_clamp(r.score) for r in low)), [r.dimension for r in low]

@@ -11,10 +11,9 @@ so they need not add up to 1); generated ones are normalised to sum to 1; the de
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,26 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from polpo.llm.client import ChatClient, LLMError, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review import prompts
+from polpo.review.keys import dim_key
 from polpo.review.parsing import JSONNotFound, extract_json, json_number
 
-__all__ = [
-    "DEFAULT_DIMENSIONS",
-    "LEVELS",
-    "SCORE_SCALE",
-    "Dim",
-    "DimSource",
-    "Generation",
-    "choose",
-    "dim_key",
-    "dims_from_json",
-    "dims_to_json",
-    "from_given",
-    "generate_dimensions",
-    "generate_dimensions_traced",
-    "needs_generation",
-    "render_rubric",
-    "validate_generated",
-]
+__all__ = ["DEFAULT_DIMENSIONS", "LEVELS", "SCORE_SCALE", "Dim", "DimSource", "Generation", "choose", "dim_key",
+           "dims_from_json", "dims_to_json", "from_given", "generate_dimensions", "generate_dimensions_traced",
+           "needs_generation", "render_rubric", "validate_generated"]
 
 DimSource = Literal["given", "generated", "default"]
 EXAMPLE_CHARS = 1500  # of an anchor's output, in the rubric
@@ -57,12 +42,6 @@ SCORE_SCALE: dict[str, str] = {
 }
 
 
-def dim_key(name: str) -> str:
-    """The name reviewers' answers are matched on: ``"Code Quality"`` and ``code_quality`` are the same."""
-    key = re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
-    return key or name.strip().lower()
-
-
 @dataclass(frozen=True)
 class Dim:
     """One scoring dimension. ``levels`` holds the rubric lines that were given ("1".."5" → text);
@@ -76,6 +55,9 @@ class Dim:
     examples: tuple[Mapping[str, Any], ...] = ()
     """Scored anchors (seed 002's calibration examples): ``{output | file, score, why}``; a ``file`` is read
     from the workspace into ``output`` before the reviewers see it."""
+    critical: bool = False
+    """The work fails when this dimension scores below the threshold, whatever the others say
+    (:func:`polpo.review.consensus.capped_score`)."""
 
     @property
     def key(self) -> str:
@@ -89,6 +71,8 @@ class Dim:
                "levels": {k: self.levels[k] for k in LEVELS if k in self.levels}, "guidance": self.guidance}
         if self.examples:
             out["examples"] = [dict(e) for e in self.examples]
+        if self.critical:
+            out["critical"] = True
         return out
 
     @classmethod
@@ -104,11 +88,12 @@ class Dim:
         return cls(name=str(data["name"]), weight=float(data["weight"]),
                    description=str(data.get("description") or ""),
                    levels={k: str(levels[k]) for k in LEVELS if k in levels}, guidance=guidance,
-                   examples=tuple(dict(e) for e in data.get("examples") or () if isinstance(e, Mapping)))
+                   examples=tuple(dict(e) for e in data.get("examples") or () if isinstance(e, Mapping)),
+                   critical=bool(data.get("critical")))
 
 
-def _dim(name: str, weight: float, description: str, levels: Sequence[str]) -> Dim:
-    return Dim(name, weight, description, dict(zip(LEVELS, levels, strict=True)))
+def _dim(name: str, weight: float, description: str, levels: Sequence[str], *, critical: bool = False) -> Dim:
+    return Dim(name, weight, description, dict(zip(LEVELS, levels, strict=True)), critical=critical)
 
 
 DEFAULT_DIMENSIONS: tuple[Dim, ...] = (
@@ -119,7 +104,7 @@ DEFAULT_DIMENSIONS: tuple[Dim, ...] = (
              "Mostly correct: the main goal is met but there are notable mistakes",
              "Correct with minor issues that do not affect the main goal",
              "Fully correct: every stated goal is met and the behaviour was verified",
-         )),
+         ), critical=True),
     _dim("completeness", 0.30, "Are all aspects of the task addressed? Every requirement in the description is "
          "handled.", (
              "Most requirements are missing",
@@ -189,7 +174,8 @@ def from_given(given: Sequence[GivenDimension]) -> list[Dim]:
         examples = tuple(e.model_dump(mode="json", exclude_none=True) if hasattr(e, "model_dump") else dict(e)
                          for e in getattr(d, "examples", None) or ())  # optional: anchors (llm_review)
         out.append(Dim(name=name, weight=float(d.weight), description=d.description.strip(),
-                       levels=levels, guidance=guidance, examples=examples))
+                       levels=levels, guidance=guidance, examples=examples,
+                       critical=bool(getattr(d, "critical", False))))
     return out
 
 
@@ -222,7 +208,8 @@ def render_rubric(dims: Sequence[Dim]) -> str:
     """The rubric block shown to reviewers: per dimension its weight, description and five level lines."""
     blocks: list[str] = []
     for d in dims:
-        lines = [f"  {d.name} (weight: {d.weight:g}):"]
+        lines = [f"  {d.name} (weight: {d.weight:g}" + ("; critical: the work fails if this scores low" if d.critical
+                                                       else "") + "):"]
         if d.description:
             lines.append(f"    Description: {d.description}")
         if d.guidance:
@@ -248,6 +235,12 @@ class _GeneratedDim(BaseModel):
     description: str = Field(min_length=1, max_length=1000)
     weight: float = Field(gt=0)
     rubric: dict[str, str] | str | None = None
+    critical: bool = False
+
+    @field_validator("critical", mode="before")
+    @classmethod
+    def _flag(cls, v: object) -> object:
+        return v is True or (isinstance(v, str) and v.strip().lower() == "true")
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -305,7 +298,11 @@ def validate_generated(data: object) -> list[Dim]:
         levels = d.rubric if isinstance(d.rubric, dict) else {}
         guidance = d.rubric.strip() if isinstance(d.rubric, str) else ""
         out.append(Dim(name=dim_key(d.name), weight=round(d.weight / total, 6), description=d.description,
-                       levels={k: levels[k] for k in LEVELS if k in levels}, guidance=guidance))
+                       levels={k: levels[k] for k in LEVELS if k in levels}, guidance=guidance,
+                       critical=d.critical))
+    if sum(d.critical for d in out) > 1:  # "the one dimension without which the work fails": the heaviest
+        top = max((d for d in out if d.critical), key=lambda d: d.weight)
+        out = [replace(d, critical=d is top) for d in out]
     return out
 
 

@@ -23,23 +23,30 @@ ones kept) before it is compared with the threshold.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
 
-from polpo.llm.client import ChatClient, ModelSettings
+from polpo.llm.client import ChatClient, LLMError, ModelSettings
 from polpo.llm.failures import REQUEST_FAULTS
 from polpo.llm.secrets import redact
 from polpo.review.calibration import Calibration, calibrate_consensus
 from polpo.review.consensus import Consensus, DimensionResult, Review, consensus, pstdev
 from polpo.review.dimensions import Dim
-from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, run_reviewer
+from polpo.review.evidence_cap import EvidenceCap, apply_cap, evidence_cap
+from polpo.review.evidence_run import Evidence, gather_evidence
+from polpo.review.feedback import cut, feedback_text, suggestions_of, summary_of
+from polpo.review.probes import reference_code, reference_messages
+from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, Seat, run_reviewer
+from polpo.review.rule import Decision, Features, apply_rule
+from polpo.review.scratch import Scratch
+from polpo.review.seats import SEAT_TEMPERATURE, SeatPlan, copies, plan_seats
 
-__all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run_panel"]
+__all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run_panel", "seat_scores"]
 
-MAX_SUGGESTIONS = 8
 REASONING_IN_DETAILS = 300
 # the provider answered "no", or the evidence blames the request (polpo.llm.failures): trying again will not help
 REFUSED = frozenset({"auth", "bad_request", *REQUEST_FAULTS})
@@ -55,6 +62,12 @@ class PanelOptions:
     calibration: Calibration | None = None
     max_turns: int = DEFAULT_MAX_TURNS
     """A reviewer's exploration turns (``[judge] max_turns``)."""
+    diversity: bool = True
+    """Seats after the first get their own angle, evidence order and sampling (:mod:`polpo.review.seats`)."""
+    logprobs: bool = True
+    """Ask for the score tokens' log-probabilities (G-Eval's probability-weighted scores)."""
+    probes: bool = True
+    """Probe the work against the judge's own implementation where the task states examples of calls."""
 
 
 @dataclass
@@ -84,14 +97,30 @@ class PanelResult:
     options: PanelOptions = field(default_factory=PanelOptions)
     seats: int = 3
     """Reviewers per round (run ``i`` of the panel sat in seat ``i % seats``)."""
+    evidence: Evidence = field(default_factory=Evidence)
+    """What polpo established by running the work before the reviewers looked."""
+    copies: bool = False
+    """The seats were copies of one reviewer (one model, temperature 0, same angle): agreement proves nothing."""
+    capped_by: list[str] = field(default_factory=list)
+    evidence_cap: EvidenceCap | None = None
+    """The bound the evidence set on the score (a failed stated example, a probe that differs), if any."""
+    probe: dict[str, Any] | None = None
+    """The call that wrote the judge's own implementation for the probes, with its spend."""
+    decision: Decision = "fail"
+    """``pass``, ``fail``, or ``person``: the calibrated rule could not tell (:mod:`polpo.review.rule`)."""
+    decision_reason: str = ""
 
     @property
     def tokens(self) -> int:
-        return sum(r.tokens for r in self.reviewers)
+        probe = self.probe or {}
+        return sum(r.tokens for r in self.reviewers) + int(probe.get("tokensIn") or 0) + \
+            int(probe.get("tokensOut") or 0)
 
     @property
     def cost(self) -> float | None:
         costs = [r.cost for r in self.reviewers if r.cost is not None]
+        if self.probe and self.probe.get("cost") is not None:
+            costs.append(float(self.probe["cost"]))
         return math.fsum(costs) if costs else None
 
     @property
@@ -108,6 +137,10 @@ class PanelResult:
         if self.global_score is None:
             return f"Review could not be done: no reviewer produced valid scores ({len(self.reviewers)} tried)"
         verdict = "" if self.passed else " — below threshold"
+        if self.decision == "person":
+            verdict = " — a person must decide"
+        elif self.options.calibration is not None and self.options.calibration.rule is not None:
+            verdict = "" if self.passed else " — failed by the calibrated rule"
         single = " (a single reviewer succeeded)" if self.single_reviewer else ""
         head = f"Score {self.global_score:.2f}/5 (threshold {self.threshold:g}){verdict}{single}"
         if self.stability is not None and (self.samples > 1 or self.extra_round or self.stability == "flaky"):
@@ -126,7 +159,7 @@ class PanelResult:
             votes = ", ".join(f"{v['score']:g}" + ("" if v["kept"] else " (outlier)")
                               + (" (crashed)" if v.get("crashed") else "") for v in s.reviewer_scores)
             lines.append(f"{s.dimension}: {s.score:g}/5 (weight: {s.weight:g}; votes: {votes}) — "
-                         f"{_cut(s.reasoning, REASONING_IN_DETAILS)}")
+                         f"{cut(s.reasoning, REASONING_IN_DETAILS)}")
         if self.unscored:
             lines.append("Not scored by any reviewer: " + ", ".join(self.unscored))
         if self.summary:
@@ -144,9 +177,14 @@ class PanelResult:
             "calibration": self.options.calibration.to_json() if self.options.calibration else None,
             "cache": {"hits": self.cache_hits, "misses": self.cache_misses},
             "tokens": self.tokens, "cost": self.cost, "error": self.error,
+            "evidence": self.evidence.to_json(), "copies": self.copies, "cappedBy": list(self.capped_by),
+            "decision": self.decision, "decisionReason": self.decision_reason,
+            "evidenceCap": self.evidence_cap.to_json() if self.evidence_cap else None, "probe": self.probe,
+            "scoreSource": _sources(self.reviewers), "uncited": _uncited(self.reviewers),
             "reviewers": [{"index": r.index, "model": r.model, "ok": r.ok, "globalScore": r.global_score,
                            "error": r.error, "errorKind": r.error_kind, "cacheHits": r.cache_hits,
-                           "cost": r.cost} for r in self.reviewers],
+                           "cost": r.cost, "scoreSource": r.score_source, "uncited": list(r.uncited),
+                           "evidenceAsked": r.evidence_asked, "seat": r.seat} for r in self.reviewers],
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -154,16 +192,35 @@ class PanelResult:
                 "feedback": self.feedback, "summary": self.summary, "retryable": self.retryable}
 
 
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _sources(traces: Sequence[ReviewerTrace]) -> str | None:
+    """How the panel's scores were read: ``probability``, ``sampled`` or ``mixed`` (None: nobody scored)."""
+    kinds = {t.score_source for t in traces if t.ok and t.score_source}
+    return None if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _uncited(traces: Sequence[ReviewerTrace]) -> list[str]:
+    """Dimensions no successful reviewer backed with evidence."""
+    ok = [t for t in traces if t.ok]
+    if not ok:
+        return []
+    return sorted(set.intersection(*(set(t.uncited) for t in ok)))
 
 
 ClientFor = Callable[[int], ChatClient]
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What every run of one panel shares: the evidence, each seat's plan, the options."""
+
+    evidence: Evidence
+    plans: list[SeatPlan]
+    logprobs: bool
+
+
 async def _rounds(client_for: ClientFor, models: Sequence[ModelSettings], ctx: ReviewContext, dims: Sequence[Dim],
-                  offset: int, rounds: int, max_turns: int, reviewer_timeout: float | None) -> list[ReviewerTrace]:
+                  offset: int, rounds: int, max_turns: int, reviewer_timeout: float | None,
+                  setup: _Setup) -> list[ReviewerTrace]:
     """``rounds`` runs of every seat, all at once; run ``r`` of seat ``i`` has index ``offset + r·n + i``."""
     n = len(models)
     traces: list[ReviewerTrace | None] = [None] * (n * rounds)
@@ -172,9 +229,15 @@ async def _rounds(client_for: ClientFor, models: Sequence[ModelSettings], ctx: R
         seat = slot % n
         settings = models[seat]
         index = offset + slot
+        plan = setup.plans[seat]
+        if index >= n:  # a seat's later samples, rounds and re-runs must not repeat its first run
+            plan = replace(plan, seed=(plan.seed or 1000 + seat) + 100 * (index // n),
+                           temperature=plan.temperature if plan.temperature is not None else
+                           (SEAT_TEMPERATURE if settings.temperature == 0 else None))
         try:
             traces[slot] = await run_reviewer(client_for(seat), settings, index=index, ctx=ctx, dims=dims,
-                                              max_turns=max_turns, time_limit=reviewer_timeout)
+                                              max_turns=max_turns, time_limit=reviewer_timeout,
+                                              seat=Seat(setup.evidence, plan, setup.logprobs))
         except Exception as exc:  # run_reviewer does not raise; this keeps a future bug from killing the group
             traces[slot] = ReviewerTrace(index=index, model=settings.model, error_kind="internal",
                                          error=redact(f"internal error: {type(exc).__name__}: {exc}")[:2000])
@@ -185,61 +248,20 @@ async def _rounds(client_for: ClientFor, models: Sequence[ModelSettings], ctx: R
     return [t for t in traces if t is not None]
 
 
-def _summary(c: Consensus, ok: list[ReviewerTrace]) -> str:
-    """The summary of the reviewer whose own score is nearest the consensus (lowest index on a tie)."""
-    used = [r for r in ok if r.index in c.reviewers and r.summary]
-    if not used:
-        return ""
-    best = min(used, key=lambda r: (abs((r.global_score or 0.0) - c.global_score), r.index))
-    return best.summary
-
-
-def _suggestions(ok: list[ReviewerTrace]) -> list[str]:
-    seen: set[str] = set()
-    out: list[str] = []
-    for r in ok:
-        for s in r.suggestions:
-            key = " ".join(s.lower().split())
-            if key and key not in seen:
-                seen.add(key)
-                out.append(s.strip())
-    return out[:MAX_SUGGESTIONS]
-
-
-def feedback_text(c: Consensus, suggestions: Sequence[str], summary: str) -> str:
-    """What the agent needs to raise the score: the dimensions below the threshold first, with the reasons."""
-    lines = [f"The LLM review scored the work {c.global_score:.2f}/5; it needs {c.threshold:g} to pass."]
-    low = sorted((s for s in c.scores if s.score < c.threshold), key=lambda s: (s.score, -s.weight))
-    if low:
-        lines.append(f"Dimensions below {c.threshold:g}:")
-        for s in low:
-            lines.append(f"- {s.dimension}: {s.score:g}/5 (weight {s.weight:g})")
-            if s.reasoning:
-                lines.append(f"  Why: {_cut(s.reasoning, 1200)}")
-            for e in s.evidence[:6]:
-                where = str(e.get("file") or "")
-                if where and e.get("line") is not None:
-                    where += f":{e['line']}"
-                note = str(e.get("note") or "")
-                lines.append(f"  Evidence: {where + ' — ' if where else ''}{_cut(note, 300)}")
-    if c.unscored:
-        lines.append("Not scored by any reviewer: " + ", ".join(c.unscored))
-    if suggestions:
-        lines.append("Suggestions:")
-        lines.extend(f"- {_cut(s, 400)}" for s in suggestions)
-    if summary:
-        lines.append(f"Reviewer summary: {_cut(summary, 800)}")
-    return "\n".join(lines)
-
-
 def _verdict(traces: list[ReviewerTrace], dims: Sequence[Dim], threshold: float, n: int,
-             opts: PanelOptions) -> Consensus | None:
+             opts: PanelOptions, cap: EvidenceCap | None = None) -> Consensus | None:
+    """The consensus, bounded by what the evidence allows (before and after any calibration: the bound is on
+    the scale people read), calibrated."""
     ok = [t for t in traces if t.ok]
     seats_ok = {t.index % n for t in ok}
     c = consensus([Review(t.index, t.scores, voter=t.index % n) for t in ok], dims, threshold,
                   crashed=[s for s in range(n) if s not in seats_ok], fail_vote=opts.reviewer_error == "fail")
+    if c is not None and cap is not None:
+        c = apply_cap(c, cap, dims)
     if c is not None and opts.calibration is not None:
         c = calibrate_consensus(c, opts.calibration)
+        if cap is not None:
+            c = apply_cap(c, cap, dims)
     return c
 
 
@@ -274,21 +296,26 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
         max_turns = opts.max_turns
     dims = list(dims)
     n = len(models)
+    evidence, probe = await _evidence(ctx, client, models[0] if opts.probes else None)
+    plans = plan_seats(models, len(evidence.items), diversity=opts.diversity)
+    setup = _Setup(evidence, plans, opts.logprobs)
+    same = copies(models, plans)
     plain: ClientFor = lambda _seat: client  # noqa: E731
     first = client_for if client_for is not None and opts.samples == 1 else plain
-    traces = await _rounds(first, models, ctx, dims, 0, max(1, opts.samples), max_turns, reviewer_timeout)
+    traces = await _rounds(first, models, ctx, dims, 0, max(1, opts.samples), max_turns, reviewer_timeout, setup)
     rerun = False
     last = traces  # the latest round: whether waiting may help is judged on it
     if not any(t.ok for t in traces) and not {t.error_kind for t in traces} <= REFUSED:
         rerun = True
-        last = await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
+        last = await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout, setup)
         traces += last
-    c = _verdict(traces, dims, threshold, n, opts)
+    cap = evidence_cap(evidence)
+    c = _verdict(traces, dims, threshold, n, opts, cap)
     extra = False
     if c is not None and opts.uncertain_band > 0 and abs(c.global_score - threshold) <= opts.uncertain_band:
         extra = True
-        traces += await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout)
-        c = _verdict(traces, dims, threshold, n, opts) or c
+        traces += await _rounds(plain, models, ctx, dims, len(traces), 1, max_turns, reviewer_timeout, setup)
+        c = _verdict(traces, dims, threshold, n, opts, cap) or c
     if c is None:
         errors = "; ".join(f"reviewer {t.index} ({t.model}): {t.error or 'no result'}" for t in traces)
         kinds = {t.error_kind for t in last}
@@ -297,16 +324,73 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
                 "at fault; sending it again unchanged would fail the same way)")
         return PanelResult(passed=False, global_score=None, threshold=threshold, scores=[], reviewers=traces,
                            rerun=rerun, error=f"{head}: {errors}", retryable=bool(kinds & TRANSIENT),
-                           samples=opts.samples, options=opts, seats=n)
+                           samples=opts.samples, options=opts, seats=n, evidence=evidence, copies=same,
+                           probe=probe)
     ok = [t for t in traces if t.ok]
-    summary = _summary(c, ok)
-    feedback = "" if c.passed else feedback_text(c, _suggestions(ok), summary)
+    summary = summary_of(c, ok)
     stability, confidence, rate = _stability(c, ok, opts)
     raw = None
     if opts.calibration is not None:
-        raw = _verdict(traces, dims, threshold, n, PanelOptions(reviewer_error=opts.reviewer_error))
-    return PanelResult(passed=c.passed, global_score=c.global_score, threshold=threshold, scores=c.scores,
+        raw = _verdict(traces, dims, threshold, n, PanelOptions(reviewer_error=opts.reviewer_error), cap)
+    decision, why = _decide(c, raw, ok, evidence, opts, n)
+    # a person who fails an undecided review sends the agent the reviewers' feedback too
+    feedback = "" if decision == "pass" else feedback_text(c, suggestions_of(ok), summary)
+    return PanelResult(passed=decision == "pass", global_score=c.global_score, threshold=threshold, scores=c.scores,
                        reviewers=traces, single_reviewer=c.single_reviewer and n > 1, rerun=rerun, feedback=feedback,
                        summary=summary, unscored=c.unscored, samples=opts.samples, extra_round=extra,
                        stability=stability, confidence=confidence, pass_rate=rate,
-                       raw_global_score=raw.global_score if raw is not None else None, options=opts, seats=n)
+                       raw_global_score=raw.global_score if raw is not None else None, options=opts, seats=n,
+                       evidence=evidence, copies=same, capped_by=c.capped_by, decision=decision,
+                       decision_reason=why, evidence_cap=cap, probe=probe)
+
+
+def seat_scores(traces: Sequence[ReviewerTrace], seats: int) -> dict[int, float]:
+    """Each seat's own global score (the median of its successful runs): what the seats' disagreement is
+    measured on, by the rule here and by ``polpo calibrate`` that fits it."""
+    runs: dict[int, list[float]] = {}
+    for t in traces:
+        if t.ok and t.global_score is not None:
+            runs.setdefault(t.index % seats, []).append(t.global_score)
+    return {seat: float(statistics.median(v)) for seat, v in sorted(runs.items())}
+
+
+def _decide(c: Consensus, raw: Consensus | None, ok: list[ReviewerTrace], evidence: Evidence,
+            opts: PanelOptions, seats: int) -> tuple[Decision, str]:
+    """Pass or fail by the threshold, or, with a calibrated rule, pass, fail or a person."""
+    rule = opts.calibration.rule if opts.calibration is not None else None
+    if rule is None or c.unscored:
+        return ("pass" if c.passed else "fail"), ""
+    own = list(seat_scores(ok, seats).values())
+    score = raw.global_score if raw is not None else c.global_score
+    return apply_rule(rule, Features(score, contradicted=bool(evidence.failed),
+                                     disagreement=max(own) - min(own) if len(own) > 1 else 0.0))
+
+
+async def _evidence(ctx: ReviewContext, client: ChatClient, writer: ModelSettings | None,
+                    ) -> tuple[Evidence, dict[str, Any] | None]:
+    """What can be established by running the work, once for the whole panel; and the call that wrote the
+    judge's own implementation for the probes (:mod:`polpo.review.probes`), with its spend, when one was made."""
+    scratch = Scratch(ctx.workspace, ctx.files_changed, ctx.output if not ctx.files_changed else None)
+    call: dict[str, Any] = {}
+
+    async def write(name: str) -> str | None:
+        assert writer is not None
+        try:
+            reply = await client.chat(writer, reference_messages(title=ctx.title, description=ctx.description,
+                                                                 name=name))
+        except LLMError as exc:
+            call.update(function=name, error=f"{exc.kind}: {exc.message}"[:500])
+            return None
+        code = reference_code(reply.content, name)
+        call.update(function=name, code=redact(code or reply.content or "")[:4000], tokensIn=reply.prompt_tokens,
+                    tokensOut=reply.completion_tokens, cost=reply.cost, usable=code is not None)
+        return code
+
+    try:
+        evidence = await gather_evidence(description=ctx.description, criteria=ctx.criteria,
+                                         workspace=ctx.workspace, files=ctx.files_changed, output=scratch.output,
+                                         checks=ctx.checks, scratch=scratch, clock=ctx.clock, env=ctx.env,
+                                         write_reference=write if writer is not None else None)
+    finally:
+        scratch.close()
+    return evidence, call or None

@@ -109,9 +109,13 @@ class _ReviewIn(BaseModel):
 @dataclass(frozen=True)
 class Submission:
     scores: list[DimScore]
+    """In the dimensions' order."""
     summary: str
     suggestions: list[str]
     ignored: list[str]
+    written: tuple[tuple[str | None, float], ...] = ()
+    """Every score entry in the order the model wrote it: the dimension it counts for (None: ignored or
+    repeated) and its value — to find each score's token in the reply (:mod:`polpo.review.geval`)."""
 
 
 def _describe(exc: ValidationError, data: object) -> str:
@@ -146,15 +150,19 @@ def validate_submission(data: object, dims: Sequence[Dim]) -> Submission:
     seen: dict[str, DimScore] = {}
     ignored: list[str] = []
     repeated: list[str] = []
+    written: list[tuple[str | None, float]] = []
     for s in parsed.scores:
         key = dim_key(s.dimension)
         dim = wanted.get(key)
         if dim is None:
             ignored.append(s.dimension)
+            written.append((None, s.score))
             continue
         if key in seen:
             repeated.append(dim.name)
+            written.append((None, s.score))
             continue
+        written.append((dim.name, s.score))
         evidence = [e.model_dump() for e in s.evidence]
         seen[key] = DimScore(dim.name, s.score, s.reasoning.strip(), evidence)
     missing = [d.name for d in dims if d.key not in seen]
@@ -166,7 +174,8 @@ def validate_submission(data: object, dims: Sequence[Dim]) -> Submission:
     if problems:
         extra = f" (unknown dimensions given: {', '.join(ignored)})" if ignored else ""
         raise ValueError("; ".join(problems) + extra)
-    return Submission([seen[d.key] for d in dims], parsed.summary.strip(), parsed.suggestions, ignored)
+    return Submission([seen[d.key] for d in dims], parsed.summary.strip(), parsed.suggestions, ignored,
+                      tuple(written))
 
 
 # ------------------------------------------------------------------------------------------------- the run

@@ -46,6 +46,17 @@ class ReviewerTrace:
     """Phase 1 model calls."""
     global_score: float | None = None
     """This reviewer's own weighted score (for display; the verdict uses the consensus)."""
+    score_source: str | None = None
+    """``probability`` (every score the probability-weighted mean of its token's distribution), ``sampled``
+    (the values written: the provider gave no log-probabilities), or ``mixed``."""
+    evidence_asked: bool = False
+    """Some scores cited no evidence, and the reviewer was asked once for it."""
+    uncited: list[str] = field(default_factory=list)
+    """Dimensions whose score still cites no evidence (they weigh less in the consensus)."""
+    checklist: list[dict[str, Any]] = field(default_factory=list)
+    """The checklist's answers: ``{question, dimension, answer, pYes}``."""
+    seat: dict[str, Any] = field(default_factory=dict)
+    """How this seat differed from the others: ``{framing, temperature, seed, order}``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,7 +68,9 @@ class ReviewerTrace:
             "error": self.error, "errorKind": self.error_kind, "tokens": self.tokens, "cost": self.cost,
             "tokensIn": self.tokens_in, "tokensOut": self.tokens_out, "cacheHits": self.cache_hits,
             "cacheMisses": self.cache_misses, "duration": round(self.duration, 3),
-            "turns": self.turns, "globalScore": self.global_score,
+            "turns": self.turns, "globalScore": self.global_score, "scoreSource": self.score_source,
+            "evidenceAsked": self.evidence_asked, "uncited": list(self.uncited), "checklist": list(self.checklist),
+            "seat": dict(self.seat),
         }
 
     @classmethod
@@ -66,8 +79,7 @@ class ReviewerTrace:
             index=int(data["index"]), model=str(data["model"]), ok=bool(data.get("ok")),
             mode="output" if data.get("mode") == "output" else "files", analysis=str(data.get("analysis") or ""),
             files_read=list(data.get("filesRead") or []), messages=list(data.get("messages") or []),
-            scores=[DimScore(s["dimension"], float(s["score"]), str(s.get("reasoning") or ""),
-                             list(s.get("evidence") or [])) for s in data.get("scores") or []],
+            scores=[DimScore.from_json(s) for s in data.get("scores") or []],
             summary=str(data.get("summary") or ""), suggestions=list(data.get("suggestions") or []),
             strategy=data.get("strategy"), strategy_errors=list(data.get("strategyErrors") or []),
             ignored_dimensions=list(data.get("ignoredDimensions") or []), error=data.get("error"),
@@ -75,5 +87,7 @@ class ReviewerTrace:
             tokens_in=int(data.get("tokensIn") or 0), tokens_out=int(data.get("tokensOut") or 0),
             cache_hits=int(data.get("cacheHits") or 0), cache_misses=int(data.get("cacheMisses") or 0),
             duration=float(data.get("duration") or 0.0), turns=int(data.get("turns") or 0),
-            global_score=data.get("globalScore"),
+            global_score=data.get("globalScore"), score_source=data.get("scoreSource"),
+            evidence_asked=bool(data.get("evidenceAsked")), uncited=list(data.get("uncited") or []),
+            checklist=list(data.get("checklist") or []), seat=dict(data.get("seat") or {}),
         )

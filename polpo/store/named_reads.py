@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from polpo.checks.base import CheckOutcome
 from polpo.events.catalog import Event
 from polpo.model.records import Assessment, Mission
 from polpo.model.schedule import Schedule, ScheduleStatus
@@ -94,9 +95,12 @@ TASKS = Select("tasks", where=("mission_id",), order=("idx",))
 ATTEMPTS = Select("attempts", where=("mission_id",), order=("task_id", "number"))
 REVIEW_SPEND = Select("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "tokens_in",
                                   "tokens_out", "cost", "created_at"), ("task_id of",))
-OPEN_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status", ("running",)),), order=("id",),
-                         desc=True, limit=True)
+# not decided yet: running, or undecided (the judge could not tell; a person's verdict completes it)
+OPEN_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status", ("running", "undecided")),),
+                         order=("id",), desc=True, limit=True)
 CHECKS = Select("checks", where=("assessment_id",), order=("idx",))
+DONE_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status", ("complete",)),), order=("id",),
+                         desc=True, limit=True)
 SLA_MARKS = Select("sla_marks", ("entity_id", "kind"), ("mission_id",))
 DIMENSIONS = Select("dimensions", ("source", "data"), ("task_id", "check_idx"))
 QUEUED_COMMANDS = Select("commands", ("id", "kind", "target"), among=(("status", ("queued",)),), order=("id",))
@@ -173,6 +177,15 @@ class NamedReads:
         if not rows:
             return None
         return R.assessment_from_row(rows[0], await self._select(CHECKS, rows[0]["id"]))
+
+    async def last_check(self, attempt_id: str, check_idx: int) -> CheckOutcome | None:
+        """Check ``check_idx`` of the attempt's last complete assessment (a ``CheckOutcome``), or None: what a
+        later attempt's review compares itself with."""
+        rows = await self._select(DONE_ASSESSMENT, attempt_id, 1)
+        if not rows:
+            return None
+        found = R.assessment_from_row(rows[0], await self._select(CHECKS, rows[0]["id"]))
+        return next((c for c in found.checks if c.index == check_idx), None)
 
     async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:
         return [(r["entity_id"], r["kind"]) for r in await self._select(SLA_MARKS, mission_id)]

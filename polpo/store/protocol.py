@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from polpo.checks.base import CheckOutcome
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
 from polpo.model.records import Assessment, Attempt, Mission
@@ -116,7 +117,12 @@ class Store(Protocol):
     async def load_mission(self, mission_id: str) -> LoadedMission | None: ...
 
     async def open_assessment(self, attempt_id: str) -> Assessment | None:
-        """The attempt's unfinished assessment with the checks already stored, if any."""
+        """The attempt's assessment not decided yet (running, or undecided: a person decides) with the checks
+        already stored, if any."""
+        ...
+
+    async def last_check(self, attempt_id: str, check_idx: int) -> CheckOutcome | None:
+        """Check ``check_idx`` of the attempt's last complete assessment, or None."""
         ...
 
     async def sla_marks(self, mission_id: str) -> list[tuple[str, str]]:

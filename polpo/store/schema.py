@@ -279,6 +279,25 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX spend_mission ON spend(mission_id);
     """,
+    # v11: reviews of stored work run again under another judge (`polpo rejudge`), kept beside the originals.
+    """
+    CREATE TABLE rejudgements (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id     TEXT NOT NULL,
+        attempt_id  TEXT NOT NULL,
+        check_idx   INTEGER NOT NULL,
+        setup       TEXT NOT NULL,            -- the judge set-up: its models and a hash of its [judge]
+        passed      INTEGER NOT NULL,
+        decision    TEXT NOT NULL,            -- pass | fail | person | error
+        global_score REAL,
+        was_passed  INTEGER,                  -- the stored review's verdict then
+        was_score   REAL,
+        source      TEXT NOT NULL,            -- workspace | digest: what was judged
+        data        TEXT NOT NULL,            -- the review (JSON), as a check row keeps it
+        created_at  TEXT NOT NULL
+    );
+    CREATE INDEX rejudgements_task ON rejudgements(task_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

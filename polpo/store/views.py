@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from polpo.store import read, spend_read
+from polpo.store import read, rejudge_rows, spend_read
 from polpo.store.read import Conn
 
 __all__ = ["camel", "mission_view", "missions_view", "quality", "task_view"]
@@ -29,6 +29,7 @@ def task_view(con: Conn, ident: str, *, full: bool) -> dict[str, Any] | None:
     t["attempts"] = read.attempts(con, t["id"], full=full)
     t["dimensions"] = read.dimensions(con, t["id"])
     t["override"] = read.override(con, t["id"])
+    t["rejudgements"] = rejudge_rows.rejudgements(con, t["id"])
     return t
 
 
@@ -78,7 +79,7 @@ def quality(m: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- camelCase
 
 _WORD = re.compile(r"_([a-z0-9])")
-_NESTED = frozenset({"tasks", "gates", "holds", "attempts", "assessments", "checks", "override"})
+_NESTED = frozenset({"tasks", "gates", "holds", "attempts", "assessments", "checks", "override", "rejudgements"})
 
 
 @lru_cache(maxsize=512)

@@ -12,13 +12,21 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ["AttemptEnd", "Follow", "ReviewQueue", "ReviewsFn", "ts_seconds"]
+__all__ = ["AttemptEnd", "Follow", "ReviewQueue", "ReviewsFn", "attempt_end", "ts_seconds"]
 
 log = logging.getLogger("polpo.telemetry")
 
 ReviewsFn = Callable[[str, int], Awaitable[list[dict[str, Any]]]]  # (task id, check index) -> stored traces
 
 RUNNING = frozenset({"assigned", "in_progress"})
+
+
+def attempt_end(old: object, new: object) -> str | None:
+    """How a task's transition ``old`` → ``new`` ends its attempt (``passed``, ``failed``, ``interrupted``), or None
+    when it does not: the agent still runs, or its verdict waits for a person (``awaiting_review``)."""
+    if old in ("review", "awaiting_review"):
+        return None if new in ("review", "awaiting_review") else "passed" if new == "done" else "failed"
+    return "interrupted" if old in RUNNING and new not in RUNNING | {"review"} else None
 
 
 def ts_seconds(ts: str) -> float:
@@ -49,9 +57,9 @@ class Follow:
             self.task_start.setdefault(task_id, at)
             self.attempt[task_id] = (at, data.get("attempt"), str(data.get("kind") or "initial"))
         ended: AttemptEnd | None = None
-        if task_id in self.attempt and (old == "review" or (old in RUNNING and new not in RUNNING | {"review"})):
+        outcome = attempt_end(old, new)
+        if task_id in self.attempt and outcome is not None:
             start, number, kind = self.attempt.pop(task_id)
-            outcome = ("passed" if new == "done" else "failed") if old == "review" else "interrupted"
             ended = AttemptEnd(task_id, number, kind, outcome, at - start)
         task_seconds = None
         if new in ("done", "failed"):

@@ -76,7 +76,8 @@ class Metrics:
                                 "(passed | failed | interrupted)", ["kind", "outcome"], registry=r)
         self.attempt_seconds = Histogram("polpo_attempt_duration_seconds", "Dispatch to verdict (agent and checks)",
                                          ["kind"], buckets=DURATION_BUCKETS, registry=r)
-        self.checks = Counter("polpo_checks", "Checks run, by type and outcome", ["type", "outcome"], registry=r)
+        self.checks = Counter("polpo_checks", "Checks run, by type and outcome (passed | failed | undecided: the "
+                              "judge could not tell, a person decides)", ["type", "outcome"], registry=r)
         self.scores = Histogram("polpo_assessment_score", "Scores of scored checks (1-5), by check type",
                                 ["check_type"], buckets=SCORE_BUCKETS, registry=r)
         self.judge_calls = Counter("polpo_judge_reviews", "Reviewer runs of the judge panel, by model and outcome",
@@ -123,7 +124,8 @@ class Metrics:
                     self.task_seconds.observe(task_seconds)
         elif name == "assessment:check:complete":
             check_type = str(d.get("type"))
-            self.checks.labels(check_type, "passed" if d.get("passed") else "failed").inc()
+            outcome = "undecided" if d.get("undecided") else "passed" if d.get("passed") else "failed"
+            self.checks.labels(check_type, outcome).inc()
             if isinstance(d.get("globalScore"), int | float):
                 self.scores.labels(check_type).observe(d["globalScore"])
             if check_type == "llm_review" and ev.task_id is not None and isinstance(d.get("index"), int):

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from polpo.events.catalog import Event
-from polpo.telemetry.follow import RUNNING, ReviewQueue, ReviewsFn, ts_seconds
+from polpo.telemetry.follow import ReviewQueue, ReviewsFn, attempt_end, ts_seconds
 from polpo.telemetry.genai import agent_call_spans
 
 __all__ = ["EventSpans"]
@@ -138,9 +138,8 @@ class EventSpans:
                 f"attempt {d.get('attempt')} ({d.get('kind')})", task, at,
                 {"polpo.task.id": tid, "polpo.attempt": int(d.get("attempt") or 0), "polpo.attempt.kind":
                  str(d.get("kind")), "polpo.agent": str(d.get("agent"))})
-        elif tid in self.attempts and (old == "review" or (old in RUNNING and new not in RUNNING | {"review"})):
+        elif tid in self.attempts and (verdict := attempt_end(old, new)) is not None:
             span = self.attempts.pop(tid)
-            verdict = ("passed" if new == "done" else "failed") if old == "review" else "interrupted"
             span.set_attribute("polpo.verdict", verdict)
             if verdict != "passed":
                 span.set_status(Status(StatusCode.ERROR, str(d.get("reason") or verdict)))

@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from polpo.review import prompts
+from polpo.review import score_prompts
+from polpo.review.dimensions import Dim, render_rubric
 from tests.support.daemon import REPO, wait_events
 from tests.support.doc_examples import Block, blocks, parse_blocks
 from tests.support.shell_blocks import (
@@ -180,8 +181,12 @@ def test_calibration_with_the_scripted_judge_prints_the_documented_agreement(tmp
 
 
 def _judge_request(model: str) -> dict[str, Any]:
-    return {"model": model, "messages": [{"role": "system", "content": prompts.JSON_SCORER_SYSTEM},
-                                         {"role": "user", "content": "Score correctness and code_quality."}]}
+    """A reviewer's first scoring request, as polpo writes it (the scores as JSON text)."""
+    dims = [Dim("correctness", 0.5, "It works"), Dim("code_quality", 0.5, "It reads well")]
+    user = score_prompts.scoring_user(analysis="correctness: fine (a.py:1). code_quality: fine (a.py:2).",
+                                      rubric=render_rubric(dims), dim_names=[d.name for d in dims])
+    return {"model": model, "messages": [{"role": "system", "content": score_prompts.SCORING_SYSTEM},
+                                         {"role": "user", "content": user}]}
 
 
 @pytest.mark.parametrize("key", [PROVIDERS_JUDGE, TUTORIAL_JUDGE], ids=["providers", "judged-task"])

@@ -69,5 +69,5 @@ max_retries = 0
     assert "panel: stable_pass" not in shown  # the dropped 2 is a failing run: flaky, said so
     assert "panel: flaky" in shown and "judge calls: 0 cache hit(s)" in shown
     assert "verdict: passed — 2/2 checks passed" in shown
-    assert "reviewer 0 (openai/a): score 2.00 via forced_tool" in shown
+    assert "reviewer 0 (openai/a): score 2.00 via json_text" in shown
     assert "reviewer 3" not in shown  # the failed try's traces are kept apart, not listed with this review

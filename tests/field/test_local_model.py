@@ -29,12 +29,9 @@ GREETING = "Hello from polpo"
 ADD = "def add(a, b):\n    return a + b\n"
 
 
-def write_config(root: Path, field: FieldModel, *, seats: int) -> Path:
-    """A config whose LLM agent and judge both use the local server, one call at a time (its single slot)."""
-    (root / "config").mkdir(parents=True)
-    (root / "missions").mkdir()
-    path = root / "config" / "polpo.toml"
-    path.write_text(f"""
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "local-models.md"
+DOC_BASE, DOC_MODEL = "http://127.0.0.1:8080/v1", "openai/qwen2.5-coder-0.5b-instruct"
+TEST_ONLY = """
 [daemon]
 missions_dir = "../missions"
 state_dir = "../state"
@@ -46,35 +43,32 @@ max_fix_attempts = 0
 agent_timeout = 900
 check_timeout = 60
 
-[agents.local]
-type = "llm"
-model = "{field.model}"
-api_base = "{field.api_base}"
-max_tokens = 512
-max_turns = 6
-temperature = 0          # sampled at 0.8 its tool calls stray from the format now and then (llama-server: HTTP 500)
-
 [agents.shell]
 type = "command"
-command = ["bash", "-c", "{{description}}"]
+command = ["bash", "-c", "{description}"]
 timeout = 30
+"""
 
-[judge]
-model = "{field.model}"
-api_base = "{field.api_base}"
-seats = {seats}
-max_turns = 3
-temperature = 0
-max_tokens = 512
-reviewer_timeout = 900
-correct_expectations = false
-outage_retries = 0       # an outage holds the task at once (and fails the test) instead of backing off
 
-[llm]
-max_concurrency_per_model = 1   # the server has one slot: polpo queues, no request waits in the server
-request_timeout = 600
-max_retries = 0
-""")
+def documented_config() -> str:
+    """The config of docs/how-to/local-models.md ("The config"): the field suite runs exactly what the docs say."""
+    page = DOCS.read_text()
+    body = page.split("## The config", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    assert DOC_BASE in body and DOC_MODEL in body, "the docs' config no longer names the server it is tested on"
+    return body
+
+
+def write_config(root: Path, field: FieldModel, *, seats: int) -> Path:
+    """The documented config on the local server, with what a test needs (a state folder, a shell agent, one
+    attempt per task) and ``seats`` reviewers; an outage holds the task at once (and fails the test)."""
+    (root / "config").mkdir(parents=True)
+    (root / "missions").mkdir()
+    path = root / "config" / "polpo.toml"
+    doc = documented_config().replace(DOC_BASE, field.api_base).replace(DOC_MODEL, field.model)
+    doc = re.sub(r"(?m)^seats = 1 .*$", f"seats = {seats}", doc)
+    doc = doc.replace("[judge]\n", "[judge]\noutage_retries = 0       # an outage fails the test instead of backing off\n")
+    path.write_text(TEST_ONLY + doc)
+    assert f"seats = {seats}" in path.read_text()
     return path
 
 
@@ -155,12 +149,14 @@ def test_the_llm_agent_writes_the_file_through_write_file(tmp_path: Path, field_
 def test_a_review_ends_with_a_verdict_or_an_invalid_review_never_an_outage(
         tmp_path: Path, field_model: FieldModel, seats: int) -> None:
     review = {"type": "llm_review", "threshold": 3.0,
-              "criteria": "add.py defines add(a, b) that returns the sum of a and b",
+              "criteria": "add.py defines add(a, b) that returns the sum of a and b, for example:\n"
+                          ">>> add(2, 3)\n5",
               "dimensions": [{"name": "correctness", "weight": 1,
                               "description": "Does add(a, b) return a + b?"}]}
+    test = {"type": "test", "command": "python3 -c 'from add import add; assert add(-1, 1) == 0'"}
     script = f"printf '{ADD.replace(chr(10), chr(92) + 'n')}' > add.py"
     _, events, shown, text = run_mission(tmp_path, field_model, seats, f"review{seats}",
-                                         shell_task("write add.py", script, expectations=[review]))
+                                         shell_task("write add.py", script, expectations=[test, review]))
     assert (tmp_path / "state" / "workspaces" / f"review{seats}" / "add.py").read_text() == ADD
     assert_no_outage(events)
     verdicts = [e for e in events if e["event"] == "assessment:complete"]
@@ -179,5 +175,16 @@ def test_a_review_ends_with_a_verdict_or_an_invalid_review_never_an_outage(
     reviews = [r for a in shown["attempts"] for s in a["assessments"] for r in s.get("reviews") or []]
     # one reviewer per seat; twice as many when no seat scored and the panel ran once more (it does, now and then)
     assert len(reviews) in (seats, 2 * seats), reviews
+    # evidence first: the test check and the criteria's own example, run by polpo before the model looked
+    panel = next(c["scores"]["review"] for a in shown["attempts"] for s in a["assessments"] for c in s["checks"]
+                 if c["type"] == "llm_review" and c.get("scores"))
+    items = panel["evidence"]["items"]
+    assert [(i["kind"], i["passed"]) for i in items] == [("check", True), ("example", True)], items
+    assert "evidence polpo ran: 1 of 1 stated examples passed; 1 of 1 checks passed" in text, text
+    if not errors:  # llama-server returns token log-probabilities: the scores are their weighted means (G-Eval)
+        assert panel["scoreSource"] in ("probability", "mixed"), panel
+        assert "token probabilities" in text, text
+        dist = [d["dist"] for d in panel["scores"] if d.get("dist")]
+        assert dist and abs(sum(dist[0]["probs"].values()) - 1) < 1e-3, panel["scores"]
     assert_within_context(field_model)
 

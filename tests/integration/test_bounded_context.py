@@ -77,7 +77,7 @@ max_tokens = 512
     assert done.data["outcome"] == "completed"
     agent = [r for r in srv.requests if r["model"] == "agent-model"]
     judged = [r for r in srv.requests if r["model"] == "judge-model"]
-    assert len(agent) == 4 and {"dimensions", "explore", "forced"} <= {phase(r) for r in judged}
+    assert len(agent) == 4 and {"dimensions", "explore", "json"} <= {phase(r) for r in judged}
     # the big pieces were there and were trimmed, visibly: the task description, the file the agent read, the
     # file each reviewer read
     assert MARK in agent[0]["messages"][1]["content"]

@@ -66,5 +66,5 @@ max_retries = 0
     judged = [r for r in srv.requests if r["model"] == "judge-model"]
     assert len(agent) >= 2 and {r["max_tokens"] for r in agent} == {777}
     kinds = {phase(r) for r in judged}
-    assert {"judge", "dimensions", "explore", "forced"} <= kinds, kinds
+    assert {"judge", "dimensions", "explore", "json"} <= kinds, kinds
     assert all(r.get("max_tokens") == 555 for r in judged), [(phase(r), r.get("max_tokens")) for r in judged]

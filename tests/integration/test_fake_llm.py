@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -19,7 +20,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # imported after the env var: no network request at import
 
-from tests.support.fake_llm import FakeLLM, delay, error, raw, text, tool_call, tool_calls
+from tests.support.fake_llm import (
+    FakeLLM,
+    answer_logprobs,
+    delay,
+    error,
+    raw,
+    score_logprobs,
+    text,
+    tool_call,
+    tool_calls,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -235,3 +246,66 @@ def test_close_is_prompt_with_a_pending_delay() -> None:
 def _http_quiet(url: str) -> None:
     with contextlib.suppress(Exception):
         _http("POST", url, b'{"messages": []}')
+
+
+# ------------------------------------------------------------------------------------------------ logprobs
+
+
+async def test_token_logprobs_are_served_only_when_asked(srv: FakeLLM) -> None:
+    content = '{"scores": [{"dimension": "a", "score": 4}]}'
+    tokens = score_logprobs(content, [{4: 0.6, 2: 0.3, 5: 0.1}])
+    srv.script(text(content, logprobs=tokens), text(content, logprobs=tokens))
+    asked = await _complete(srv, logprobs=True, top_logprobs=2)
+    plain = await _complete(srv)
+    assert srv.requests[0]["logprobs"] is True and srv.requests[0]["top_logprobs"] == 2
+    served = asked.choices[0].logprobs.content  # litellm's objects, as polpo.llm.logprobs reads them
+    assert "".join(t.token for t in served) == content
+    digit = next(t for t in served if t.token == "4")
+    assert digit.logprob == pytest.approx(math.log(0.6)) and digit.bytes == [ord("4")]
+    assert [(a.token, round(math.exp(a.logprob), 6)) for a in digit.top_logprobs] == [("4", 0.6), ("2", 0.3)]
+    assert getattr(plain.choices[0], "logprobs", None) is None  # not asked: not served
+
+
+def test_the_logprob_builders_place_each_distribution_on_its_own_token() -> None:
+    content = '{"answers": [{"question": 1, "answer": "yes"}, {"question": 2, "answer": "no"}]}'
+    tokens = answer_logprobs(content, [0.9, 0.2])
+    assert "".join(t.token for t in tokens) == content
+    yes, no = (t for t in tokens if t.token in ("yes", "no"))
+    assert dict(yes.top) == pytest.approx({"yes": math.log(0.9), "no": math.log(0.1)})
+    assert no.logprob == pytest.approx(math.log(0.8)) and no.top[0][0] == "no"
+    with pytest.raises(ValueError, match="2 places in the content, 1 distributions"):
+        answer_logprobs(content, [0.5])
+
+
+async def test_no_logprobs_mode_refuses_a_request_that_asks_for_them() -> None:
+    with FakeLLM(strict="no-logprobs") as srv:
+        srv.script(text("fine"))
+        with pytest.raises(litellm.BadRequestError, match="logprobs are not supported"):
+            await _complete(srv, logprobs=True, top_logprobs=5)
+        assert (await _complete(srv)).choices[0].message.content == "fine"
+        assert [status for status, _ in srv.refusals] == [400]
+
+
+# ------------------------------------------------------------------------------------------------ llama-server
+
+
+async def test_llama_server_mode_refuses_what_llama_server_ignores_or_cannot_render() -> None:
+    named = {"type": "function", "function": {"name": "read_file"}}
+    replay = [{"role": "user", "content": "read it"},
+              {"role": "assistant", "content": None,
+               "tool_calls": [{"id": "c1", "type": "function",
+                               "function": {"name": "read_file", "arguments": '{"path": "a.py",'}}]},
+              {"role": "tool", "tool_call_id": "c1", "content": "Error: bad arguments"}]
+    with FakeLLM(strict="llama-server") as srv:
+        srv.script(tool_call("read_file", {"path": "a.py"}), tool_call("read_file", {"path": "b.py"}))
+        with pytest.raises(litellm.BadRequestError, match="Wrong type supplied for parameter 'tool_choice'"):
+            await _complete(srv, tools=TOOLS, tool_choice=named)
+        with pytest.raises(litellm.InternalServerError, match="Failed to parse tool call arguments as JSON"):
+            await _complete(srv, messages=replay, tools=TOOLS)
+        forced = await _complete(srv, tools=TOOLS, tool_choice="required")  # the strings are taken
+        fixed = [*replay[:1], {**replay[1], "tool_calls": [{**replay[1]["tool_calls"][0], "function": {
+            "name": "read_file", "arguments": "{}"}}]}, replay[2]]
+        again = await _complete(srv, messages=fixed, tools=TOOLS, tool_choice="auto")
+    assert forced.choices[0].message.tool_calls[0].function.name == "read_file"
+    assert json.loads(again.choices[0].message.tool_calls[0].function.arguments) == {"path": "b.py"}
+    assert [status for status, _ in srv.refusals] == [400, 500] and srv.pending == 0

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from polpo.config import ConfigError, load_config
-from polpo.review import prompts
 from tests.support.daemon import mission_json, run_cli, running_daemon, shell_task, submit, write_config
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, tool_call
 from tests.support.judges import ScriptedJudge, phase
@@ -52,12 +51,12 @@ async def test_a_one_seat_panel_reaches_a_verdict_and_reads_as_one_reviewer(tmp_
     assert done.data["outcome"] == "completed"
     complete = w.of("assessment:complete")[-1]
     assert complete.data["passed"] is True and complete.data["globalScore"] == pytest.approx(4.0)
-    assert judge.calls["explore"] == 1 and judge.calls["forced"] == 1  # one reviewer, one run
+    assert judge.calls["explore"] == 1 and judge.calls["json"] == 1  # one reviewer, one run
     con = sqlite3.connect(cfg.db_path)
     assert [r[0] for r in con.execute("SELECT reviewer FROM reviews")] == [0]
     shown = run_cli("show", "greet:1", "--config", str(cfg.source)).stdout
     assert "one reviewer (no consensus)" in shown, shown
-    assert "reviewer 0 (openai/fake-model): score 4.00 via forced" in shown
+    assert "reviewer 0 (openai/fake-model): score 4.00 via json_text" in shown
     assert "single reviewer succeeded" not in shown and "reviewer 1" not in shown
     full = json.loads(run_cli("show", "greet:1", "--json", "--config", str(cfg.source)).stdout)
     check = full["attempts"][0]["assessments"][0]["checks"][0]
@@ -86,7 +85,7 @@ async def test_a_reviewer_stops_exploring_at_max_turns(tmp_path: Path, srv: Fake
     con = sqlite3.connect(cfg.db_path)
     trace = json.loads(con.execute("SELECT data FROM reviews").fetchone()[0])
     assert trace["ok"] is True and trace["turns"] == 3 and trace["filesRead"] == ["out.txt"]
-    assert prompts.SUBMIT_REVIEW in json.dumps(srv.requests[-1]["tools"])
+    assert phase(srv.requests[-1]) == "json"  # then it scored
 
 
 def test_more_models_than_seats_is_a_config_error(tmp_path: Path) -> None:

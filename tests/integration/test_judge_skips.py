@@ -61,7 +61,7 @@ async def test_no_judge_call_on_clearly_bad_work(tmp_path: Path, srv: FakeLLM) -
     task = shell_task("greet", "echo hello > out.txt", expectations=[
         {"type": "llm_review", "criteria": "out.txt greets the user politely", "threshold": 3.5}])
     w = await run_mission(tmp_path, srv, judge, task)
-    assert judge.calls.get("forced", 0) >= 3  # the panel did review
+    assert judge.calls.get("json", 0) >= 3  # the panel did review
     assert "judge" not in judge.calls
     judged = w.of("assessment:judged")
     assert judged and all("clearly bad" in j.data["skipped"] for j in judged)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from polpo.llm.client import LLMClient, ModelSettings, load_litellm
-from polpo.review import prompts
+from polpo.review import score_prompts
 from polpo.review.dimensions import Dim
 from polpo.review.reviewer import ReviewContext, run_reviewer
 from tests.integration.test_llm_agent import make_agent, make_request, run
@@ -35,17 +35,18 @@ async def test_an_html_escaped_submit_review_with_a_stray_space_is_read_by_the_f
     escaped = ("{&#34;scores&#34;: [{&#34;dimension&#34;: &#34; correctness&#34;, &#34;score&#34;: 4, "
                "&#34;reasoning&#34;: &#34;it&#39;s right&#34;}, {&#34;dimension&#34;: &#34;Clarity&#34;, "
                "&#34;score&#34;: 3, &#34;reasoning&#34;: &#34;fine&#34;,}], &#34;summary&#34;: &#34;ok&#34;}")
-    srv.script(text("correctness: right. clarity: fine."), tool_call(prompts.SUBMIT_REVIEW, escaped))
+    srv.script(text("correctness: right. clarity: fine."), text("I scored it: good."),
+               tool_call(score_prompts.SUBMIT_REVIEW, escaped))
     await load_litellm()
     ctx = ReviewContext(title="t", description="d", criteria="c", workspace=tmp_path, files_changed=[],
                         timeline="agent ran; exit 0")
     settings = ModelSettings("openai/fake-model", api_base=srv.base_url, timeout=10)
     trace = await run_reviewer(LLMClient(max_retries=0), settings, index=0, ctx=ctx, dims=DIMS)
     assert trace.ok, trace.strategy_errors
-    assert trace.strategy == "forced_tool" and trace.strategy_errors == []
+    assert trace.strategy == "forced_tool" and trace.strategy_errors == ["json_text: no JSON object in the reply"]
     assert [(s.dimension, s.score, s.reasoning) for s in trace.scores] == [
         ("correctness", 4.0, "it's right"), ("clarity", 3.0, "fine")]
-    assert len(srv.requests) == 2
+    assert len(srv.requests) == 3 and srv.requests[2]["tool_choice"] == "required"
 
 
 @pytest.mark.parametrize("strict", ["llama-cpp", "ollama"])
@@ -78,16 +79,16 @@ async def test_a_renamed_dimension_gets_one_repair_turn_that_names_the_expected_
                           {"dimension": "clarity", "score": 3, "reasoning": "ok"}], "summary": "s"}
     right = {"scores": [{"dimension": "correctness", "score": 4, "reasoning": "works"},
                         {"dimension": "clarity", "score": 3, "reasoning": "ok"}], "summary": "s"}
-    srv.script(text("correctness: works. clarity: ok."), tool_call(prompts.SUBMIT_REVIEW, renamed),
-               tool_call(prompts.SUBMIT_REVIEW, right))
+    srv.script(text("correctness: works. clarity: ok."), text(json.dumps(renamed)),
+               tool_call(score_prompts.SUBMIT_REVIEW, right))
     await load_litellm()
     ctx = ReviewContext(title="t", description="d", criteria="c", workspace=tmp_path, files_changed=[],
                         timeline="agent ran; exit 0")
     settings = ModelSettings("openai/fake-model", api_base=srv.base_url, timeout=10)
     trace = await run_reviewer(LLMClient(max_retries=0), settings, index=0, ctx=ctx, dims=DIMS)
-    assert trace.ok and trace.strategy == "auto_tool" and trace.ignored_dimensions == []
+    assert trace.ok and trace.strategy == "forced_tool" and trace.ignored_dimensions == []
     assert [s.dimension for s in trace.scores] == ["correctness", "clarity"]
     repair = srv.requests[2]["messages"][-1]
-    assert repair["role"] == "tool" and "missing score for correctness" in repair["content"]
+    assert repair["role"] == "user" and "missing score for correctness" in repair["content"]
     assert "functionality" in repair["content"]
     assert "exactly as spelled here and no others: correctness, clarity" in repair["content"]

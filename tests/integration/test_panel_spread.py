@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from polpo.llm.client import LLMClient, ModelSettings
-from polpo.review import prompts
+from polpo.review import score_prompts
 from polpo.review.calibration import Calibration
 from polpo.review.dimensions import Dim
 from polpo.review.panel import PanelOptions, PanelResult, ReviewContext, run_panel
@@ -62,7 +62,7 @@ class Scripted:
             score = queue.pop(0)
         payload = {"scores": [{"dimension": "quality", "score": score, "reasoning": f"{model} says {score}"}],
                    "summary": f"{model}: {score}"}
-        return tool_call(prompts.SUBMIT_REVIEW, payload) if phase(req) in ("forced", "auto") else text(
+        return tool_call(score_prompts.SUBMIT_REVIEW, payload) if phase(req) in ("forced", "auto") else text(
             json.dumps(payload))
 
 

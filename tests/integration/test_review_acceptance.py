@@ -27,7 +27,7 @@ import pytest
 
 from polpo.config import Config, load_config
 from polpo.events.catalog import Event
-from polpo.review import prompts
+from polpo.review import score_prompts
 from tests.support.daemon import mission_json, run_cli, running_daemon, shell_task, submit, write_config
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text, tool_call
 from tests.support.judges import phase, requested_dimensions
@@ -57,13 +57,14 @@ def responder(*, quote_key: bool) -> Callable[[RecordedRequest], Reply]:
             if not any(m["role"] == "tool" for m in req["messages"]):
                 return tool_call("read_file", {"path": "../secret.txt" if model == "fake-a" else "out.txt"})
             return text(f"{ANALYSIS} Reviewer {model}.{leak}")
-        if kind in ("forced", "auto"):
+        if kind in ("json", "forced", "auto"):
             score = SCORES[model]
-            return tool_call(prompts.SUBMIT_REVIEW, {
+            answer = {
                 "scores": [{"dimension": n, "score": score, "reasoning": f"{model} gives {score:g}: see out.txt{leak}",
                             "evidence": [{"file": "out.txt", "line": 1, "note": "the greeting"}]}
                            for n in requested_dimensions(req)],
-                "summary": f"{model} summary"})
+                "summary": f"{model} summary"}
+            return text(json.dumps(answer)) if kind == "json" else tool_call(score_prompts.SUBMIT_REVIEW, answer)
         raise AssertionError(f"unexpected {kind} request from {model}")
     return respond
 
@@ -172,7 +173,7 @@ def test_show_json_has_every_reviewers_trace(accepted: Run) -> None:
         (0, "openai/fake-a", True), (1, "openai/fake-b", True), (2, "openai/fake-c", True)]
     for r, model in zip(reviews, MODELS, strict=True):
         score = SCORES[model]
-        assert r["strategy"] == "forced_tool" and r["globalScore"] == score
+        assert r["strategy"] == "json_text" and r["globalScore"] == score
         assert [(s["dimension"], s["score"]) for s in r["scores"]] == [("quality", score)]
         assert r["scores"][0]["reasoning"] == f"{model} gives {score:g}: see out.txt"
         assert r["scores"][0]["evidence"] == [{"file": "out.txt", "line": 1, "note": "the greeting"}]
@@ -182,7 +183,7 @@ def test_show_json_has_every_reviewers_trace(accepted: Run) -> None:
                          (2, "system"), (2, "user"), (2, "assistant")]
         assert r["messages"][2]["toolCalls"][0]["name"] == "read_file"
     assert [r["filesRead"] for r in reviews] == [[], ["out.txt"], ["out.txt"]]
-    assert "reviewer 0 (openai/fake-a): score 2.00 via forced" in accepted.show_text, accepted.show_text
+    assert "reviewer 0 (openai/fake-a): score 2.00 via json_text" in accepted.show_text, accepted.show_text
 
 
 def test_the_reasoning_shown_comes_from_a_kept_reviewer_never_the_dropped_2(accepted: Run) -> None:

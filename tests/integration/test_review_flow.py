@@ -78,7 +78,7 @@ async def test_a_review_that_passes_stores_the_panel_and_the_task_score(tmp_path
     assert dims["source"] == "generated"
     assert judge.calls["dimensions"] == 1
     shown = run_cli("show", "greet:1", "--config", str(cfg.source))
-    assert "reviewer 0 (openai/fake-model): score 4.00 via forced" in shown.stdout, shown.stdout
+    assert "reviewer 0 (openai/fake-model): score 4.00 via json_text" in shown.stdout, shown.stdout
     assert "dimensions (generated): works" in shown.stdout
     full = json.loads(run_cli("show", "greet:1", "--json", "--config", str(cfg.source)).stdout)
     reviewer = full["attempts"][0]["assessments"][0]["reviews"][0]

@@ -19,7 +19,7 @@ import pytest
 from polpo.assessment.judge import judge_expectations
 from polpo.checks.llm_review import LlmReviewExpectation
 from polpo.llm.client import LLMClient, ModelSettings
-from polpo.review import prompts
+from polpo.review import score_prompts
 from polpo.review.dimensions import (
     DEFAULT_DIMENSIONS,
     Dim,
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.anyio
 KEY_ENV = "POLPO_REVIEW_TEST_KEY"
 KEY = "sk-review-test-0123456789abcdef"
 DIMS = [Dim("correctness", 0.6, "It works"), Dim("tests", 0.4, "It is tested")]
-FORCED = {"type": "function", "function": {"name": "submit_review"}}
 ANALYSIS = "correctness: add() is right (src/calc.py:1). tests: one test (tests/test_calc.py:1)."
 
 
@@ -91,7 +90,12 @@ def payload(scores: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def submit(scores: Mapping[str, Any], **extra: Any) -> Reply:
-    return tool_call(prompts.SUBMIT_REVIEW, payload(scores, **extra))
+    return tool_call(score_prompts.SUBMIT_REVIEW, payload(scores, **extra))
+
+
+def answer_json(scores: Mapping[str, Any], **extra: Any) -> Reply:
+    """The scoring phase's first strategy: the JSON object as the reply's text."""
+    return text(json.dumps(payload(scores, **extra)))
 
 
 def explorer(steps: list[Reply], final: str = ANALYSIS) -> Callable[[RecordedRequest], Reply]:
@@ -105,14 +109,14 @@ def explorer(steps: list[Reply], final: str = ANALYSIS) -> Callable[[RecordedReq
 
 
 def simple_responder(scores: Mapping[str, Mapping[str, Any]] | Mapping[str, Any]) -> Callable[[RecordedRequest], Reply]:
-    """Output-mode analysis then a forced submit_review; ``scores`` per model name or shared."""
+    """Output-mode analysis then the scores as JSON text; ``scores`` per model name or shared."""
     def answer(req: RecordedRequest) -> Reply:
         p = phase(req)
         if p in ("output", "explore"):
             return text(ANALYSIS)
-        if p == "forced":
+        if p == "json":
             mine = scores.get(req["model"], scores)
-            return submit(mine, suggestions=[f"handle b == 0 in div ({req['model']})", "add a div test"])
+            return answer_json(mine, suggestions=[f"handle b == 0 in div ({req['model']})", "add a div test"])
         raise AssertionError(f"unexpected {p} request")
     return answer
 
@@ -124,38 +128,43 @@ def bodies(srv: FakeLLM) -> list[str]:
 # ------------------------------------------------------------------------------------------------ one reviewer
 
 
-async def test_reviewer_explores_with_tools_then_submits_with_forced_tool_choice(
+async def test_reviewer_explores_with_tools_then_scores_in_json_text(
         srv: FakeLLM, client: LLMClient, ws: Path) -> None:
     explore = explorer([tool_call("read_file", {"path": "src/calc.py"}),
                         tool_calls([("grep", {"pattern": "def test_"}), ("list_dir", {}),
                                     ("read_file", {"path": "missing.py"})])])
 
     def answer(req: RecordedRequest) -> Reply:
-        return explore(req) if phase(req) == "explore" else submit({"correctness": 4, "tests": 3})
+        return explore(req) if phase(req) == "explore" else answer_json({"correctness": 4, "tests": 3})
     srv.responder = answer
 
     trace = await run_reviewer(client, model(srv), index=0, ctx=context(ws), dims=DIMS)
 
     assert trace.ok, trace.error
-    assert (trace.mode, trace.strategy, trace.strategy_errors, trace.turns) == ("files", "forced_tool", [], 3)
+    assert (trace.mode, trace.strategy, trace.strategy_errors, trace.turns) == ("files", "json_text", [], 3)
     assert trace.files_read == ["src/calc.py"]  # the failed read of missing.py does not count
     assert trace.analysis == ANALYSIS
     assert [(s.dimension, s.score) for s in trace.scores] == [("correctness", 4), ("tests", 3)]
     assert trace.scores[0].evidence == [{"file": "src/calc.py", "line": 5, "note": "div by zero unhandled"}]
+    assert all(s.cited for s in trace.scores) and not trace.evidence_asked and trace.uncited == []
+    assert trace.score_source == "sampled"  # FakeLLM gave no log-probabilities
     assert trace.global_score == pytest.approx(0.6 * 4 + 0.4 * 3)
     assert trace.tokens > 0 and trace.duration > 0
 
     reqs = srv.requests
-    assert [phase(r) for r in reqs] == ["explore"] * 3 + ["forced"]
-    assert [t["function"]["name"] for t in reqs[0]["tools"]] == ["read_file", "glob", "grep", "list_dir"]
+    assert [phase(r) for r in reqs] == ["explore"] * 3 + ["json"]
+    assert [t["function"]["name"] for t in reqs[0]["tools"]] == ["read_file", "glob", "grep", "list_dir",
+                                                                  "run_command"]
     assert reqs[0]["tool_choice"] == "auto"
+    assert "   2|     return a + b" in reqs[0]["messages"][1]["content"]  # the changed files, numbered
     tool_msgs = [m for m in reqs[1]["messages"] if m["role"] == "tool"]
     assert "return a + b" in tool_msgs[0]["content"]
-    assert reqs[3]["tool_choice"] == FORCED
-    assert ANALYSIS in reqs[3]["messages"][1]["content"]
-    assert [t["function"]["name"] for t in reqs[3]["tools"]] == ["submit_review"]
-    assert reqs[3]["tools"][0]["function"]["parameters"]["properties"]["scores"]["items"]["properties"][
-        "dimension"]["enum"] == ["correctness", "tests"]
+    scoring = reqs[3]
+    assert "tools" not in scoring and "tool_choice" not in scoring
+    assert scoring["messages"][0]["content"] == score_prompts.SCORING_SYSTEM
+    assert ANALYSIS in scoring["messages"][1]["content"]
+    assert "Score each of these dimensions: correctness, tests." in scoring["messages"][1]["content"]
+    assert scoring["logprobs"] is True and scoring["top_logprobs"] == 10  # G-Eval's distributions, if served
 
     # the trace holds both phases: prompts, replies, tool calls and (marked) tool results
     roles = [(m["phase"], m["role"]) for m in trace.messages]
@@ -165,21 +174,22 @@ async def test_reviewer_explores_with_tools_then_submits_with_forced_tool_choice
         ("read_file", False), ("grep", False), ("list_dir", False), ("read_file", True)]
     assert trace.messages[2]["toolCalls"][0]["name"] == "read_file"
     data = json.loads(json.dumps(trace.to_json()))
-    assert data["filesRead"] == ["src/calc.py"] and data["strategy"] == "forced_tool"
+    assert data["filesRead"] == ["src/calc.py"] and data["strategy"] == "json_text"
+    assert data["scoreSource"] == "sampled"
     assert ReviewerTrace.from_json(data).to_json() == trace.to_json()
 
 
-async def test_scoring_falls_back_forced_then_auto_then_json_keeping_each_error(
+async def test_scoring_falls_back_json_then_forced_then_auto_in_one_conversation(
         srv: FakeLLM, client: LLMClient, ws: Path) -> None:
     def answer(req: RecordedRequest) -> Reply:
         p = phase(req)
         if p == "output":
             return text(ANALYSIS)
-        if p == "forced":
-            return text("I would rather not call tools.")
-        if p == "auto":
-            return submit({"correctness": 7, "tests": 3})
         if p == "json":
+            return text("I would rather not write JSON.")
+        if p == "forced":
+            return submit({"correctness": 7, "tests": 3})
+        if p == "auto":
             return text("Here you go:\n```json\n" + json.dumps(payload({"correctness": 4, "tests": 4.5})) + "\n```")
         raise AssertionError(p)
     srv.responder = answer
@@ -187,18 +197,22 @@ async def test_scoring_falls_back_forced_then_auto_then_json_keeping_each_error(
     trace = await run_reviewer(client, model(srv), index=2, ctx=context(ws, files=[]), dims=DIMS)
 
     assert trace.ok, trace.error
-    assert trace.strategy == "json_text"
+    assert trace.strategy == "auto_tool"
     assert [(s.dimension, s.score) for s in trace.scores] == [("correctness", 4), ("tests", 4.5)]
     first, second = trace.strategy_errors
-    assert first.startswith("forced_tool: ") and "no submit_review call" in first
-    assert second.startswith("auto_tool: ") and "outside 1..5" in second and "correctness" in second
+    assert first.startswith("json_text: ") and "no JSON object in the reply" in first
+    assert second.startswith("forced_tool: ") and "outside 1..5" in second and "correctness" in second
     reqs = srv.requests
-    assert [phase(r) for r in reqs] == ["output", "forced", "auto", "json"]
-    assert reqs[2]["tool_choice"] == "auto"
-    assert "rejected" in reqs[2]["messages"][-1]["content"]  # the model is told why, then asked again
-    assert "tools" not in reqs[3]
-    assert "Earlier attempts were rejected" in reqs[3]["messages"][1]["content"]
-    assert "outside 1..5" in reqs[3]["messages"][1]["content"]
+    assert [phase(r) for r in reqs] == ["output", "json", "forced", "auto"]
+    assert "tools" not in reqs[1]
+    assert reqs[2]["tool_choice"] == "required"  # the string every server takes, never the object form
+    assert reqs[3]["tool_choice"] == "auto"
+    # one conversation: each request is the one before, its answer and the reason it was rejected
+    assert reqs[2]["messages"][:2] == reqs[1]["messages"]
+    assert reqs[2]["messages"][2] == {"role": "assistant", "content": "I would rather not write JSON."}
+    assert reqs[2]["messages"][3]["role"] == "user" and "rejected" in reqs[2]["messages"][3]["content"]
+    assert reqs[3]["messages"][:4] == reqs[2]["messages"]
+    assert reqs[3]["messages"][-1]["role"] == "tool" and "outside 1..5" in reqs[3]["messages"][-1]["content"]
 
 
 async def test_out_of_range_scores_are_rejected_not_clamped(srv: FakeLLM, client: LLMClient, ws: Path) -> None:
@@ -206,11 +220,11 @@ async def test_out_of_range_scores_are_rejected_not_clamped(srv: FakeLLM, client
         p = phase(req)
         if p == "output":
             return text(ANALYSIS)
+        if p == "json":
+            return answer_json({"correctness": 0, "tests": 3})
         if p == "forced":
-            return submit({"correctness": 0, "tests": 3})
-        if p == "auto":
             return submit({"correctness": 5.5, "tests": 3})
-        return text(json.dumps(payload({"correctness": 4, "tests": 6})))
+        return submit({"correctness": 4, "tests": 6})
     srv.responder = answer
 
     trace = await run_reviewer(client, model(srv), index=0, ctx=context(ws, files=[]), dims=DIMS)
@@ -227,8 +241,14 @@ async def test_out_of_range_scores_are_rejected_not_clamped(srv: FakeLLM, client
 
 
 async def test_json_in_the_text_of_a_tool_strategy_is_accepted(srv: FakeLLM, client: LLMClient, ws: Path) -> None:
-    srv.responder = lambda req: (text(ANALYSIS) if phase(req) == "output"
-                                 else text("```\n" + json.dumps(payload({"correctness": "4", "tests": 2})) + "\n```"))
+    def answer(req: RecordedRequest) -> Reply:
+        p = phase(req)
+        if p == "output":
+            return text(ANALYSIS)
+        if p == "json":
+            return text("Scores: correctness four, tests two.")
+        return text("```\n" + json.dumps(payload({"correctness": "4", "tests": 2})) + "\n```")
+    srv.responder = answer
     trace = await run_reviewer(client, model(srv), index=0, ctx=context(ws, files=[]), dims=DIMS)
     assert trace.ok and trace.strategy == "forced_tool"
     assert [s.score for s in trace.scores] == [4.0, 2.0]

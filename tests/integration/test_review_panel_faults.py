@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from polpo.llm.client import LLMClient, ModelSettings
-from polpo.review import prompts
+from polpo.review import score_prompts
 from polpo.review.dimensions import Dim
 from polpo.review.panel import PanelResult, ReviewContext, run_panel
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, error, text, tool_call
@@ -73,7 +73,7 @@ def payload(score: Any) -> dict[str, Any]:
 
 
 def submit(score: Any) -> Reply:
-    return tool_call(prompts.SUBMIT_REVIEW, payload(score))
+    return tool_call(score_prompts.SUBMIT_REVIEW, payload(score))
 
 
 def reviewer(score: float, *, explore: Responder | None = None) -> Responder:
@@ -93,21 +93,22 @@ def reviewer(score: float, *, explore: Responder | None = None) -> Responder:
     return answer
 
 
-def scorer(forced: Reply, auto: Reply, json_text: Reply) -> Responder:
-    """A reviewer that explores normally, then answers each scoring strategy as given."""
+def scorer(json_text: Reply, forced: Reply, auto: Reply) -> Responder:
+    """A reviewer that explores normally, then answers each scoring strategy (in the order they are tried) as
+    given."""
     ok = reviewer(4)
 
     def answer(req: RecordedRequest) -> Reply:
-        return {"forced": forced, "auto": auto, "json": json_text}.get(phase(req)) or ok(req)
+        return {"json": json_text, "forced": forced, "auto": auto}.get(phase(req)) or ok(req)
     return answer
 
 
 GARBAGE = scorer(
-    forced=tool_call(prompts.SUBMIT_REVIEW, '{"scores": [{"dimension": "correctness", "score": 4,'),  # cut JSON
-    auto=text("LGTM!!! 10/10 would merge again"),
     json_text=text('Sure: {"scores": [oops, 4]} hope that helps'),
+    forced=tool_call(score_prompts.SUBMIT_REVIEW, '{"scores": [{"dimension": "correctness", "score": 4,'),  # cut JSON
+    auto=text("LGTM!!! 10/10 would merge again"),
 )
-SEVENS = scorer(forced=submit(7), auto=submit(7), json_text=text(json.dumps(payload(7))))
+SEVENS = scorer(json_text=text(json.dumps(payload(7))), forced=submit(7), auto=submit(7))
 
 
 def panel(per_model: Mapping[str, Responder]) -> Responder:
@@ -146,7 +147,7 @@ async def test_a_rate_limited_request_is_retried_and_the_panel_passes_with_three
     assert result.passed and result.global_score == pytest.approx(4.0)
     assert votes(result) == [[(0, 4, True), (1, 4, True), (2, 5, True)]] * 2
     a = of(srv, "fake-a")
-    assert [phase(r) for r in a] == ["explore", "explore", "explore", "forced"]
+    assert [phase(r) for r in a] == ["explore", "explore", "explore", "json"]
     assert a[0] is limited[0] and a[1].body == a[0].body  # the same request, sent again after the 429
     assert len(srv.requests) == 3 * 3 + 1
     assert client.calls == len(srv.requests)  # the retry is LLMClient's own (litellm's are off)
@@ -162,42 +163,46 @@ async def test_garbage_in_every_scoring_strategy_fails_that_reviewer_alone(srv: 
     bad, b, c = result.reviewers
     assert (bad.ok, b.ok, c.ok) == (False, True, True)
     assert bad.scores == [] and bad.strategy is None and bad.analysis == ANALYSIS
-    forced, auto, plain = bad.strategy_errors
-    assert forced.startswith("forced_tool: submit_review arguments are not valid JSON")
-    assert auto == "auto_tool: no submit_review call and no JSON object in the reply"
-    assert plain.startswith("json_text: no JSON object found in the reply")
-    assert bad.error is not None and bad.error.startswith("no valid scores: forced_tool:")
-    assert [phase(r) for r in of(srv, "fake-a")] == ["explore", "explore", "forced", "auto", "json"]
+    plain, forced, auto = bad.strategy_errors
+    assert plain == "json_text: no JSON object in the reply"
+    assert forced == "forced_tool: no JSON object in submit_review arguments"
+    assert auto == "auto_tool: no JSON object in the reply"
+    assert bad.error is not None and bad.error.startswith("no valid scores: json_text:")
+    assert [phase(r) for r in of(srv, "fake-a")] == ["explore", "explore", "json", "forced", "auto"]
+    # the cut arguments are sent back as strict JSON (a strict server refuses them otherwise), answered
+    replayed = of(srv, "fake-a")[-1]["messages"][-2]
+    assert replayed["tool_calls"][0]["function"]["arguments"] == "{}"
     assert votes(result) == [[(1, 4, True), (2, 5, True)]] * 2  # the other two decide
     assert result.passed and result.global_score == pytest.approx(4.5)
     json.dumps(result.to_json())
 
 
-@pytest.mark.parametrize("everywhere", [False, True], ids=["forced-only", "every-strategy"])
+@pytest.mark.parametrize("everywhere", [False, True], ids=["first-only", "every-strategy"])
 async def test_a_score_of_7_is_rejected_never_clamped(srv: FakeLLM, ws: Path, everywhere: bool) -> None:
-    odd = SEVENS if everywhere else scorer(forced=submit(7), auto=submit(3), json_text=text("unused"))
+    odd = SEVENS if everywhere else scorer(json_text=text(json.dumps(payload(7))), forced=submit(3),
+                                           auto=text("unused"))
     srv.responder = panel({"fake-a": odd, "fake-b": reviewer(4), "fake-c": reviewer(4)})
 
     result = await run_panel(LLMClient(max_retries=0), panel_models(srv), context(ws), DIMS, 3.0)
 
     a = result.reviewers[0]
     assert all("score 7 is outside 1..5" in e for e in a.strategy_errors)
-    assert a.strategy_errors[0].startswith("forced_tool: scores.0.score (correctness)")
+    assert a.strategy_errors[0].startswith("json_text: scores.0.score (correctness)")
     assert all(r.ok for r in result.reviewers[1:]) and result.passed and not result.rerun
     if everywhere:
         assert not a.ok and a.scores == [] and len(a.strategy_errors) == 3
-        assert [e.split(":")[0] for e in a.strategy_errors] == ["forced_tool", "auto_tool", "json_text"]
+        assert [e.split(":")[0] for e in a.strategy_errors] == ["json_text", "forced_tool", "auto_tool"]
         assert a.error is not None and "score 7 is outside 1..5" in a.error
         assert votes(result) == [[(1, 4, True), (2, 4, True)]] * 2  # no 5 (a clamped 7) anywhere
     else:
-        assert a.ok and a.strategy == "auto_tool" and len(a.strategy_errors) == 1
+        assert a.ok and a.strategy == "forced_tool" and len(a.strategy_errors) == 1
         assert [s.score for s in a.scores] == [3, 3]
         assert votes(result) == [[(0, 3, True), (1, 4, True), (2, 4, True)]] * 2
-        auto = next(r for r in of(srv, "fake-a") if phase(r) == "auto")
-        assert auto["messages"][-1]["role"] == "tool" and "outside 1..5" in auto["messages"][-1]["content"]
+        forced = next(r for r in of(srv, "fake-a") if phase(r) == "forced")
+        assert forced["messages"][-1]["role"] == "user" and "outside 1..5" in forced["messages"][-1]["content"]
     # the rejected answers stay in the trace
     rejected = [m for m in a.messages if m["phase"] == 2 and m["role"] == "assistant"]
-    assert '"score": 7' in rejected[0]["toolCalls"][0]["arguments"]
+    assert '"score": 7' in rejected[0]["content"]
 
 
 async def test_a_reviewer_that_times_out_fails_alone(srv: FakeLLM, ws: Path) -> None:
@@ -250,8 +255,8 @@ async def test_all_three_failing_reruns_once_then_fails_with_every_error(srv: Fa
     err = result.error
     assert err is not None and err.startswith("all reviewers failed, twice: ")
     for i in (0, 3):
-        assert f"reviewer {i} (openai/fake-a): no valid scores: forced_tool: submit_review arguments" in err
-        assert f"reviewer {i + 1} (openai/fake-b): no valid scores: forced_tool: scores.0.score" in err
+        assert f"reviewer {i} (openai/fake-a): no valid scores: json_text: no JSON object in the reply" in err
+        assert f"reviewer {i + 1} (openai/fake-b): no valid scores: json_text: scores.0.score" in err
         assert f"reviewer {i + 2} (openai/fake-c): bad_request: " in err
     assert err.count("score 7 is outside 1..5") >= 6  # each of b's three strategies, in both rounds
     # per round: a and b explore twice then try three strategies; c's 400 is not retried
@@ -271,7 +276,7 @@ async def test_a_secret_the_model_quotes_is_masked_in_the_trace_and_feedback(srv
         body = {"scores": [{"dimension": d.name, "score": 2, "reasoning": f"weak. {quote}",
                             "evidence": [{"file": "src/calc.py", "line": 1, "note": quote}]} for d in DIMS],
                 "summary": f"summary: {quote}", "suggestions": [f"rotate {KEY}"]}
-        return tool_call(prompts.SUBMIT_REVIEW, body)
+        return tool_call(score_prompts.SUBMIT_REVIEW, body)
     srv.responder = answer
 
     result = await run_panel(LLMClient(max_retries=0), panel_models(srv), context(ws), DIMS, 3.0)

@@ -159,6 +159,34 @@ async def test_every_named_read(backend: Backend) -> None:
         assert await store.queued_commands() == [CommandRecord(retry, "retry", t1.id)]
 
 
+async def test_an_undecided_assessment_is_open_until_a_persons_verdict_completes_it(backend: Backend) -> None:
+    """The judge could not tell: the assessment is stored ``undecided`` (passed unknown), still found as the
+    attempt's open assessment with the check's reason, then with the person's verdict written into the check."""
+    store = await backend.open()
+    m = mission()
+    t = task(m, 0, TaskStatus.AWAITING_REVIEW)
+    a = attempt(t, 1, status=AttemptStatus.FINISHED)
+    undecided = assessment(a, 1, AssessmentStatus.UNDECIDED)
+    check = CheckOutcome(type="llm_review", label="greets", passed=False, message="Score 3.00/5", index=0,
+                         global_score=3.0, scores=[], undecided="score 3.00 is between 2.00 and 4.00")
+    async with writing(store):
+        await store.commit(store.tx().mission(m).task(t).attempt(a).assessment(undecided)
+                           .check(undecided.id, t.id, check, T0))
+        got = await store.open_assessment(a.id)
+        assert got is not None and got.status is AssessmentStatus.UNDECIDED
+        assert [(c.undecided, c.person, c.status) for c in got.checks] == [
+            ("score 3.00 is between 2.00 and 4.00", None, "undecided")]
+        person = {"passed": True, "by": "ada", "reason": "fine", "score": None}
+        await store.commit(store.tx().check(undecided.id, t.id, CheckOutcome(
+            type="llm_review", label="greets", passed=True, message="passed by ada", index=0, global_score=3.0,
+            scores=[], person=person), T0))
+        got = await store.open_assessment(a.id)
+        assert got is not None and [(c.status, c.person) for c in got.checks] == [("passed", person)]
+        undecided.status = AssessmentStatus.COMPLETE
+        await store.commit(store.tx().assessment(undecided))
+        assert await store.open_assessment(a.id) is None
+
+
 async def test_a_faulty_transaction_is_dropped_alone_and_leaves_no_row_and_no_event(backend: Backend) -> None:
     store = await backend.open()
     seen: list[Event] = []

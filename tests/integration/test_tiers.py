@@ -37,6 +37,13 @@ KEY_ENV = "POLPO_TIERS_TEST_KEY"
     (FINAL, ["skipped"], "fail"),
     (FINAL, ["error"], "error"),
     (FINAL, ["error", "failed"], "fail"),
+    # the judge cannot tell (a calibrated rule's band): neither a pass nor a fail, a person decides
+    (FINAL, ["undecided"], "person"),
+    (FINAL, ["passed", "undecided"], "person"),
+    (FINAL, ["undecided", "failed"], "fail"),  # a real failure decides anyway
+    (FINAL, ["undecided", "error"], "error"),  # the errored check runs again first: it may fail the work
+    (REJECT, ["passed", "undecided"], "person"),  # the cascade cannot go on past what nobody decided
+    (ACCEPT, ["undecided"], "next"),  # an accepting tier escalates, as for an error
 ])
 def test_tier_decision_table(policy: str, results: list[Any], decision: str) -> None:
     assert tier_decision(policy, results) == decision

@@ -29,9 +29,22 @@ before a scripted reply is consumed (a refused request is recorded in ``srv.requ
 * ``"ollama"`` — Ollama's OpenAI-compatible chat (``openai.FromChatRequest``): a message whose ``content`` is
   null or missing and that has no ``tool_calls`` → HTTP 400 ``invalid message content type: <nil>``; a tool call
   whose ``arguments`` are not JSON → HTTP 400 ``invalid tool call arguments``.
+* ``"llama-server"`` — llama.cpp's own server: a ``tool_choice`` other than ``"none"``/``"auto"``/``"required"``
+  (the object form naming a function, which llama-server ignores with a warning) → HTTP 400; an assistant tool
+  call whose ``arguments`` are not a JSON object → HTTP 500 ``Failed to parse tool call arguments as JSON``.
 * ``"vllm-no-tool-parser"`` — a vLLM server started without ``--enable-auto-tool-choice --tool-call-parser``:
   a request with ``tool_choice: "auto"`` → HTTP 400 ``"auto" tool choice requires --enable-auto-tool-choice
   and --tool-call-parser to be set``.
+
+* ``"no-logprobs"`` — a server that does not serve token log-probabilities: a request with ``logprobs`` → HTTP
+  400 ``logprobs are not supported by this server``.
+
+Token log-probabilities: a :class:`TextReply` or :class:`ToolCallsReply` may carry ``logprobs`` (the tokens of the
+generated text, each with its log-probability and alternatives: :class:`TokenProb`), returned as OpenAI's
+``choices[0].logprobs.content[{token, logprob, bytes, top_logprobs}]`` only when the request asks ``logprobs``
+(its ``top_logprobs`` alternatives per token at most); ``score_logprobs(content, dists)`` and
+``answer_logprobs(content, p_yes)`` build them for a reply whose ``"score": N`` digits (``"answer": "yes"``
+words) were sampled from the given distributions.
 
 ``FakeLLM(context_window=N)`` plays a server started with an ``N``-token context (llama.cpp's ``-c N``, vLLM's
 ``--max-model-len N``): a request whose prompt (every message and tool definition as JSON, at ~4 characters per
@@ -50,12 +63,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import re
 import socket
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -70,12 +85,15 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "TextReply",
+    "TokenProb",
     "ToolCall",
     "ToolCallsReply",
+    "answer_logprobs",
     "delay",
     "endless",
     "error",
     "raw",
+    "score_logprobs",
     "text",
     "tool_call",
     "tool_calls",
@@ -90,10 +108,20 @@ class Reply:
 
 
 @dataclass(frozen=True)
+class TokenProb:
+    """One generated token, its log-probability, and the most likely tokens at its position (token, logprob)."""
+
+    token: str
+    logprob: float = 0.0
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class TextReply(Reply):
     content: str
     usage: Mapping[str, int] | None = None
     finish_reason: str = "stop"
+    logprobs: tuple[TokenProb, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +136,7 @@ class ToolCallsReply(Reply):
     calls: tuple[ToolCall, ...]
     content: str | None = None
     usage: Mapping[str, int] | None = None
+    logprobs: tuple[TokenProb, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,9 +170,49 @@ def endless(interval: float = 0.2) -> EndlessReply:
     return EndlessReply(interval)
 
 
-def text(content: str, *, usage: Mapping[str, int] | None = None, finish_reason: str = "stop") -> TextReply:
-    """An assistant message with ``content`` and no tool calls."""
-    return TextReply(content, usage, finish_reason)
+def text(content: str, *, usage: Mapping[str, int] | None = None, finish_reason: str = "stop",
+         logprobs: Sequence[TokenProb] | None = None) -> TextReply:
+    """An assistant message with ``content`` and no tool calls (``logprobs``: its tokens, served when asked)."""
+    return TextReply(content, usage, finish_reason, None if logprobs is None else tuple(logprobs))
+
+
+_SCORE_AT = re.compile(r'"score"\s*:\s*"?([1-5])')
+_ANSWER_AT = re.compile(r'"answer"\s*:\s*"(yes|no)')
+
+
+def _pieces(text: str) -> list[TokenProb]:
+    """Text the model was sure of, as tokens of up to four characters."""
+    return [TokenProb(text[i:i + 4], 0.0, ((text[i:i + 4], 0.0),)) for i in range(0, len(text), 4)]
+
+
+def _logprobs_at(content: str, pattern: re.Pattern[str], alternatives: Sequence[Mapping[str, float]],
+                 ) -> tuple[TokenProb, ...]:
+    """``content`` as tokens, the text of each ``pattern`` match's group 1 (in order) a token of its own whose
+    alternatives are the next of ``alternatives`` (token → probability; the written token is the sampled one)."""
+    matches = list(pattern.finditer(content))
+    if len(matches) != len(alternatives):
+        raise ValueError(f"{len(matches)} places in the content, {len(alternatives)} distributions given")
+    out: list[TokenProb] = []
+    at = 0
+    for m, probs in zip(matches, alternatives, strict=True):
+        out += _pieces(content[at:m.start(1)])
+        sampled = m.group(1)
+        ranked = sorted({**probs, sampled: probs.get(sampled, 1e-6)}.items(), key=lambda kv: -kv[1])
+        top = tuple((tok, math.log(p)) for tok, p in ranked if p > 0)
+        out.append(TokenProb(sampled, math.log(max(probs.get(sampled, 1e-6), 1e-12)), top))
+        at = m.end(1)
+    return tuple(out + _pieces(content[at:]))
+
+
+def score_logprobs(content: str, dists: Sequence[Mapping[int, float]]) -> tuple[TokenProb, ...]:
+    """The tokens of a JSON reply whose ``"score": N`` digits, in order, were sampled from ``dists`` (level →
+    probability; levels left out have none, so the alternatives need not sum to 1)."""
+    return _logprobs_at(content, _SCORE_AT, [{str(k): p for k, p in d.items()} for d in dists])
+
+
+def answer_logprobs(content: str, p_yes: Sequence[float]) -> tuple[TokenProb, ...]:
+    """The tokens of a checklist reply whose ``"answer": "yes"|"no"`` words, in order, had these P(yes)."""
+    return _logprobs_at(content, _ANSWER_AT, [{"yes": p, "no": 1 - p} for p in p_yes])
 
 
 def _arguments(arguments: Mapping[str, Any] | str | None) -> str:
@@ -161,9 +230,12 @@ def tool_call(
     *,
     content: str | None = None,
     usage: Mapping[str, int] | None = None,
+    logprobs: Sequence[TokenProb] | None = None,
 ) -> ToolCallsReply:
-    """An assistant message calling one tool. ``arguments``: a dict (JSON-encoded) or a raw string (verbatim)."""
-    return ToolCallsReply((ToolCall(name, _arguments(arguments), id),), content, usage)
+    """An assistant message calling one tool. ``arguments``: a dict (JSON-encoded) or a raw string (verbatim);
+    ``logprobs``: the tokens of what the model generated (its arguments' text, as llama.cpp's server gives them)."""
+    return ToolCallsReply((ToolCall(name, _arguments(arguments), id),), content, usage,
+                          None if logprobs is None else tuple(logprobs))
 
 
 def tool_calls(
@@ -330,8 +402,40 @@ def _vllm_no_tool_parser_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
     return None
 
 
+def _llama_server_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
+    """llama.cpp's own llama-server (``--jinja``): a ``tool_choice`` that is not one of its strings is logged
+    ("Wrong type supplied for parameter 'tool_choice', using default value") and ignored, which turns a forced
+    call into an offered one: refused here, so a client that relies on it is caught. A history whose tool-call
+    arguments are not JSON cannot be rendered by its template: HTTP 500, at once."""
+    choice = req.get("tool_choice")
+    if choice is not None and choice not in ("none", "auto", "required"):
+        return error(400, {"error": {"code": 400, "type": "invalid_request_error",
+                                     "message": "FakeLLM strict llama-server: Wrong type supplied for parameter "
+                                                "'tool_choice' (llama-server ignores it and uses 'auto')"}})
+    for msg in req.get("messages") or []:
+        for call in (msg.get("tool_calls") or []) if isinstance(msg, dict) else []:
+            try:
+                ok = isinstance(json.loads(call["function"]["arguments"]), dict)
+            except (KeyError, TypeError, ValueError):
+                ok = False
+            if not ok:
+                return error(500, {"error": {"code": 500, "type": "server_error",
+                                             "message": "Failed to parse tool call arguments as JSON: "
+                                                        "[json.exception.parse_error.101] parse error"}})
+    return None
+
+
+def _no_logprobs_refusal(req: Mapping[str, Any]) -> ErrorReply | None:
+    if req.get("logprobs"):
+        return error(400, {"error": {"message": "logprobs are not supported by this server",
+                                     "type": "invalid_request_error", "param": "logprobs", "code": 400}})
+    return None
+
+
 #: strict mode → the check that returns the server's refusal of a request, or None when it would accept it
 STRICT_MODES: dict[str, Callable[[Mapping[str, Any]], ErrorReply | None]] = {
+    "llama-server": _llama_server_refusal,
+    "no-logprobs": _no_logprobs_refusal,
     "llama-cpp": _llama_cpp_refusal,
     "ollama": _ollama_refusal,
     "vllm-no-tool-parser": _vllm_no_tool_parser_refusal,
@@ -519,6 +623,19 @@ class FakeLLM:
                 self._conns.add(conn)
             else:
                 self._conns.discard(conn)
+
+
+def _served_logprobs(req: Mapping[str, Any], tokens: Sequence[TokenProb] | None) -> dict[str, Any] | None:
+    """OpenAI's ``choices[0].logprobs`` for a request that asked for them, with ``top_logprobs`` alternatives."""
+    if not req.get("logprobs") or tokens is None:
+        return None
+    top = int(req.get("top_logprobs") or 0)
+
+    def entry(token: str, logprob: float) -> dict[str, Any]:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    return {"content": [{**entry(t.token, t.logprob), "top_logprobs": [entry(a, lp) for a, lp in t.top[:top]]}
+                        for t in tokens]}
 
 
 def _estimate_tokens(value: Any) -> int:
@@ -718,7 +835,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "model": model,
                 "system_fingerprint": "fake-llm",
                 "choices": [
-                    {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+                    {"index": 0, "message": message, "finish_reason": finish_reason,
+                     "logprobs": _served_logprobs(req, reply.logprobs)}
                 ],
                 "usage": usage,
             },

@@ -35,6 +35,11 @@ EXPECTED = {
     ("pending", "budget"): "failed",
     ("review", "budget"): "failed",
     ("review", "budget_hold"): "on_hold",
+    ("review", "ask_review"): "awaiting_review",  # the judge cannot tell: a person decides
+    ("awaiting_review", "reviewed"): "review",  # a person's verdict: the assessment completes with it
+    ("awaiting_review", "cancel"): "failed",
+    ("awaiting_review", "sla_fail"): "failed",
+    ("awaiting_review", "internal_error"): "failed",
     ("on_hold", "cancel"): "failed",
     ("on_hold", "sla_fail"): "failed",
     ("on_hold", "internal_error"): "failed",

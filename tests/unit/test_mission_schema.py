@@ -103,6 +103,47 @@ def test_code_review_example_maps_enable_git_onto_worktree_isolation_and_keeps_i
 # ------------------------------------------------------------------------------------------ error table
 
 A, B = task("A"), task("B")
+# what the author gives the judge besides the rubric: reference, examples, checklist
+_REVIEW_INPUTS: list[tuple[str, dict[str, Any], str, str]] = [
+    ("reference of a wrong type", {"reference": 3}, "reference",
+     'must be the reference text or {"file": "<its path>"}'),
+    ("reference file empty", {"reference": {"file": ""}}, "reference.file", "must not be empty"),
+    ("reference misspelt key", {"reference": {"file": "a.py", "fiel": "b.py"}}, "reference.fiel",
+     'unknown key; did you mean "file"?'),
+    ("examples of a wrong type", {"examples": 5}, "examples",
+     "must be a list of scored examples or the path of a labels file"),
+    ("examples path blank", {"examples": " "}, "examples",
+     "give a list of scored examples or the path of a labels file"),
+    ("example with output and file", {"examples": [{"output": "x", "score": 3}, {"output": "x",
+                                                                                  "file": "a", "score": 3}]},
+     "examples[1]", 'an example gives exactly one of "output" or "file"'),
+    ("example score off the scale", {"examples": [{"output": "x", "score": 6}]}, "examples[0].score",
+     "less than or equal to 5"),
+    ("example score not a number", {"examples": [{"output": "x", "score": "high"}]},
+     "examples[0].score", "must be a number (got a string)"),
+    ("checklist empty", {"checklist": []}, "checklist", "give at least one question"),
+    ("checklist too long", {"checklist": ["q"] * 31}, "checklist", "at most 30 questions (got 31)"),
+    ("checklist blank question", {"checklist": ["ok?", " "]}, "checklist[1].question", "must not be empty"),
+    ("checklist weight zero", {"checklist": [{"question": "q", "weight": 0}]}, "checklist[0].weight",
+     "greater than 0"),
+    ("checklist misspelt key", {"checklist": [{"question": "q", "wieght": 2}]}, "checklist[0].wieght",
+     'unknown key; did you mean "weight"?'),
+    ("checklist of a wrong type", {"checklist": "is it right?"}, "checklist", "must be a list"),
+    ("checklist names an unknown dimension",
+     {"dimensions": [{"name": "works", "weight": 1}], "checklist": [{"question": "q", "dimension": "tests"}]},
+     "checklist[0].dimension", '"tests" is not one of the dimensions (works)'),
+    ("checklist question without its dimension",
+     {"dimensions": [{"name": "works", "weight": 0.5}, {"name": "tests", "weight": 0.5}],
+      "checklist": [{"question": "q", "dimension": "Tests"}, "Is it fast?"]},
+     "checklist[1]", 'say which one the question scores (write it as {"question": …, "dimension": one of '
+                     "works, tests})"),
+]
+REVIEW_INPUT_CASES: list[tuple[str, Any, list[str] | None, str, str]] = [
+    (name, {"tasks": [task("a", expectations=[{"type": "llm_review", "criteria": "c", **fields}])]}, None,
+     "$.tasks[0].expectations[0]." + where, message)
+    for name, fields, where, message in _REVIEW_INPUTS
+]
+
 CASES: list[tuple[str, Any, list[str] | None, str, str]] = [
     ("empty file", b"", None, "$", "file is empty"),
     ("blank file", b"  \n", None, "$", "file is empty"),
@@ -221,7 +262,7 @@ CASES: list[tuple[str, Any, list[str] | None, str, str]] = [
         {"tasks": [task("a", expectations=[{"type": "llm_review", "criteria": " "}])]},
         None,
         "$.tasks[0].expectations[0]",
-        "needs criteria, a prompt or dimensions",
+        "needs criteria, a prompt, dimensions or a checklist",
     ),
     (
         "threshold out of range",
@@ -260,6 +301,7 @@ CASES: list[tuple[str, Any, list[str] | None, str, str]] = [
         "$.tasks[0].expectations[0].dimensions[0].rubric",
         'map from "1".."5"',
     ),
+    *REVIEW_INPUT_CASES,
     (
         "bad confidence",
         {"tasks": [task("a", expectations=[{"type": "test", "command": "x", "confidence": "sure"}])]},
@@ -457,6 +499,36 @@ CASES: list[tuple[str, Any, list[str] | None, str, str]] = [
 def test_problem_table(doc: Any, known: list[str] | None, path: str, message: str) -> None:
     found = problems(doc, known)
     assert any(p == path and message in m for p, m in found), found
+
+
+@pytest.mark.parametrize(
+    ("doc", "path", "message"), [(c[1], c[3], c[4]) for c in REVIEW_INPUT_CASES], ids=[c[0] for c in REVIEW_INPUT_CASES]
+)
+def test_a_bad_review_input_is_one_problem_at_its_own_path(doc: Any, path: str, message: str) -> None:
+    """Not one per shape pydantic tried (``reference.str``, ``examples["list[function-after[…]]"]``)."""
+    ((p, m),) = problems(doc)
+    assert p == path and message in m
+
+
+def test_the_review_inputs_as_the_mission_writes_them() -> None:
+    spec = ok({"tasks": [task("a", expectations=[{
+        "type": "llm_review", "reference": {"file": "ref/solution.py"}, "examples": "labels.jsonl",
+        "dimensions": [{"name": "Works", "weight": 0.6}, {"name": "tests", "weight": 0.4}],
+        "checklist": [{"question": "Do the stated examples pass?", "dimension": "works"},
+                      {"question": "Is there a test?", "dimension": "Tests", "weight": 0.5}]}])]})
+    exp = spec.tasks[0].expectations[0]
+    assert exp.reference.file == "ref/solution.py" and exp.examples == "labels.jsonl"
+    for outside in ("/srv/ref/solution.py", "../ref.py"):  # files are the workspace's: inline text is kept from it
+        ((path, message),) = problems({"tasks": [task("a", expectations=[{
+            "type": "llm_review", "criteria": "c", "reference": {"file": outside}}])]})
+        assert path == "$.tasks[0].expectations[0].reference.file" and "workspace" in message
+    assert [(c.question, c.dimension, c.weight) for c in exp.checklist] == [
+        ("Do the stated examples pass?", "works", 1.0), ("Is there a test?", "Tests", 0.5)]
+    spec = ok({"tasks": [task("a", expectations=[{
+        "type": "llm_review", "reference": "42", "examples": [{"output": "41", "score": 1, "why": "off by one"}],
+        "checklist": ["Is the answer 42?"]}])]})
+    exp = spec.tasks[0].expectations[0]
+    assert exp.reference == "42" and exp.examples[0].score == 1 and exp.checklist[0].dimension is None
 
 
 def test_problems_are_reported_all_at_once() -> None:

@@ -34,6 +34,15 @@ from polpo.events.render import render, summary
                                        "again in 0.9 s"),
     ("fault:resumed", {"work": "event log", "path": "/s/events.jsonl", "waited": 12.5, "tries": 4},
      "event log resumed on /s/events.jsonl after 12.5 s (4 failed tries)"),
+    ("assessment:needs-person", {"title": "greet", "reason": "score 3.00 is between 2.00 and 4.00",
+                                 "approve": "polpo approve m:1", "reject": "polpo reject m:1 --reason TEXT"},
+     "greet waits for a person's review: score 3.00 is between 2.00 and 4.00; polpo approve m:1 or polpo reject "
+     "m:1 --reason TEXT"),
+    ("assessment:person-verdict", {"passed": False, "score": 2, "reason": "no greeting", "by": "ada"},
+     "failed by ada (score 2): no greeting"),
+    ("assessment:check:complete", {"type": "llm_review", "label": "greets", "passed": False, "globalScore": 3.0,
+                                   "message": "Score 3.00/5", "undecided": "between the limits"},
+     "[PERSON] llm_review greets: Score 3.00/5 (score 3.00)"),
 ])
 def test_summary(event: str, data: dict[str, Any], expected: str) -> None:
     assert summary({"event": event, "data": data}) == expected

@@ -166,6 +166,7 @@ async function renderMission(id) {
   crumbs(link("#/", "missions"), m.id);
   const q = m.quality || {};
   const paused = m.status === "running" ? (m.pausedAt || []) : [];
+  const reviewing = m.tasks.filter((t) => t.status === "awaiting_review");
   const summary = el("div", { class: "card", id: "mission-summary", "data-status": m.status },
     el("h1", {}, `${m.name} `, badge(m.status)),
     el("div", { class: "kv" },
@@ -179,6 +180,9 @@ async function renderMission(id) {
     m.reason ? el("p", { class: "muted" }, m.reason) : null,
     paused.length ? el("p", { id: "paused", "data-checkpoints": paused.join(",") },
       el("b", {}, "paused "), `at checkpoint ${paused.join(", ")}: its blocked tasks wait for a person`) : null,
+    reviewing.length ? el("p", { id: "awaiting-review", "data-tasks": reviewing.map((t) => t.id).join(",") },
+      el("b", {}, "waiting for a person's review "), "(the judge could not tell): ",
+      reviewing.flatMap((t, i) => [i ? ", " : "", link(`#/task/${enc(t.id)}`, t.id)])) : null,
     actions(`mission/${m.id}`, m.status === "running" ? [
       ...paused.map((name, i) => ({ id: i ? `resume-${i}` : "resume", label: `Resume ${name}`, field: "note",
         placeholder: "note (optional)", path: `/api/missions/${enc(m.id)}/resume`, body: { checkpoint: name } })),
@@ -309,7 +313,8 @@ function graph(m) {
       "data-from": from, "data-to": to }));
   }
   const colour = (s) => getComputedStyle(document.documentElement).getPropertyValue(
-    `--${{ assigned: "running", in_progress: "running", awaiting_approval: "waiting", passed: "done" }[s] || s}`).trim() || "#999";
+    `--${{ assigned: "running", in_progress: "running", awaiting_approval: "waiting", awaiting_review: "waiting",
+      passed: "done" }[s] || s}`).trim() || "#999";
   nodes.forEach((n) => {
     const status = n.kind === "task" ? n.task.status : n.status;
     const g = svg("g", { class: `node ${n.kind}`, transform: `translate(${n.x},${n.y})`, "data-status": status,
@@ -346,13 +351,48 @@ async function renderTask(id) {
         ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` },
            { id: "reject", label: "Reject", field: "reason", placeholder: "reason (required)",
              path: `/api/tasks/${enc(t.id)}/reject` }] : []),
+      // the judge could not tell: a person passes the work (done) or fails it (a fix told the reason follows)
+      ...(t.status === "awaiting_review"
+        ? [{ id: "approve", label: "Approve", field: "note", placeholder: "note (optional)",
+             path: `/api/tasks/${enc(t.id)}/approve` },
+           { id: "fail", label: "Fail", field: "reason", placeholder: "reason (required: the next attempt is told)",
+             path: `/api/tasks/${enc(t.id)}/reject` }] : []),
       ...(t.status === "done" || t.status === "failed"
         ? [{ id: "override", label: t.status === "done" ? "Override: fail it" : "Override: pass it", field: "reason",
              placeholder: "reason (required)", path: `/api/tasks/${enc(t.id)}/override`,
              body: { passed: t.status !== "done" } }] : [])]),
-    t.override ? el("p", { id: "override-note" }, el("b", {}, "verdict overridden "),
+    t.override ? el("p", { id: "override-note" }, el("b", {}, t.override.judgePassed == null
+      ? "reviewed by a person (the judge could not tell) " : "verdict overridden "),
       `to ${t.override.passed ? "pass" : "fail"} by ${t.override.byPerson}: ${t.override.reason}`) : null);
-  $view.replaceChildren(head, ...t.attempts.slice().reverse().map(attemptCard));
+  const waiting = t.status === "awaiting_review" ? reviewWait(t) : null;
+  $view.replaceChildren(head, ...(waiting ? [waiting] : []), ...t.attempts.slice().reverse().map(attemptCard));
+}
+
+// A task awaiting review: what a person needs to decide — why the judge could not tell, the panel's score, the
+// evidence polpo ran, and each dimension's reasoning. The Approve and Fail buttons are in the summary above.
+function reviewWait(t) {
+  const last = t.attempts[t.attempts.length - 1];
+  const asm = last && last.assessments.length ? last.assessments[last.assessments.length - 1] : null;
+  const checks = asm ? asm.checks.filter((c) => c.scores && c.scores.undecided) : [];
+  return el("div", { class: "card", id: "review-wait" },
+    el("h2", {}, "Waiting for a person's review"),
+    checks.length ? null : el("p", { class: "muted" }, t.reason || ""),
+    checks.map((c) => {
+      const x = c.scores, r = x.review || {}, items = (r.evidence || {}).items || [];
+      return el("div", { class: "undecided", "data-check": c.idx },
+        el("p", {}, el("b", {}, `${c.type} `), c.label),
+        el("p", { id: "review-why" }, el("b", {}, "why a person decides "), x.undecided),
+        el("p", { id: "review-score" }, el("b", {}, "panel score "), fmtScore(x.globalScore),
+          r.threshold != null ? ` (threshold ${r.threshold})` : ""),
+        el("h3", {}, "Evidence polpo ran"),
+        items.length ? el("ul", { class: "evidence" }, items.map((i) => el("li", { "data-evidence": i.id,
+          "data-passed": String(i.passed) }, `${i.id} [${i.passed === true ? "passed" : i.passed === false ? "FAILED" : "note"}] `,
+          i.label, i.origin ? ` (stated in ${i.origin})` : "", i.detail ? el("pre", {}, i.detail) : null)))
+          : el("p", { class: "muted" }, "polpo found nothing it could run"),
+        el("h3", {}, "The reviewers' reasoning"),
+        el("ul", { class: "reasoning" }, (x.scores || []).map((d) => el("li", { "data-dimension": d.dimension },
+          el("b", {}, `${d.dimension} ${fmtScore(d.score)}: `), d.reasoning || "–"))));
+    }));
 }
 
 function attemptCard(a) {
@@ -375,8 +415,10 @@ function attemptCard(a) {
 }
 
 function checkBlock(c, reviews) {
-  const box = el("div", { class: `check ${c.passed ? "pass" : "fail"}`, "data-check": c.idx, "data-type": c.type },
-    el("div", {}, el("b", {}, `${c.passed ? "pass" : "FAIL"} · ${c.type} `), c.label),
+  const undecided = !!(c.scores && c.scores.undecided);
+  const state = undecided ? "person" : c.passed ? "pass" : "fail";
+  const box = el("div", { class: `check ${state}`, "data-check": c.idx, "data-type": c.type },
+    el("div", {}, el("b", {}, `${undecided ? "A PERSON DECIDES" : c.passed ? "pass" : "FAIL"} · ${c.type} `), c.label),
     el("div", { class: "muted" }, c.message),
     c.scores ? el("div", {}, el("b", {}, "score "), fmtScore(c.scores.globalScore)) : null);
   const dims = c.scores?.scores || [];
@@ -425,7 +467,9 @@ function describe(ev) {
   switch (ev.event) {
     case "task:transition": return `${d.from} → ${d.to}${d.reason ? ` (${d.reason})` : ""}`;
     case "mission:completed": return `${d.outcome}: ${(d.report || {}).summary || ""}`;
-    case "assessment:check:complete": return `${d.passed ? "pass" : "FAIL"} ${d.type} ${d.label}${d.globalScore != null ? ` (score ${fmtScore(d.globalScore)})` : ""}`;
+    case "assessment:check:complete": return `${d.undecided ? "a person decides:" : d.passed ? "pass" : "FAIL"} ${d.type} ${d.label}${d.globalScore != null ? ` (score ${fmtScore(d.globalScore)})` : ""}`;
+    case "assessment:needs-person": return `waits for a person's review: ${d.reason}`;
+    case "assessment:person-verdict": return `${d.passed ? "passed" : "failed"} by ${d.by}: ${d.reason}`;
     case "assessment:complete": return `${d.passed ? "passed" : "failed"}${d.globalScore != null ? ` (score ${fmtScore(d.globalScore)})` : ""}`;
     case "agent:spawned": return `attempt ${d.attempt} (${d.kind}) by ${d.agentName}`;
     case "task:fix": case "task:retry": return `attempt ${d.attempt}${d.check ? ` after ${d.check} failed` : ""}`;

@@ -1,0 +1,329 @@
+"""Evidence first: what polpo learns by running the work, before any reviewer model looks at it.
+
+Reviewers used to read the work and guess. A small model guesses badly (measured on Qwen2.5-Coder-1.5B: every
+subtly broken function passed at the default threshold), while six of those ten functions failed the examples
+their own task stated. So the panel starts from facts, gathered once per review and shown to every seat as
+numbered items (``E1``, ``E2``…) that scores must cite:
+
+* the task's cheap checks of this assessment (which tests ran, passed or failed, and what they printed), given
+  by the caller;
+* the examples the task states (:mod:`polpo.review.stated_examples`), run against the work's Python files by
+  :mod:`polpo.review.example_harness` in a scratch copy of the workspace — a review never changes the work it
+  judges — with the ``python3`` the agents' commands use, their secret-free environment and the attempt's
+  marker, its own process group, a time limit per file import, per example and for the whole run;
+* a work that is only text (no files) has its Python code blocks written to a scratch folder and run the same
+  way.
+
+A scratch copy holds the work's regular files (never a link, a pipe or a device) and leaves out version-control
+folders; dependency folders (``node_modules``, virtual environments) are copied last, each only if it fits the
+copy's bounds, and named when left out. A workspace too large to copy is said so, and nothing is run. Only the
+files that define what the examples call are imported (not the tests), and examples that did not get to run are
+notes, not failures of the work. The copy is made only when there is something to run: the examples are looked for in the live files first (reading changes
+nothing), since copying a workspace for a task that states none cost more than the rest of the panel's own code.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from polpo.clock import Clock, SystemClock
+from polpo.llm.secrets import redact
+from polpo.review.probes import REFERENCE_FILE, called_function, derive_calls
+from polpo.review.scratch import ANSWER, MAX_PY_FILES, Scratch, live_file, output_code
+from polpo.review.stated_examples import StatedExample, defined_names, find_examples
+from polpo.tools.commands import command_env
+from polpo.tools.procs import run_process
+
+__all__ = ["CheckEvidence", "Evidence", "EvidenceItem", "gather_evidence", "render_evidence"]
+
+HARNESS = Path(__file__).with_name("example_harness.py")
+MAX_READ_CHARS = 200_000
+PER_EXAMPLE = 5.0
+RUN_LIMIT = 60.0
+Kind = Literal["check", "example", "load", "probe", "note"]
+KINDS: tuple[str, ...] = ("check", "example", "load", "probe", "note")
+WriteReference = Callable[[str], Awaitable[str | None]]
+"""Asks the judge model for its own implementation of a function (by name); the code, or None."""
+MAX_SHOWN_PROBES = 5
+
+
+@dataclass(frozen=True)
+class CheckEvidence:
+    """A cheap check of the same assessment, as the reviewer is shown it."""
+
+    type: str
+    label: str
+    passed: bool
+    message: str
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class EvidenceItem:
+    id: str
+    kind: Kind
+    label: str
+    passed: bool | None
+    """None for a note (something that could not be run, and why)."""
+    detail: str = ""
+    origin: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "label": self.label, "passed": self.passed,
+                "detail": self.detail, "origin": self.origin}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EvidenceItem:
+        kind = data.get("kind")
+        return cls(str(data.get("id") or ""), kind if kind in KINDS else "note",
+                   str(data.get("label") or ""), data.get("passed"), str(data.get("detail") or ""),
+                   str(data.get("origin") or ""))
+
+
+@dataclass
+class Evidence:
+    """What was established by running things, in the order it is shown."""
+
+    items: list[EvidenceItem] = field(default_factory=list)
+
+    def add(self, kind: Kind, label: str, passed: bool | None, detail: str = "", origin: str = "") -> None:
+        self.items.append(EvidenceItem(f"E{len(self.items) + 1}", kind, redact(label), passed, redact(detail),
+                                       origin))
+
+    @property
+    def examples(self) -> list[EvidenceItem]:
+        return [i for i in self.items if i.kind == "example"]
+
+    @property
+    def failed(self) -> list[EvidenceItem]:
+        """Checks, examples and files that failed: what the work demonstrably gets wrong."""
+        return [i for i in self.items if i.passed is False]
+
+    def summary(self) -> str:
+        ex = self.examples
+        parts = []
+        if ex:
+            bad = sum(1 for i in ex if not i.passed)
+            parts.append(f"{len(ex) - bad} of {len(ex)} stated examples passed")
+        checks = [i for i in self.items if i.kind == "check"]
+        if checks:
+            parts.append(f"{sum(1 for i in checks if i.passed)} of {len(checks)} checks passed")
+        loads = [i for i in self.items if i.kind == "load"]
+        if loads:
+            parts.append(f"{len(loads)} file(s) failed to load")
+        return "; ".join(parts) or "no check ran and the task states no example to run"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "items": [i.to_json() for i in self.items]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Evidence:
+        return cls([EvidenceItem.from_json(i) for i in (data or {}).get("items") or [] if isinstance(i, dict)])
+
+
+def render_evidence(evidence: Evidence, order: Sequence[int] | None = None) -> str:
+    """The evidence block of a reviewer's prompt (``order``: the items' positions, for a seat that sees them in
+    another order)."""
+    if not evidence.items:
+        return "(polpo found nothing it could run: judge from the files and the output)"
+    shown = [evidence.items[i] for i in order] if order is not None else evidence.items
+    lines = []
+    for item in shown:
+        verdict = {True: "PASSED", False: "FAILED", None: "NOTE"}[item.passed] if item.kind != "probe" else \
+            {True: "AGREES", False: "DIFFERS", None: "NOTE"}[item.passed]
+        where = f" (stated in {item.origin})" if item.origin else ""
+        lines.append(f"{item.id} [{verdict}] {item.label}{where}" + (f"\n    {item.detail}" if item.detail else ""))
+    return "\n".join(lines) + f"\nIn short: {evidence.summary()}."
+
+
+# ------------------------------------------------------------------------------------------------- gathering
+
+
+async def gather_evidence(*, description: str, criteria: str, workspace: Path, files: Sequence[str],
+                          output: str | None, checks: Sequence[CheckEvidence], scratch: Scratch,
+                          clock: Clock | None = None, env: Mapping[str, str] | None = None,
+                          write_reference: WriteReference | None = None) -> Evidence:
+    """Run what can be run; never raises for what the work does (its failures are the evidence)."""
+    evidence = Evidence()
+    for c in checks:
+        detail = c.message + (f"\n    output (end): {c.output[-600:]}" if c.output.strip() else "")
+        evidence.add("check", f"{c.type} check: {c.label}", c.passed, detail)
+    # the examples are looked for in the live files (reading changes nothing); the work is copied only to run them
+    if output is not None:
+        code = output_code(output)
+        sources, readmes = ([(ANSWER, code)] if code else []), []
+    else:
+        live = [(f, p) for f in files if (p := live_file(workspace, f)) is not None]
+        sources = [(f, _read(p)) for f, p in live if f.endswith(".py")][:MAX_PY_FILES]
+        readmes = [(f, _read(p)) for f, p in live if Path(f).name.lower().startswith("readme")]
+    examples = find_examples([("task", description), ("criteria", criteria), *sources, *readmes],
+                             [text for _, text in sources])
+    if not examples:
+        return evidence
+    if not sources:
+        evidence.add("note", f"the task states {len(examples)} example(s), but the work has no Python file to "
+                     "run them against", None)
+        return evidence
+    root = await scratch.path()
+    if root is None or not scratch.python_files:
+        evidence.add("note", scratch.problem or "the work's Python files could not be copied to run them", None)
+        return evidence
+    probing = await _reference(root, examples, dict(sources), write_reference)
+    await _run_examples(evidence, root, _needed(scratch.python_files, dict(sources), examples), examples,
+                        clock or SystemClock(), env, probing)
+    if scratch.left_out:
+        evidence.add("note", "dependency folders too large to copy were left out of the copy the examples ran in: "
+                     + ", ".join(scratch.left_out), None)
+    return evidence
+
+
+async def _reference(root: Path, examples: Sequence[StatedExample], sources: Mapping[str, str],
+                     write: WriteReference | None) -> tuple[str, list[str]] | None:
+    """``(function, probe calls)`` when the judge wrote its own implementation of the function the stated
+    examples call (written into the copy as :data:`~polpo.review.probes.REFERENCE_FILE`); None otherwise."""
+    if write is None:
+        return None
+    called = [c[0] for ex in examples if (c := called_function(ex)) is not None]
+    defined = defined_names(sources.values())
+    names = [n for n in dict.fromkeys(called) if n in defined]
+    if not names:
+        return None
+    name = max(names, key=called.count)
+    calls = derive_calls(examples, name)
+    if not calls:
+        return None
+    code = await write(name)
+    if code is None:
+        return None
+    (root / REFERENCE_FILE).write_text(code, encoding="utf-8")
+    return name, calls
+
+
+def _called(examples: Sequence[StatedExample]) -> set[str]:
+    """The names the examples' code uses (``f`` of ``f(1)``, ``mod`` of ``mod.f(1)``)."""
+    names: set[str] = set()
+    for ex in examples:
+        try:
+            tree = ast.parse(ex.source)
+        except (SyntaxError, ValueError):
+            continue
+        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return names
+
+
+def _needed(files: Sequence[str], sources: Mapping[str, str], examples: Sequence[StatedExample]) -> list[str]:
+    """The files to import: those defining a name the examples call, else every file that is not a test (a
+    test module imports the work the way its runner sets up, and its failure to load says nothing of it)."""
+    called = _called(examples)
+    plain = [f for f in files if not _is_test(f)]
+    defining = [f for f in plain if defined_names([sources.get(f, "")]) & called]
+    return defining or plain
+
+
+def _is_test(name: str) -> bool:
+    base = Path(name).name
+    return base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py" or \
+        "tests" in Path(name).parts[:-1]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[:MAX_READ_CHARS]
+    except OSError:
+        return ""
+
+
+async def _run_examples(evidence: Evidence, root: Path, files: list[str], examples: list[StatedExample],
+                        clock: Clock, env: Mapping[str, str] | None = None,
+                        probing: tuple[str, list[str]] | None = None) -> None:
+    nonce = secrets.token_hex(8)  # a line the work prints is not a result (see example_harness)
+    request: dict[str, Any] = {"root": str(root), "files": files, "per_example": PER_EXAMPLE, "nonce": nonce,
+                               "examples": [{"source": e.source, "want": e.want, "style": e.style} for e in examples]}
+    steps = len(examples) + len(files)
+    if probing is not None:
+        request |= {"reference": REFERENCE_FILE, "probes": probing[1]}
+        steps += len(examples) + 2 * len(probing[1]) + 1
+    limit = min(RUN_LIMIT + (RUN_LIMIT if probing else 0), PER_EXAMPLE * steps + 10)
+    proc = await run_process(["python3", "-I", "-B", str(HARNESS)], cwd=root, env={**command_env(), **(env or {})},
+                             clock=clock, stdin=json.dumps(request).encode(), timeout=limit, grace=1.0)
+    results: dict[int, dict[str, Any]] = {}
+    started: set[int] = set()
+    records: list[dict[str, Any]] = []
+    for line in proc.stdout_tail.splitlines():
+        mark, _, data = line.partition(" ")
+        if mark != nonce:
+            continue
+        try:
+            r = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(r, dict):
+            continue
+        if isinstance(r.get("start"), int):
+            started.add(r["start"])
+        elif {"reference", "refExample", "probe", "probeStart"} & r.keys():
+            records.append(r)
+        elif r.get("i") == -1:
+            evidence.add("load", "a file of the work failed to load", False, str(r.get("error") or ""))
+        elif isinstance(r.get("i"), int):
+            results[r["i"]] = r
+    if proc.error or (proc.timed_out and not results):
+        why = proc.error or f"the examples did not finish within {limit:g} s"
+        evidence.add("note", f"the stated examples could not be run: {why}", None, proc.stderr_tail[-400:])
+        return
+    ended = ("the time limit" if proc.timed_out else f"signal {proc.signal}" if proc.signal is not None
+             else f"exit code {proc.exit_code}")
+    for i, ex in enumerate(examples):
+        r = results.get(i)
+        call = ex.source if ex.style == "value" else ex.source.replace("\n", " ; ")
+        label = f"stated example: {call}"
+        if r is None and i in started:  # the work ended the run while this example ran: its failure
+            evidence.add("example", label, False, f"expected {ex.want}; the run ended while it ran ({ended})",
+                         ex.origin)
+        elif r is None:  # never asked: not the work's failure
+            evidence.add("note", f"{label} did not run: the run ended before it ({ended})", None,
+                         f"expected {ex.want}", ex.origin)
+        elif r.get("passed"):
+            evidence.add("example", label, True, f"expected {ex.want}, got {ex.want}", ex.origin)
+        else:
+            got = f"raised {r['error']}" if r.get("error") else f"got {str(r.get('got')).strip()}"
+            evidence.add("example", label, False, f"expected {ex.want}, {got}", ex.origin)
+    if probing is not None:
+        _probe_items(evidence, probing, records, len(examples))
+
+
+def _probe_items(evidence: Evidence, probing: tuple[str, list[str]], records: list[dict[str, Any]],
+                 stated: int) -> None:
+    """The judge's own implementation and the work on the probes, as evidence: only when the implementation
+    passed every stated example (else it is no second opinion) and the work loaded."""
+    name, calls = probing
+    if any(r.get("reference") == "unloadable" for r in records):
+        evidence.add("note", f"the judge's own {name} (written from the task, to probe the work) did not load: "
+                     "no probes", None)
+        return
+    ref_passed = sum(1 for r in records if "refExample" in r and r.get("passed"))
+    if ref_passed < stated:
+        evidence.add("note", f"the judge's own {name}, written from the task, fails {stated - ref_passed} of the "
+                     f"{stated} stated examples: it is no second opinion, and its probes are not evidence", None)
+        return
+    done = [r for r in records if isinstance(r.get("probe"), int)]
+    differ = [r for r in done if not r.get("same")]
+    origin = "probes polpo derived from the stated examples"
+    for r in differ[:MAX_SHOWN_PROBES]:
+        evidence.add("probe", f"probe: {calls[r['probe']]}", False,
+                     f"the work gives {r.get('work')}; the judge's own {name}, written from the task alone and "
+                     f"passing all {stated} stated examples, gives {r.get('ref')}", origin)
+    if len(differ) > MAX_SHOWN_PROBES:
+        evidence.add("note", f"and {len(differ) - MAX_SHOWN_PROBES} more probe(s) where the two differ", None)
+    if done and not differ:
+        evidence.add("probe", f"{len(done)} probe(s) of {name} on inputs near the stated examples'", True,
+                     f"the work gives the same as the judge's own {name}, written from the task alone and passing "
+                     f"all {stated} stated examples, on every one", origin)
+    elif not done:
+        evidence.add("note", f"the probes of {name} did not run", None)

@@ -1,0 +1,108 @@
+"""A probe of the judge's own: the work and an independent implementation, run side by side on new inputs.
+
+The examples a task states catch the bugs they happen to exercise; a subtle bug (an off-by-one at a boundary, a
+case the examples skip) passes them. Measured on Qwen2.5-Coder-1.5B, such work scored as well as correct work: a
+small model reading code does not find what its examples miss. It does write code well, though. So, where the
+task states examples of calling a function, the judge model is asked once to write that function itself from
+the task's text (:func:`reference_messages`); if its version passes every stated example it is a credible
+second opinion, and polpo runs both on inputs derived from the stated examples' own arguments
+(:func:`derive_calls`: empty and one-element collections, reversed and repeated ones, zero, one, negatives,
+neighbours of the numbers given). Where the two disagree, that is evidence the work — or the reference — is wrong
+on a case the examples did not cover; the reviewers are shown both answers, and a critical dimension cannot
+score above :data:`~polpo.review.evidence_cap.PROBE_CAP` while a disagreement stands.
+
+Pure: the calls are text, built from literals only (``ast.literal_eval``), never from the work's code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from polpo.review.prompts import head
+from polpo.review.stated_examples import StatedExample
+
+__all__ = ["MAX_CALLS", "REFERENCE_FILE", "called_function", "derive_calls", "reference_code", "reference_messages"]
+
+MAX_CALLS = 24
+REFERENCE_FILE = "_polpo_reference.py"
+_CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def called_function(example: StatedExample) -> tuple[str, list[Any]] | None:
+    """``(name, arguments)`` of an example that is one call of a plain function on literal arguments."""
+    try:
+        node = ast.parse(example.source.strip(), mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.keywords:
+        return None
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return node.func.id, args
+
+
+def _variants(value: Any) -> Iterator[Any]:
+    """Nearby values of one argument, of the same type."""
+    if isinstance(value, bool):
+        yield not value
+    elif isinstance(value, int):
+        yield from (0, 1, -1, value + 1, value - 1, -value, value * 2)
+    elif isinstance(value, float):
+        yield from (0.0, -value, value / 2, value + 0.5)
+    elif isinstance(value, str):
+        yield from ("", value[:1], value[::-1], value + value[:1], value.upper(), f" {value} ")
+    elif isinstance(value, list):
+        yield from ([], value[:1], value[::-1], value + value[:1], sorted(value, key=repr))
+        if value and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+            yield [-v for v in value]
+            yield [*value, max(value) + 1]
+    elif isinstance(value, tuple):
+        yield from ((), value[:1], value[::-1])
+
+
+def derive_calls(examples: Sequence[StatedExample], name: str) -> list[str]:
+    """Calls of ``name`` on inputs near the stated examples' (one argument changed at a time), none of them a
+    stated example, at most :data:`MAX_CALLS`, in a fixed order."""
+    stated = [args for ex in examples if (c := called_function(ex)) is not None and c[0] == name for args in [c[1]]]
+    seen = {repr(args) for args in stated}
+    out: list[str] = []
+    for args in stated:
+        for i, value in enumerate(args):
+            for variant in _variants(value):
+                changed = [*args[:i], variant, *args[i + 1:]]
+                key = repr(changed)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(f"{name}({', '.join(repr(a) for a in changed)})")
+                if len(out) >= MAX_CALLS:
+                    return out
+    return out
+
+
+def reference_messages(*, title: str, description: str, name: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "You are an expert Python programmer. You write correct, complete code."},
+        {"role": "user", "content": f"TASK: {title}\n\n{head(description, 6000)}\n\nWrite the Python function "
+                                    f"`{name}` this task describes, from its description alone. Reply with one "
+                                    "```python code block holding the whole function and the imports it needs, "
+                                    "and nothing else."},
+    ]
+
+
+def reference_code(reply: str | None, name: str) -> str | None:
+    """The reply's code when it defines ``name`` and parses; None otherwise."""
+    blocks: list[str] = _CODE.findall(reply or "") or ([reply] if reply else [])
+    for block in blocks:
+        try:
+            tree = ast.parse(block)
+        except (SyntaxError, ValueError):
+            continue
+        if any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in tree.body):
+            return block
+    return None

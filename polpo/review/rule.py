@@ -1,0 +1,194 @@
+"""Verdicts that know their limits: a rule, fitted on labelled work, that passes, fails, or asks a person. Pure.
+
+A threshold on the panel's score passes everything above it, however unsure the panel is. Measured on
+Qwen2.5-Coder-1.5B, every subtly broken function scored at or above the default 3.0. The rule replaces the one
+threshold with two, chosen on labels people confirmed (``polpo calibrate --write``):
+
+* ``pass_at``: the lowest score at which the labelled broken work that would pass without a person is at most
+  ``max_false_pass`` of all the broken work (``[judge] max_false_pass``, 0.05 by default);
+* ``fail_below``: the highest score under which the labelled good work that would fail is at most
+  ``max_false_fail`` of all the good work;
+* between them the panel cannot tell, and the task waits for a person (``awaiting_review``) — as it also does,
+  whatever the score, when polpo's own evidence contradicts a passing score (a check, a stated example or a file
+  that failed while the panel says pass), or when the panel's reviewers disagree by more than
+  :data:`MAX_DISAGREEMENT` points.
+
+The rule is fitted on what it will decide: items it would send to a person do not count as false passes. Its
+false-pass rate on the labels comes with a one-sided 95 % Clopper–Pearson upper bound (few labels make a wide
+bound, and the report says so). Each person's verdict becomes a label, so the next fit has more.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["MAX_DISAGREEMENT", "Decision", "Features", "Rule", "RuleReport", "apply_rule", "clopper_pearson_upper",
+           "fit_rule", "labels_needed", "no_rule_reason", "report_rule"]
+
+MAX_DISAGREEMENT = 1.5
+Decision = Literal["pass", "fail", "person"]
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the rule looks at in one review."""
+
+    score: float
+    """The panel's raw global score (before any linear calibration)."""
+    contradicted: bool = False
+    """polpo's evidence shows a failure (a check, a stated example, a file that does not load)."""
+    disagreement: float = 0.0
+    """The range of the seats' own scores (0 with one seat)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    pass_at: float
+    fail_below: float
+    max_false_pass: float
+    max_false_fail: float
+    max_disagreement: float = MAX_DISAGREEMENT
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passAt": self.pass_at, "failBelow": self.fail_below, "maxFalsePass": self.max_false_pass,
+                "maxFalseFail": self.max_false_fail, "maxDisagreement": self.max_disagreement}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Rule:
+        pass_at, fail_below = float(data["passAt"]), float(data["failBelow"])
+        if not (math.isfinite(pass_at) and math.isfinite(fail_below)) or fail_below > pass_at:
+            raise ValueError("a rule needs failBelow ≤ passAt (finite numbers)")
+        return cls(pass_at, fail_below, float(data.get("maxFalsePass", 0.05)), float(data.get("maxFalseFail", 0.2)),
+                   float(data.get("maxDisagreement", MAX_DISAGREEMENT)))
+
+
+def apply_rule(rule: Rule, f: Features) -> tuple[Decision, str]:
+    """The decision on one review, and why (for the person, when it is theirs)."""
+    if f.disagreement > rule.max_disagreement:
+        return "person", (f"the reviewers disagree by {f.disagreement:.1f} points (more than "
+                          f"{rule.max_disagreement:g})")
+    if f.score >= rule.pass_at:
+        if f.contradicted:
+            return "person", (f"the panel passes it ({f.score:.2f}) but polpo's own evidence shows a failure; "
+                              "a person should look")
+        return "pass", f"score {f.score:.2f} ≥ {rule.pass_at:.2f}, where the labels show broken work passing rarely"
+    if f.score < rule.fail_below:
+        return "fail", f"score {f.score:.2f} < {rule.fail_below:.2f}, where the labels show good work failing rarely"
+    return "person", (f"score {f.score:.2f} is between {rule.fail_below:.2f} and {rule.pass_at:.2f}, where the "
+                      "labelled work the panel scored was both good and broken: the panel cannot tell")
+
+
+def _cuts(values: Sequence[float]) -> list[float]:
+    """Candidate thresholds: below everything, between neighbours (midpoints), above everything."""
+    vs = sorted(set(values))
+    if not vs:
+        return [0.0]
+    return [vs[0] - 1e-6, *((a + b) / 2 for a, b in itertools.pairwise(vs)), vs[-1] + 1e-6]
+
+
+def no_rule_reason(items: Sequence[tuple[Features, bool]]) -> str | None:
+    """Why labels cannot support a rule (a class with no example: its error rate cannot be measured), or None."""
+    if not any(not good for _, good in items):
+        return "the labels hold no broken work (every label is 3 or more): a false-pass rate cannot be measured"
+    if not any(good for _, good in items):
+        return "the labels hold no good work (every label is under 3): a false-fail rate cannot be measured"
+    return None
+
+
+def labels_needed(max_false_pass: float, confidence: float = 0.95) -> int:
+    """How many broken items must be labelled, none of them passing, for the upper bound of the false-pass
+    rate to reach ``max_false_pass`` (59 for 0.05, 29 for 0.1)."""
+    return math.ceil(math.log(1 - confidence) / math.log1p(-max_false_pass))
+
+
+def fit_rule(items: Sequence[tuple[Features, bool]], *, max_false_pass: float, max_false_fail: float,
+             max_disagreement: float = MAX_DISAGREEMENT) -> Rule:
+    """The rule for ``items`` (features, does a person pass it?): ``pass_at`` as low and ``fail_below`` as high
+    as the false-pass and false-fail limits allow, so as little as possible goes to a person. The labels must
+    hold both kinds of work (:func:`no_rule_reason`): ValueError otherwise."""
+    if (why := no_rule_reason(items)) is not None:
+        raise ValueError(why)
+    decidable = [(f, good) for f, good in items if f.disagreement <= max_disagreement]
+    bad = [f for f, good in decidable if not good]
+    good = [f for f, g in decidable if g]
+    n_bad, n_good = sum(1 for _, g in items if not g), sum(1 for _, g in items if g)
+    cuts = _cuts([f.score for f, _ in decidable])
+    allowed_fp = math.floor(max_false_pass * n_bad + 1e-9)
+    pass_at = next((c for c in cuts if sum(1 for f in bad if f.score >= c and not f.contradicted) <= allowed_fp),
+                   cuts[-1])
+    allowed_ff = math.floor(max_false_fail * n_good + 1e-9)
+    fail_below = next((c for c in reversed(cuts) if sum(1 for f in good if f.score < c) <= allowed_ff), cuts[0])
+    return Rule(round(pass_at, 6), round(min(fail_below, pass_at), 6), max_false_pass, max_false_fail,
+                max_disagreement)
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """P(X ≤ k) for X ~ Binomial(n, p), summed in log space (``math.comb`` overflows a float past n ≈ 1000)."""
+    if p <= 0:
+        return 1.0
+    if p >= 1:
+        return 0.0 if k < n else 1.0
+    lp, lq, lgn = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    return math.fsum(math.exp(lgn - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq)
+                     for i in range(k + 1))
+
+
+def clopper_pearson_upper(k: int, n: int, confidence: float = 0.95) -> float | None:
+    """The one-sided upper confidence bound of a rate seen ``k`` times in ``n`` (None when ``n`` is 0)."""
+    if n == 0:
+        return None
+    if k >= n:
+        return 1.0
+    lo, hi = k / n, 1.0
+    for _ in range(60):  # bisection: P(X ≤ k | n, p) = 1 − confidence
+        mid = (lo + hi) / 2
+        if _binom_cdf(k, n, mid) > 1 - confidence:
+            lo = mid
+        else:
+            hi = mid
+    return round(hi, 4)
+
+
+@dataclass(frozen=True)
+class RuleReport:
+    """What the rule does on labelled items."""
+
+    passed: int
+    failed: int
+    person: int
+    false_pass: int
+    """Broken items (by the label) the rule passes without a person."""
+    false_fail: int
+    bad: int
+    good: int
+
+    @property
+    def false_pass_rate(self) -> float | None:
+        return self.false_pass / self.bad if self.bad else None
+
+    @property
+    def accuracy(self) -> float | None:
+        """Right decisions among the items the rule decided itself."""
+        decided = self.passed + self.failed
+        return (decided - self.false_pass - self.false_fail) / decided if decided else None
+
+    def to_json(self) -> dict[str, Any]:
+        rate = self.false_pass_rate
+        return {"passed": self.passed, "failed": self.failed, "person": self.person, "falsePass": self.false_pass,
+                "falseFail": self.false_fail, "broken": self.bad, "good": self.good,
+                "falsePassRate": None if rate is None else round(rate, 4),
+                "falsePassUpper95": clopper_pearson_upper(self.false_pass, self.bad),
+                "accuracy": None if self.accuracy is None else round(self.accuracy, 4)}
+
+
+def report_rule(rule: Rule, items: Sequence[tuple[Features, bool]]) -> RuleReport:
+    decisions = [(apply_rule(rule, f)[0], good) for f, good in items]
+    return RuleReport(passed=sum(d == "pass" for d, _ in decisions), failed=sum(d == "fail" for d, _ in decisions),
+                      person=sum(d == "person" for d, _ in decisions),
+                      false_pass=sum(d == "pass" and not g for d, g in decisions),
+                      false_fail=sum(d == "fail" and g for d, g in decisions),
+                      bad=sum(not g for _, g in items), good=sum(g for _, g in items))

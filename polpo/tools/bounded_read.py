@@ -1,0 +1,45 @@
+"""Reading a workspace file's text for a prompt: confined, regular files only, at most N bytes.
+
+What a review shows a model of the work (the changed files, a reference, scored examples, the digest a later
+comparison reads) is read from a folder the agent wrote. A link there may point anywhere, a FIFO blocks a plain
+``read_text`` forever, and a file may be gigabytes. So the path goes through the workspace's
+:class:`~polpo.tools.sandbox.Sandbox` (no absolute path, no ``..``, no link out), the file must be a regular
+file, and only its first ``limit`` bytes are read (opened without following a final link, non-blocking).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from polpo.tools.sandbox import Sandbox, SandboxError
+
+__all__ = ["read_text_bounded"]
+
+
+def read_text_bounded(workspace: Path, name: str, limit: int) -> tuple[str, bool] | None:
+    """``(text, cut)`` of ``name`` in ``workspace`` — at most ``limit`` bytes, decoded as UTF-8 (None when it is
+    not UTF-8 text), ``cut`` when the file is longer — or None when it is outside, missing or not a regular
+    file."""
+    try:
+        real = Sandbox(workspace).resolve(name, must_exist=True)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except (SandboxError, OSError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    cut = len(data) > limit
+    try:
+        return data[:limit].decode("utf-8"), cut
+    except UnicodeDecodeError as exc:
+        if cut and exc.start >= limit - 3:  # the cut fell inside a character: keep the text before it
+            return data[:exc.start].decode("utf-8", errors="replace"), True
+        return None

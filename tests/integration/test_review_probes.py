@@ -1,0 +1,140 @@
+"""A probe of the judge's own: the work and the judge's own implementation run side by side (a real ``python3``
+subprocess, in a scratch copy) on inputs derived from the stated examples; where they disagree the critical
+dimension is bounded. The implementation counts only when it passes every stated example."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from polpo.llm.client import LLMClient, ModelSettings
+from polpo.review.consensus import Consensus, DimensionResult
+from polpo.review.dimensions import DEFAULT_DIMENSIONS, Dim
+from polpo.review.evidence_cap import FAILED_CAP, PROBE_CAP, apply_cap, evidence_cap
+from polpo.review.evidence_run import Evidence, gather_evidence
+from polpo.review.panel import PanelOptions, run_panel
+from polpo.review.probes import REFERENCE_FILE, derive_calls, reference_code
+from polpo.review.reviewer import ReviewContext
+from polpo.review.scratch import Scratch
+from polpo.review.stated_examples import StatedExample
+from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text
+from tests.support.judges import ScriptedJudge
+
+pytestmark = pytest.mark.anyio
+
+TASK = """Write has_close(numbers, threshold) in solution.py: True if any two numbers are closer than threshold.
+>>> has_close([1.0, 2.0, 3.0], 0.5)
+False
+>>> has_close([1.0, 2.8, 3.0, 4.0], 0.3)
+True
+"""
+CORRECT = ("def has_close(numbers, threshold):\n    for i, a in enumerate(numbers):\n"
+           "        for j, b in enumerate(numbers):\n            if i != j and abs(a - b) < threshold:\n"
+           "                return True\n    return False\n")
+NEIGHBOURS = ("def has_close(numbers, threshold):\n    for a, b in zip(numbers, numbers[1:]):\n"
+              "        if abs(a - b) < threshold:\n            return True\n    return False\n")  # passes both examples
+
+
+async def gather(ws: Path, reference: str | None) -> tuple[Evidence, list[str]]:
+    asked: list[str] = []
+
+    async def write(name: str) -> str | None:
+        asked.append(name)
+        return reference
+
+    scratch = Scratch(ws, ["solution.py"])
+    try:
+        return await gather_evidence(description=TASK, criteria="", workspace=ws, files=["solution.py"],
+                                     output=None, checks=(), scratch=scratch, write_reference=write), asked
+    finally:
+        scratch.close()
+
+
+def work(tmp_path: Path, source: str) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "solution.py").write_text(source)
+    return tmp_path
+
+
+def test_probe_calls_change_one_stated_argument_at_a_time() -> None:
+    ex = [StatedExample("has_close([1.0, 2.0], 0.5)", "False", "doctest", "task"),
+          StatedExample("other(1)", "1", "value", "task")]
+    calls = derive_calls(ex, "has_close")
+    assert calls[:3] == ["has_close([], 0.5)", "has_close([1.0], 0.5)", "has_close([2.0, 1.0], 0.5)"]
+    assert "has_close([1.0, 2.0], 0.5)" not in calls and all(c.startswith("has_close(") for c in calls)
+    assert "has_close([1.0, 2.0], 0.0)" in calls and len(calls) == len(set(calls))
+    assert derive_calls([StatedExample("f(g(1))", "2", "value", "task")], "f") == []  # not literals: no probes
+
+
+def test_the_reference_code_must_define_the_function() -> None:
+    assert reference_code("```python\ndef f(x):\n    return x\n```", "f") == "def f(x):\n    return x\n"
+    assert reference_code("def g(x): return x", "f") is None and reference_code("```python\ndef f(:\n```", "f") is None
+
+
+async def test_a_credible_reference_that_disagrees_is_evidence_and_bounds_the_score(tmp_path: Path) -> None:
+    ev, asked = await gather(work(tmp_path / "w", NEIGHBOURS), CORRECT)
+    assert asked == ["has_close"]
+    assert [i.passed for i in ev.examples] == [True, True]  # the stated examples do not catch it
+    probes = [i for i in ev.items if i.kind == "probe"]
+    assert probes and all(i.passed is False for i in probes), ev.items
+    assert "passing all 2 stated examples" in probes[0].detail
+    assert not (tmp_path / "w" / REFERENCE_FILE).exists()  # the reference lives in the copy only
+    cap = evidence_cap(ev)
+    assert cap is not None and cap.cap == PROBE_CAP and cap.items == [i.id for i in probes]
+    scores = [DimensionResult(d.name, 5.0, d.weight, "", [], [], 5.0, 0) for d in DEFAULT_DIMENSIONS]
+    capped = apply_cap(Consensus(scores, 5.0, True, 3.0, [0], True, []), cap, DEFAULT_DIMENSIONS)
+    assert not capped.passed and capped.global_score == PROBE_CAP and capped.capped_by == ["correctness"]
+
+
+async def test_agreement_on_every_probe_is_one_item(tmp_path: Path) -> None:
+    ev, _ = await gather(work(tmp_path, CORRECT), CORRECT.replace("abs(a - b)", "abs(b - a)"))
+    (probe,) = [i for i in ev.items if i.kind == "probe"]
+    assert probe.passed is True and "the same as the judge's own has_close" in probe.detail
+    assert evidence_cap(ev) is None
+
+
+async def test_a_reference_that_fails_a_stated_example_is_no_second_opinion(tmp_path: Path) -> None:
+    wrong = "def has_close(numbers, threshold):\n    return False\n"
+    ev, _ = await gather(work(tmp_path, NEIGHBOURS), wrong)
+    assert not [i for i in ev.items if i.kind == "probe"]
+    assert any(i.kind == "note" and "fails 1 of the 2 stated examples" in i.label for i in ev.items)
+    assert evidence_cap(ev) is None
+    ev, _ = await gather(work(tmp_path, NEIGHBOURS), None)  # the judge wrote nothing usable: no probes
+    assert not [i for i in ev.items if i.kind == "probe"]
+
+
+async def test_a_failed_stated_example_bounds_lower_than_a_probe(tmp_path: Path) -> None:
+    ev, _ = await gather(work(tmp_path, "def has_close(numbers, threshold):\n    return True\n"), CORRECT)
+    cap = evidence_cap(ev)
+    assert cap is not None and cap.cap == FAILED_CAP < PROBE_CAP
+
+
+async def test_the_panel_asks_the_first_judge_once_for_its_own_implementation(tmp_path: Path) -> None:
+    judge = ScriptedJudge(score=5.0)
+
+    def answer(req: RecordedRequest) -> Reply:
+        if "from its description alone" in str(req["messages"][-1]["content"]):
+            return text(f"```python\n{CORRECT}```")
+        return judge(req)
+
+    with FakeLLM(models=("fake-a",)) as srv:
+        srv.responder = answer
+        ctx = ReviewContext(title="has_close", description=TASK, criteria="", workspace=work(tmp_path, NEIGHBOURS),
+                            files_changed=["solution.py"], timeline="agent ran")
+        model = ModelSettings("openai/fake-a", api_base=srv.base_url, timeout=20)
+        result = await run_panel(LLMClient(max_retries=0), [model, model, model], ctx,
+                                 [Dim("correctness", 1.0, critical=True)], 3.0)
+        writes = [r for r in srv.requests if "from its description alone" in json.dumps(r.body)]
+    assert len(writes) == 1
+    assert result.evidence_cap is not None and result.global_score == PROBE_CAP and not result.passed
+    assert result.probe is not None and result.probe["usable"] and result.tokens > 0
+    opts = PanelOptions(probes=False)  # probes off: no implementation asked for, no bound
+    with FakeLLM(models=("fake-a",)) as srv:
+        srv.responder = answer
+        model = ModelSettings("openai/fake-a", api_base=srv.base_url, timeout=20)
+        result = await run_panel(LLMClient(max_retries=0), [model], ctx, [Dim("correctness", 1.0, critical=True)],
+                                 3.0, options=opts)
+        assert not [r for r in srv.requests if "from its description alone" in json.dumps(r.body)]
+    assert result.evidence_cap is None and result.passed
