@@ -46,6 +46,7 @@ class CheckOutcome:
     retryable: bool = True  # with ``error``: whether trying again later can help (an outage, not a bad key)
     tier: str | None = None  # the tier the check ran in (explicit ``tiers``, or the implied cascade)
     review: dict[str, Any] | None = None  # llm_review: the panel's summary (votes, outliers, stability, cache)
+    metric: dict[str, Any] | None = None  # metric: the value, its bounds and baseline (polpo.checks.metric_rules)
 
     @property
     def status(self) -> str:
@@ -74,6 +75,8 @@ class CheckOutcome:
             out["tier"] = self.tier
         if self.review is not None:
             out["review"] = self.review
+        if self.metric is not None:
+            out["metric"] = self.metric
         return out or None
 
     @classmethod
@@ -88,7 +91,7 @@ class CheckOutcome:
         d = d or {}
         err = d.get("error") if isinstance(d.get("error"), Mapping) else None
         return {"global_score": d.get("globalScore"), "scores": d.get("scores"), "tier": d.get("tier"),
-                "review": d.get("review"), "error": err.get("reason") if err else None,
+                "review": d.get("review"), "metric": d.get("metric"), "error": err.get("reason") if err else None,
                 "retryable": bool(err.get("retryable", True)) if err else True}
 
 
@@ -144,6 +147,7 @@ class CheckContext:
     review: ReviewBackend | None = None
     expected_outcomes: Sequence[Mapping[str, Any]] = ()  # the task's expectedOutcomes (camelCase JSON)
     outcomes: Sequence[Mapping[str, Any]] = ()  # what the attempt declared it delivered
+    baselines: Mapping[int, float] = field(default_factory=dict)  # a metric's value before the task, by index
 
 
 @dataclass(frozen=True)

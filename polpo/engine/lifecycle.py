@@ -40,6 +40,7 @@ class Trigger(StrEnum):
     REJECT = "reject"
     BUDGET = "budget"
     BUDGET_HOLD = "budget_hold"
+    NO_BASELINE = "no_baseline"
     HUMAN_PASS = "human_pass"
 
 
@@ -76,6 +77,7 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.PENDING, T.BUDGET): S.FAILED,                  # its task's or mission's budget is spent: it does not start
     (S.REVIEW, T.BUDGET): S.FAILED,                   # the next call would not fit its budget: no fix, no retry
     (S.REVIEW, T.BUDGET_HOLD): S.ON_HOLD,             # the same with onBudget "hold": `polpo retry --budget`
+    (S.ASSIGNED, T.NO_BASELINE): S.FAILED,            # a metric's baseline could not be measured: no agent ran
     **{(s, T.CANCEL): S.FAILED for s in _OPEN},
     **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
     **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task

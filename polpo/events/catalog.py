@@ -326,6 +326,21 @@ class CheckComplete(Payload):
     scores: list[dict[str, Any]] | None = None
     error: str | None = None  # the check could not be done (not a fail): the assessment waits and retries
     tier: str | None = None
+    metric: dict[str, Any] | None = None  # a metric's value, bounds, baseline and the line it was read from
+
+
+@_event("assessment:check:baseline")
+class CheckBaseline(Payload):
+    """A ``metric``'s value before the task's first attempt, stored before its agent starts; every fix and retry
+    is compared with it. ``value`` None: it could not be measured (``problem``), and the task fails unstarted."""
+
+    index: int
+    label: str
+    attempt: int
+    value: float | None
+    problem: str | None = None
+    line: str | None = None  # the line of the output the value was read from
+    duration: float
 
 
 @_event("assessment:complete")

@@ -35,6 +35,7 @@ EXPECTED = {
     ("pending", "budget"): "failed",
     ("review", "budget"): "failed",
     ("review", "budget_hold"): "on_hold",
+    ("assigned", "no_baseline"): "failed",
     ("on_hold", "cancel"): "failed",
     ("on_hold", "sla_fail"): "failed",
     ("on_hold", "internal_error"): "failed",
