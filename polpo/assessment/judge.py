@@ -24,7 +24,8 @@ wrong correction turns a failing task into a false pass:
 
 The input list is never mutated. Whether the judge runs at all is decided before the call: once per task, on
 its first failure (the engine), and never when :func:`skip_reason` says a call could not change the verdict —
-a failed expectation marked firm (its correction would be refused and it would still fail), or clearly bad
+a failed expectation marked firm or of a type without corrections (a ``metric``: its correction would be refused
+and it would still fail), or clearly bad
 work (the review's global score below :data:`CLEARLY_BAD_SCORE`): as in Polpo's assessment rules.
 """
 
@@ -74,9 +75,15 @@ def skip_reason(failed: Sequence[Mapping[str, Any]], expectations: Sequence[Mapp
                 "clearly bad, not the expectations")
     for f in failed:
         idx = f.get("index")
-        if isinstance(idx, int) and 0 <= idx < len(expectations) and expectations[idx].get("confidence") == "firm":
-            return (f"expectation {idx} ({expectations[idx].get('type')}) failed and is marked firm: it cannot "
+        if not isinstance(idx, int) or not 0 <= idx < len(expectations):
+            continue
+        kind = expectations[idx].get("type")
+        if expectations[idx].get("confidence") == "firm":
+            return (f"expectation {idx} ({kind}) failed and is marked firm: it cannot "
                     "be corrected, so the task fails whatever the judge says")
+        if kind in CHECKS and not CHECKS[str(kind)].correctable:
+            return (f"expectation {idx} ({kind}) failed and a {kind} cannot be corrected, so the task fails "
+                    "whatever the judge says")
     return None
 
 

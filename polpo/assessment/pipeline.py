@@ -35,6 +35,7 @@ from polpo.assessment.judge_cache import CACHE_FILE, JudgeCache
 from polpo.assessment.review_backend import AssessmentReviews, judge_settings, panel_options
 from polpo.assessment.tiers import ACCEPT, REJECT, Decision, Result, TierPlan, plan, tier_decision
 from polpo.checks.base import CheckContext, CheckOutcome
+from polpo.checks.expectations import MetricExpectation
 from polpo.checks.outcomes import OUTCOMES_TYPE, check_outcomes
 from polpo.checks.registry import Expectation, check_for
 from polpo.clock import Clock, iso
@@ -113,7 +114,8 @@ class Assessor:
         self.cache = cache
         self.options = panel_options(cfg)
 
-    def _context(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment) -> CheckContext:
+    def _context(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment,
+                 baselines: dict[int, float]) -> CheckContext:
         files, timeline = evidence(attempt)
         cache = self.cache.client_for(self.llm) if self.cache is not None else None
         reviews = AssessmentReviews(self.cfg, self.store, self.clock, self.llm, task_id=task.id,
@@ -126,7 +128,7 @@ class Assessor:
                             agent_ok=attempt.agent_ok, files_changed=files, timeline=timeline,
                             env=attempt_env(self.cfg.state_dir, attempt.id), review=reviews,
                             expected_outcomes=outcomes, outcomes=list(attempt.outcomes or []),
-                            output=attempt.stdout_tail)
+                            output=attempt.stdout_tail, baselines=baselines)
 
     async def assess(self, m: Mission, task: Task, attempt: Attempt, assessment: Assessment) -> Verdict:
         """Run the tiers in order (see :mod:`polpo.assessment.tiers`); a stored result is not run again,
@@ -160,8 +162,10 @@ class Assessor:
                         skipped.append(f"{exp.type} #{idx + 1} skipped: {why} failed first")
                         states.append("skipped")
                         continue
-                    if ctx is None:
-                        ctx = self._context(m, task, attempt, assessment)
+                    if ctx is None:  # a metric's baseline is read only for a task that has one
+                        wanted = any(isinstance(e, MetricExpectation) and e.baseline for e in exps)
+                        ctx = self._context(m, task, attempt, assessment,
+                                            await store.task_baselines(task.id) if wanted else {})
                     ctx = replace(ctx, prior=(*counted, *results))  # a review is shown what the cheap checks found
                     c = await self._run_one(idx, exp, ctx, total, tier, ids, assessment, task)
                 results.append(c)
@@ -231,7 +235,7 @@ class Assessor:
         tx = store.tx().check(assessment.id, task.id, c, self.clock.now())
         tx.event(CheckComplete(index=idx, total=total, type=c.type, label=c.label, passed=c.passed,
                                message=c.message, global_score=c.global_score, scores=c.scores, error=c.error,
-                               tier=c.tier, undecided=c.undecided), **ids)
+                               tier=c.tier, undecided=c.undecided, metric=c.metric), **ids)
         store.submit(tx)
         return c
 

@@ -48,6 +48,7 @@ class CheckOutcome:
     review: dict[str, Any] | None = None  # llm_review: the panel's summary (votes, outliers, stability, cache)
     undecided: str | None = None  # llm_review: why the judge cannot tell, and a person must decide
     person: dict[str, Any] | None = None  # the verdict a person gave when the judge could not tell
+    metric: dict[str, Any] | None = None  # metric: the value, its bounds and baseline (polpo.checks.metric_rules)
 
     @property
     def status(self) -> str:
@@ -83,6 +84,8 @@ class CheckOutcome:
             out["undecided"] = self.undecided
         if self.person is not None:
             out["person"] = self.person
+        if self.metric is not None:
+            out["metric"] = self.metric
         return out or None
 
     @classmethod
@@ -98,7 +101,7 @@ class CheckOutcome:
         err = d.get("error") if isinstance(d.get("error"), Mapping) else None
         return {"global_score": d.get("globalScore"), "scores": d.get("scores"), "tier": d.get("tier"),
                 "review": d.get("review"), "undecided": d.get("undecided"), "person": d.get("person"),
-                "error": err.get("reason") if err else None,
+                "metric": d.get("metric"), "error": err.get("reason") if err else None,
                 "retryable": bool(err.get("retryable", True)) if err else True}
 
 
@@ -160,6 +163,7 @@ class CheckContext:
     outcomes: Sequence[Mapping[str, Any]] = ()  # what the attempt declared it delivered
     output: str = ""  # the agent's own output (stdout's end): the work itself when it changed no file
     prior: Sequence[CheckOutcome] = ()  # the outcomes of this assessment's checks that ran before this one
+    baselines: Mapping[int, float] = field(default_factory=dict)  # a metric's value before the task, by index
 
 
 @dataclass(frozen=True)

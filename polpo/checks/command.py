@@ -20,7 +20,8 @@ from polpo.checks.labels import command_label
 from polpo.clock import Clock
 from polpo.tools.procs import ProcResult, minimal_env, run_process
 
-__all__ = ["Script", "ScriptExpectation", "Test", "TestExpectation", "run_command_check"]
+__all__ = ["Script", "ScriptExpectation", "Test", "TestExpectation", "failure_details", "failure_reason",
+           "run_command_check", "run_shell"]
 
 DETAILS_MAX = 2000
 MAX_COMMAND_CHARS = 4_000  # for a judge's correction
@@ -38,7 +39,8 @@ def _tail(text: str, limit: int = DETAILS_MAX) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
-def _failure_details(proc: ProcResult) -> str | None:
+def failure_details(proc: ProcResult) -> str | None:
+    """What a failed command left to read: why it could not start, else the tail of its stderr or stdout."""
     if proc.error is not None:
         return proc.error
     for text in (proc.stderr_tail, proc.stdout_tail):
@@ -47,39 +49,52 @@ def _failure_details(proc: ProcResult) -> str | None:
     return None
 
 
-async def run_command_check(kind: Literal["test", "script"], command: str, *, workspace: Path, clock: Clock,
-                            expect_exit_code: int = 0, timeout: float = 600.0,  # noqa: ASYNC109 - kills the group
-                            env: Mapping[str, str] | None = None, extra_env: Mapping[str, str] | None = None,
-                            grace: float = 5.0) -> CheckOutcome:
-    """Run ``command`` through ``bash -c`` in ``workspace``; pass iff it exits with ``expect_exit_code``.
+def failure_reason(proc: ProcResult, timeout: float, expected: int = 0, *, say_expected: bool = False) -> str | None:
+    """Why a run did not end with exit code ``expected`` (``could not start: …``, ``timed out after 30s``,
+    ``killed by signal 9``, ``exit 3``), or None when it did."""
+    if proc.error is not None:
+        return f"could not start: {proc.error}"
+    if proc.timed_out:
+        return f"timed out after {timeout:g}s"
+    if proc.signal is not None:
+        return f"killed by signal {proc.signal}"
+    if proc.exit_code != expected:
+        return f"exit {proc.exit_code}" + (f", expected {expected}" if say_expected else "")
+    return None
+
+
+async def run_shell(command: str, *, workspace: Path, clock: Clock, timeout: float,  # noqa: ASYNC109 - kills the group
+                    env: Mapping[str, str] | None = None, extra_env: Mapping[str, str] | None = None,
+                    grace: float = 5.0) -> ProcResult:
+    """Run ``command`` through ``bash -c`` in ``workspace``, in its own process group, killed whole at ``timeout``.
 
     The environment is ``env`` if given, else the minimal one (no API keys); then ``extra_env`` and
     ``POLPO_WORKSPACE`` are added.
     """
+    base = dict(env) if env is not None else minimal_env()
+    child_env = {**base, **(extra_env or {}), "POLPO_WORKSPACE": os.fspath(workspace)}
+    return await run_process(_shell_argv(command), cwd=workspace, env=child_env, clock=clock, timeout=timeout,
+                             grace=grace)
+
+
+async def run_command_check(kind: Literal["test", "script"], command: str, *, workspace: Path, clock: Clock,
+                            expect_exit_code: int = 0, timeout: float = 600.0,  # noqa: ASYNC109 - kills the group
+                            env: Mapping[str, str] | None = None, extra_env: Mapping[str, str] | None = None,
+                            grace: float = 5.0) -> CheckOutcome:
+    """Run ``command`` (:func:`run_shell`); pass iff it exits with ``expect_exit_code``."""
     start = clock.monotonic()
     label = command_label(kind, command)
     noun = "Test" if kind == "test" else "Script"
     expected = 0 if kind == "test" else expect_exit_code
     if not command.strip():
         return CheckOutcome(kind, label, False, f"No {kind} command")
-    base = dict(env) if env is not None else minimal_env()
-    child_env = {**base, **(extra_env or {}), "POLPO_WORKSPACE": os.fspath(workspace)}
-    proc = await run_process(_shell_argv(command), cwd=workspace, env=child_env, clock=clock, timeout=timeout,
-                             grace=grace)
+    proc = await run_shell(command, workspace=workspace, clock=clock, timeout=timeout, env=env, extra_env=extra_env,
+                           grace=grace)
     duration = round(max(0.0, clock.monotonic() - start), 4)
-    if proc.error is None and not proc.timed_out and proc.exit_code == expected:
+    reason = failure_reason(proc, timeout, expected, say_expected=kind == "script")
+    if reason is None:
         return CheckOutcome(kind, label, True, f"{noun} passed: {label}", None, duration)
-    if proc.error is not None:
-        reason = f"could not start: {proc.error}"
-    elif proc.timed_out:
-        reason = f"timed out after {timeout:g}s"
-    elif proc.signal is not None:
-        reason = f"killed by signal {proc.signal}"
-    elif kind == "test":
-        reason = f"exit {proc.exit_code}"
-    else:
-        reason = f"exit {proc.exit_code}, expected {expected}"
-    return CheckOutcome(kind, label, False, f"{noun} failed: {label} ({reason})", _failure_details(proc), duration)
+    return CheckOutcome(kind, label, False, f"{noun} failed: {label} ({reason})", failure_details(proc), duration)
 
 
 class _Command(CheckType):

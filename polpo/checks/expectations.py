@@ -12,14 +12,22 @@ import re
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from polpo.docmodel import Confidence, Model, Name, NonEmpty
 from polpo.durations import Duration
 
-__all__ = ["MAX_PATHS", "MAX_SAMPLES", "ChecklistItem", "Dimension", "Example", "FileContentExpectation",
-           "FileExistsExpectation", "LlmReviewExpectation", "ReferenceFile", "ReviewExample", "ScriptExpectation",
-           "TestExpectation", "relative_path_problem"]
+__all__ = ["MAX_PATHS", "MAX_SAMPLES", "PERCENT", "ChecklistItem", "Dimension", "Example", "FileContentExpectation",
+           "FileExistsExpectation", "LlmReviewExpectation", "MetricExpectation", "ReferenceFile", "ReviewExample",
+           "ScriptExpectation", "TestExpectation", "relative_path_problem"]
 
 MAX_PATHS = 1000  # per file_exists expectation; a check is not a way to stat a whole tree
 MAX_SAMPLES = 5  # runs of each llm_review reviewer
@@ -129,6 +137,88 @@ class ScriptExpectation(Model):
     expect_exit_code: int = 0
     timeout: Duration | None = None
     confidence: Confidence | None = None
+
+
+# -------------------------------------------------------------------------------------------------- metric
+
+PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")  # a tolerance relative to the baseline: "5%"
+_Number = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class MetricExpectation(Model):
+    """A number a command prints, compared with min and max and/or with its value before the task ran (baseline).
+    It needs min, max or baseline; better and tolerance apply to the baseline only."""
+
+    type: Literal["metric"]
+    command: NonEmpty = Field(description="Runs with bash in the workspace and prints the number (standard "
+                                          "output; the last number printed, unless pattern says where it is).")
+    name: NonEmpty | None = Field(None, description='What the number is ("coverage", "bundle size"): the '
+                                                    "check's label.")
+    pattern: str | None = Field(None, description="A regular expression: the number is the last one in its last "
+                                                  "match (in its first group when it has groups).")
+    min: _Number | None = Field(None, description="Passes when the value is at least this.")
+    max: _Number | None = Field(None, description="Passes when the value is at most this.")
+    baseline: Literal["before"] | None = Field(
+        None, description='"before": passes when the value is no worse than the one measured in the workspace '
+                          "before the task's first attempt (measured once, reused by every fix and retry).")
+    better: Literal["higher", "lower"] | None = Field(
+        None, description='Which way is better, for baseline (default "higher"; "lower" for a size, a runtime, '
+                          "a count of warnings).")
+    tolerance: _Number | str | None = Field(
+        None, description='How much worse than the baseline still passes: a number in the metric\'s units, or a '
+                          'percentage of the baseline ("5%"). Default 0.')
+    timeout: Duration | None = Field(None, description="Seconds (or ISO-8601); default [defaults] check_timeout.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v, re.MULTILINE)
+            except re.error as e:
+                raise ValueError(f"pattern is not a valid regular expression: {e}") from None
+        return v
+
+    @field_validator("max")
+    @classmethod
+    def _not_below_min(cls, v: float | None, info: ValidationInfo) -> float | None:
+        low = info.data.get("min")
+        if v is not None and low is not None and v < low:
+            raise ValueError(f"max ({v:g}) is below min ({low:g}): no value could pass")
+        return v
+
+    @field_validator("better")
+    @classmethod
+    def _better_needs_baseline(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and info.data.get("baseline") is None:
+            raise ValueError('better says which way is no worse than the baseline: it needs "baseline": "before" '
+                             "(min and max need no direction)")
+        return v
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, v: float | str | None, info: ValidationInfo) -> float | str | None:
+        if v is None:
+            return v
+        if info.data.get("baseline") is None:
+            raise ValueError('tolerance loosens the comparison with the baseline: it needs "baseline": "before" '
+                             "(loosen min or max instead)")
+        if isinstance(v, str) and not PERCENT.fullmatch(v):
+            raise ValueError(f'tolerance {v!r} is neither a number nor a percentage such as "5%"')
+        if isinstance(v, float | int) and v < 0:
+            raise ValueError(f"tolerance ({v:g}) cannot be negative: 0 means no worse at all")
+        return v
+
+    @model_validator(mode="after")
+    def _something_to_compare_with(self) -> Self:
+        if self.min is None and self.max is None and self.baseline is None:
+            raise ValueError('a metric needs something to compare its number with: "min", "max" or '
+                             '"baseline": "before"')
+        return self
+
+    @property
+    def direction(self) -> Literal["higher", "lower"]:
+        return self.better or "higher"
 
 
 # ---------------------------------------------------------------------------------------------- llm_review

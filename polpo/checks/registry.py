@@ -22,6 +22,7 @@ from polpo.checks.expectations import (
     FileContentExpectation,
     FileExistsExpectation,
     LlmReviewExpectation,
+    MetricExpectation,
     ScriptExpectation,
     TestExpectation,
 )
@@ -48,6 +49,7 @@ INDEX: dict[str, Kind] = {
     "file_exists": Kind(FileExistsExpectation, "file_exists", 0),
     "test": Kind(TestExpectation, "command", 1),
     "script": Kind(ScriptExpectation, "command", 1),
+    "metric": Kind(MetricExpectation, "metric", 1),
     "llm_review": Kind(LlmReviewExpectation, "llm_review", 2),
 }
 EXPECTATION_TYPES: tuple[str, ...] = tuple(INDEX)

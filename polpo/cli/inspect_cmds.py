@@ -82,6 +82,9 @@ def _show_task(t: dict[str, Any]) -> None:
     for d in t.get("dimensions") or []:
         names = ", ".join(f"{term(x['name'])} {x['weight']:g}" for x in d["dimensions"])
         click.echo(f"  review #{d['check'] + 1} dimensions ({term(d['source'])}): {names}")
+    for b in t.get("baselines") or []:  # a metric's value before the task (polpo.engine.baselines)
+        click.echo(f"  metric #{b['check'] + 1} {term(str(b.get('label')))}: {b['value']:.10g} before the task "
+                   f"(its baseline, measured before attempt {b.get('attempt')})")
     for a in t["attempts"]:
         who = term(a["agent"] + (f"/{a['model']}" if a.get("model") else ""))
         click.echo(f"  attempt {a['number']} ({term(a['kind'])}, {who}): {term(a['status'])}, exit {a['exit_code']}"

@@ -40,6 +40,7 @@ class Trigger(StrEnum):
     REJECT = "reject"
     BUDGET = "budget"
     BUDGET_HOLD = "budget_hold"
+    NO_BASELINE = "no_baseline"
     HUMAN_PASS = "human_pass"
     ASK_REVIEW = "ask_review"
     REVIEWED = "reviewed"
@@ -81,6 +82,7 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.REVIEW, T.BUDGET_HOLD): S.ON_HOLD,             # the same with onBudget "hold": `polpo retry --budget`
     (S.REVIEW, T.ASK_REVIEW): S.AWAITING_REVIEW,      # the judge cannot tell: a person passes or fails the work
     (S.AWAITING_REVIEW, T.REVIEWED): S.REVIEW,        # a person's verdict: the assessment completes with it
+    (S.ASSIGNED, T.NO_BASELINE): S.FAILED,            # a metric's baseline could not be measured: no agent ran
     **{(s, T.CANCEL): S.FAILED for s in _OPEN},
     **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
     **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task

@@ -6,7 +6,6 @@ result before any check runs (a restart resumes the checks, never the agent), an
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from polpo.checks.base import CheckOutcome
 from polpo.clock import Clock, iso
 from polpo.config import Config
 from polpo.engine import policy
+from polpo.engine.baselines import Baselines
 from polpo.engine.board import MissionBoard
 from polpo.engine.budget import budget, escalation, timeout_seconds
 from polpo.engine.commands import SLA_REASON
@@ -57,8 +57,6 @@ from polpo.store.tx import Tx
 from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
 from polpo.tools.proctable import process_start_ticks
 
-log = logging.getLogger("polpo.runner")
-
 __all__ = ["MAX_SIBLINGS", "TaskRunner"]
 
 MAX_SIBLINGS = 50  # other tasks' titles and states an LLM agent is told about
@@ -81,6 +79,7 @@ class TaskRunner:
         self.faults = FaultNotes(store, clock)  # passing faults of the environment (polpo.fsfaults)
         self.spend = spend  # budgets: every LLM call of a turn is metered (polpo.engine.spend_book)
         self.stops = QualityStops(store, board, spend)  # scores, the plateau, the end of a task over its budget
+        self.baselines = Baselines(cfg, store, clock, board)  # metrics' values before a task's first attempt
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         m = self.board.mission_of(task)
@@ -140,7 +139,8 @@ class TaskRunner:
         tx = self.store.tx().attempt(attempt)
         self.board.transition(tx, task, Trigger.DISPATCH, attempt=n, kind=kind, agent=task.agent)
         await self.store.commit(tx)  # durable before the process exists
-
+        if not await self.baselines.before_agent(m, task, attempt, ws):  # measured once, stored before the agent
+            return await self.isolation.release(m, task, slot.ignore_files)  # could not be: the task failed
         tracking = await self.tracker.open(ws, task.id, ignore=slot.ignore_files)
 
         def on_start(pid: int | None) -> None:

@@ -327,6 +327,21 @@ class CheckComplete(Payload):
     error: str | None = None  # the check could not be done (not a fail): the assessment waits and retries
     tier: str | None = None
     undecided: str | None = None  # the judge cannot tell (not a fail): a person decides, why
+    metric: dict[str, Any] | None = None  # a metric's value, bounds, baseline and the line it was read from
+
+
+@_event("assessment:check:baseline")
+class CheckBaseline(Payload):
+    """A ``metric``'s value before the task's first attempt, stored before its agent starts; every fix and retry
+    is compared with it. ``value`` None: it could not be measured (``problem``), and the task fails unstarted."""
+
+    index: int
+    label: str
+    attempt: int
+    value: float | None
+    problem: str | None = None
+    line: str | None = None  # the line of the output the value was read from
+    duration: float
 
 
 @_event("assessment:complete")

@@ -113,6 +113,14 @@ def _check_complete(d: Data) -> str:
     return f"[{mark}] {safe(d.get('type'))} {safe(d.get('label'))}: {safe(d.get('message'))}{score}"
 
 
+def _baseline(d: Data) -> str:
+    i = d.get("index")
+    which = f"metric #{i + 1 if isinstance(i, int) else '?'} {safe(d.get('label'))}"
+    if d.get("value") is None:
+        return f"{which}: no baseline before attempt {d.get('attempt')}: {safe(d.get('problem'))}"
+    return f"{which}: {_num(d['value'], '.10g')} before attempt {d.get('attempt')} (the baseline)"
+
+
 def _assessment(d: Data) -> str:
     score = f" (score {_num(d['globalScore'])})" if d.get("globalScore") is not None else ""
     trigger = f" [{safe(d['trigger'])}]" if d.get("trigger") not in (None, "initial") else ""
@@ -212,6 +220,7 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
                                     f" [{safe(d.get('trigger'))}]",
     "assessment:check:started": lambda d: f"check {_index(d)}: {safe(d.get('type'))} {safe(d.get('label'))}",
     "assessment:check:complete": _check_complete,
+    "assessment:check:baseline": _baseline,
     "assessment:complete": _assessment,
     "assessment:corrected": _corrected,
     "assessment:deferred": _deferred,
@@ -326,6 +335,8 @@ def tone(ev: Ev) -> str | None:
         return "warn"
     if name in ("assessment:check:complete", "assessment:complete", "assessment:person-verdict"):
         return "ok" if d.get("passed") else "bad"
+    if name == "assessment:check:baseline":
+        return "info" if d.get("value") is not None else "bad"
     if name == "agent:finished":
         return "bad" if d.get("timedOut") or d.get("error") or d.get("exitCode") not in (0, None) else None
     if name in _OK:

@@ -103,6 +103,7 @@ DONE_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status",
                          desc=True, limit=True)
 SLA_MARKS = Select("sla_marks", ("entity_id", "kind"), ("mission_id",))
 DIMENSIONS = Select("dimensions", ("source", "data"), ("task_id", "check_idx"))
+BASELINES = Select("baselines", ("check_idx", "value"), ("task_id",))
 QUEUED_COMMANDS = Select("commands", ("id", "kind", "target"), among=(("status", ("queued",)),), order=("id",))
 ATTEMPT_SPEND = Select("attempts", ("id", "task_id", "kind", "agent", "model", "tokens", "tokens_in", "tokens_out",
                                     "cost", "finished_at"), ("task_id",))
@@ -208,6 +209,9 @@ class NamedReads:
     async def task_dimensions(self, task_id: str, check_idx: int) -> tuple[str, Any] | None:
         rows = await self._select(DIMENSIONS, task_id, check_idx)
         return (rows[0]["source"], orjson.loads(rows[0]["data"])) if rows else None
+
+    async def task_baselines(self, task_id: str) -> dict[int, float]:
+        return {r["check_idx"]: r["value"] for r in await self._select(BASELINES, task_id)}
 
     async def queued_commands(self) -> list[CommandRecord]:
         return [CommandRecord(r["id"], r["kind"], r["target"]) for r in await self._select(QUEUED_COMMANDS)]

@@ -328,6 +328,17 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX rejudgements_task ON rejudgements (task_id);
     """,
+    # v11: the SQLite schema v12: a metric's value before its task's first attempt.
+    f"""
+    CREATE TABLE baselines (
+        task_id     {T} NOT NULL,
+        check_idx   BIGINT NOT NULL,
+        value       DOUBLE PRECISION NOT NULL,
+        data        {T} NOT NULL,
+        created_at  {T} NOT NULL,
+        PRIMARY KEY (task_id, check_idx)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

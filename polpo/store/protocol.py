@@ -149,6 +149,10 @@ class Store(Protocol):
         """(source, dimension list) stored for a task's review check, if any."""
         ...
 
+    async def task_baselines(self, task_id: str) -> dict[int, float]:
+        """Each metric's value before the task's first attempt, by its position in the task's expectations."""
+        ...
+
     async def queued_commands(self) -> list[CommandRecord]: ...
 
     async def schedules(self) -> list[Schedule]:

@@ -102,6 +102,9 @@ REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id",
                 ("assessment_id", "check_idx", "reviewer"))
 DIMENSIONS = Table("dimensions", ("task_id", "check_idx", "source", "data", "created_at"), ("task_id", "check_idx"),
                    ("data", "source"))
+BASELINES = Table("baselines", ("task_id", "check_idx", "value", "data", "created_at"), ("task_id", "check_idx"),
+                  ("value", "data"))
+"""A metric's value before its task's first attempt (polpo.engine.baselines): written once, never changed."""
 SLA_MARKS = Table("sla_marks", ("entity_id", "kind", "entity_type", "mission_id", "data", "created_at"),
                   ("entity_id", "kind"), ("data", "created_at"))
 SCHEDULES = Table("schedules", ("id", "source", "hash", "spec", "expr", "timezone", "status", "anchor", "updated_at",
@@ -110,7 +113,7 @@ COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES)
+                                    REVIEWS, DIMENSIONS, BASELINES, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES)
 
 
 # --------------------------------------------------------------------------------------------- to rows

@@ -298,6 +298,18 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX rejudgements_task ON rejudgements(task_id);
     """,
+    # v12: a metric's value before its task's first attempt (polpo.engine.baselines): measured once, before the
+    # agent starts; every fix and retry of the task is compared with it.
+    """
+    CREATE TABLE baselines (
+        task_id     TEXT NOT NULL,
+        check_idx   INTEGER NOT NULL,                        -- the metric's position in the task's expectations
+        value       REAL NOT NULL,
+        data        TEXT NOT NULL,                           -- JSON {label, command, line, attempt, duration}
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (task_id, check_idx)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -119,6 +119,11 @@ class Tx:
         self.ops.append((R.DIMENSIONS, (task_id, check_idx, source, data_json, iso(at))))
         return self
 
+    def baseline(self, task_id: str, check_idx: int, value: float, data_json: str, at: datetime) -> Tx:
+        """A metric's value before the task's first attempt (``data``: label, command, line, attempt, duration)."""
+        self.ops.append((R.BASELINES, (task_id, check_idx, value, data_json, iso(at))))
+        return self
+
     def sla_mark(self, entity_id: str, kind: str, entity_type: str, mission_id: str, data_json: str,
                  at: datetime) -> Tx:
         self.ops.append((R.SLA_MARKS, (entity_id, kind, entity_type, mission_id, data_json, iso(at))))

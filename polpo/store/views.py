@@ -28,9 +28,16 @@ def task_view(con: Conn, ident: str, *, full: bool) -> dict[str, Any] | None:
     t["hasTiers"] = read.task_has_tiers(con, t["id"])
     t["attempts"] = read.attempts(con, t["id"], full=full)
     t["dimensions"] = read.dimensions(con, t["id"])
+    t["baselines"] = _baselines(con, t["id"])
     t["override"] = read.override(con, t["id"])
     t["rejudgements"] = rejudge_rows.rejudgements(con, t["id"])
     return t
+
+
+def _baselines(con: Conn, tid: str) -> list[dict[str, Any]]:
+    """Each metric's value before the task's first attempt (polpo.engine.baselines), with how it was measured."""
+    return [{"check": r["check_idx"], "value": r["value"], **orjson.loads(r["data"]), "measured_at": r["created_at"]}
+            for r in con.execute("SELECT * FROM baselines WHERE task_id = ? ORDER BY check_idx", (tid,))]
 
 
 def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: bool = False) -> dict[str, Any] | None:

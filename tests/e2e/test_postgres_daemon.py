@@ -79,7 +79,9 @@ def test_a_killed_daemon_on_postgresql_resumes_the_mission_on_restart(tmp_path: 
                    dependsOn=["A"], expectations=[{"type": "file_exists", "path": "b.txt"}]),
         shell_task("C", record + "cat b.txt > c.txt", dependsOn=["B"])))
     with daemon_process(config) as proc:
-        wait_events(state, lambda evs: (ws / "b.pid").exists())
+        # B's start is committed (agent:spawned comes with its in_progress), not only its process started
+        wait_events(state, lambda evs: (ws / "b.pid").exists() and any(
+            e["event"] == "agent:spawned" and e.get("taskId") == "crash:2" for e in evs))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     (ws / "go").write_text("")

@@ -68,16 +68,19 @@ async def test_a_later_write_wins_but_insert_only_columns_keep_their_first_value
     a = attempt(t, 1, prompt="first prompt")
     async with writing(store):
         await store.commit(store.tx().mission(m).task(t).attempt(a)
-                           .dimensions(t.id, 0, "given", '[{"name": "d1"}]', T0))
+                           .dimensions(t.id, 0, "given", '[{"name": "d1"}]', T0)
+                           .baseline(t.id, 2, 80.5, '{"attempt": 1}', T0))
         renamed = mission(name="renamed", status=MissionStatus.COMPLETED)
         t.status, t.reason = TaskStatus.IN_PROGRESS, "first"
         a.prompt, a.status, a.exit_code = "second prompt", AttemptStatus.FINISHED, 3
         await store.commit(store.tx().mission(renamed).attempt(a)
-                           .dimensions(t.id, 0, "generated", '[{"name": "d2"}]', T0))
+                           .dimensions(t.id, 0, "generated", '[{"name": "d2"}]', T0)
+                           .baseline(t.id, 2, 12.0, '{"attempt": 2}', T0))
         t.status, t.reason = TaskStatus.DONE, "last"
         await store.commit(store.tx().task(task(m, 0, TaskStatus.FAILED, reason="in between")).task(t))
         loaded = await store.load_mission("m")
         dims = await store.task_dimensions(t.id, 0)
+        baselines = await store.task_baselines(t.id)
     assert loaded is not None
     assert loaded.mission.status is MissionStatus.COMPLETED  # updated
     assert loaded.mission.name == "renamed"
@@ -87,6 +90,7 @@ async def test_a_later_write_wins_but_insert_only_columns_keep_their_first_value
     got = loaded.attempts[t.id]
     assert (got.prompt, got.status, got.exit_code) == ("first prompt", AttemptStatus.FINISHED, 3)
     assert dims == ("given", [{"name": "d1"}])  # the dimension set is fixed once chosen
+    assert baselines == {2: 80.5}  # a metric's value before the task is measured once, never overwritten
 
 
 async def test_one_batch_writing_a_record_several_times_keeps_its_last_state_and_first_insert_only_values(
@@ -129,7 +133,8 @@ async def test_every_named_read(backend: Backend) -> None:
             .source("/missions/bad.json", "hb", SourceOutcome.REJECTED, None, T0)
             .sla_mark("m1", "warning", "mission", "m1", "{}", T0).sla_mark(t1.id, "met", "task", "m1", "{}", T0)
             .sla_mark("m2:1", "met", "task", "m2", "{}", T0)
-            .dimensions(t2.id, 0, "default", '[{"name": "quality", "weight": 1}]', T0))
+            .dimensions(t2.id, 0, "default", '[{"name": "quality", "weight": 1}]', T0)
+            .baseline(t2.id, 1, 7.25, "{}", T0).baseline(t2.id, 3, -2.0, "{}", T0).baseline(t1.id, 0, 1.0, "{}", T0))
         cancel = await backend.queue_command("cancel", "m3")
         retry = await backend.queue_command("retry", t1.id)
         await store.commit(store.tx().command_done(cancel, "done", "cancelled", T0))
@@ -156,6 +161,8 @@ async def test_every_named_read(backend: Backend) -> None:
         assert sorted(await store.sla_marks("m1")) == [("m1", "warning"), (t1.id, "met")]
         assert await store.task_dimensions(t2.id, 0) == ("default", [{"name": "quality", "weight": 1}])
         assert await store.task_dimensions(t2.id, 1) is None
+        assert await store.task_baselines(t2.id) == {1: 7.25, 3: -2.0}
+        assert await store.task_baselines("m1:9") == {}
         assert await store.queued_commands() == [CommandRecord(retry, "retry", t1.id)]
 
 

@@ -40,6 +40,7 @@ EXPECTED = {
     ("awaiting_review", "cancel"): "failed",
     ("awaiting_review", "sla_fail"): "failed",
     ("awaiting_review", "internal_error"): "failed",
+    ("assigned", "no_baseline"): "failed",
     ("on_hold", "cancel"): "failed",
     ("on_hold", "sla_fail"): "failed",
     ("on_hold", "internal_error"): "failed",

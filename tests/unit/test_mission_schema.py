@@ -227,7 +227,7 @@ CASES: list[tuple[str, Any, list[str] | None, str, str]] = [
         {"tasks": [task("a", expectations=[{"type": "lint"}])]},
         None,
         "$.tasks[0].expectations[0].type",
-        'unknown expectation type "lint"; use one of: file_content, file_exists, test, script, llm_review',
+        'unknown expectation type "lint"; use one of: file_content, file_exists, test, script, metric, llm_review',
     ),
     (
         "expectation without type",
