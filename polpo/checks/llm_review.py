@@ -29,7 +29,7 @@ from polpo.tools.sandbox import Sandbox, SandboxError
 __all__ = ["NO_JUDGE", "Dimension", "Example", "LlmReview", "LlmReviewExpectation"]
 
 NO_JUDGE = ("no LLM judge is configured, so this llm_review check cannot run: set [judge] model "
-            "(or models) in the config, or POLPO_JUDGE_MODEL, then `polpo retry` the task")
+            "(or models) in the config, or POLPO_JUDGE_MODEL, and restart the daemon")
 MAX_THRESHOLD_DROP = 1.0  # the expectation judge may relax a threshold by at most this much
 EXAMPLE_FILE_CHARS = 4000
 

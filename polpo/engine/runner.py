@@ -131,8 +131,8 @@ class TaskRunner:
         prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
                               mission_description=m.spec.description, expectations=expectations, kind=kind,
                               feedback=task.feedback, attempt_label=label, expected_outcomes=outcomes)
-        attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
-                          agent=task.agent, status=AttemptStatus.STARTING, started_at=self.clock.now(),
+        attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind, agent=task.agent,
+                          status=AttemptStatus.STARTING, started_at=self.clock.now(), node=self.store.node,
                           prompt=_stored_prompt(prompt, task.spec.description), model=task.model or slot.model)
         task.attempts = n
         handle.attempt = attempt

@@ -125,7 +125,7 @@ def _deferred(d: Data) -> str:
 
 
 def _assessment_error(d: Data) -> str:
-    how = "retries spent" if d.get("retryable") else "retrying cannot help"
+    how = "retries spent" if d.get("retryable") else "not tried again by itself: it needs a change first"
     return (f"assessment could not be done ({how}): {safe(d.get('reason'))}; on hold until "
             f"`polpo retry {safe(d.get('taskId'))}`")
 

@@ -59,6 +59,7 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/api/missions", api.missions, methods=["GET"]),
+        Route("/api/attention", api.attention, methods=["GET"]),
         Route("/api/missions", submit, methods=["POST"]),
         Route("/api/missions/{mission_id}", api.mission, methods=["GET"]),
         Route("/api/missions/{mission_id}/cancel", api.cancel, methods=["POST"]),

@@ -309,6 +309,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX spend_mission ON spend (mission_id);
     """,
+    # v10: the SQLite schema v11: what a task waits for from a person, why a mission file was rejected, which node
+    # ran an attempt.
+    f"""
+    ALTER TABLE tasks ADD COLUMN waiting_for {T};
+    ALTER TABLE sources ADD COLUMN reason {T};
+    ALTER TABLE attempts ADD COLUMN node {T};
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
