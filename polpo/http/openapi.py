@@ -114,6 +114,7 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
       ("query", "mission", "one mission's events")],
      {200: ("text/event-stream", None), 503: ("[http] max_stream_clients streams are open (see Retry-After)", _ERROR)}),
     ("get", "/", "The web view", [], {200: ("HTML", None)}),
+    ("get", "/favicon.ico", "The web view's icon (SVG)", [], {200: ("image/svg+xml", None)}),
 ]
 
 
