@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from polpo import __version__, state_lock
+from polpo import __version__, missions_lock, state_lock
 from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock, SystemClock
 from polpo.config import Config, ConfigError
@@ -88,6 +88,7 @@ class Daemon:
         self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
         self._cluster: ClusterNode | None = None
         self._lock_file: Any = None
+        self._folder_lock: Any = None  # the missions folder's (polpo.missions_lock)
         self._printer: ConsolePrinter | None = None
         self._view = ConsoleView(color=use_color(console), heartbeat=heartbeat)
         self.notify = notify_config(cfg)  # a bad channel config stops the start, with the reason
@@ -112,6 +113,7 @@ class Daemon:
         cluster: ClusterNode | None = None
         try:
             verify(store.identity, store.last_seq, store.where, store.event_log, archive_log=self.archive_log)
+            self._take_folder(store.identity)
             if cfg.store.url is not None:
                 cluster = self._cluster = await self._join_cluster(store)
                 cluster.fence.on_fenced.append(self._lost)  # a refused write: this node lost its tasks
@@ -122,6 +124,7 @@ class Daemon:
                 await store.close()
                 if cluster is not None:
                     cluster.close()
+            self._release_lock()
             raise
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
@@ -352,7 +355,18 @@ class Daemon:
         except state_lock.StateInUse as e:
             raise DaemonError(str(e)) from None
 
+    def _take_folder(self, store_id: str) -> None:
+        """One daemon (or one cluster's nodes) per missions folder (:mod:`polpo.missions_lock`)."""
+        me = missions_lock.describe(store_id, self.cfg.state_dir, self.cfg.daemon.node)
+        try:
+            self._folder_lock = missions_lock.take(self.cfg.missions_dir, me)
+        except missions_lock.FolderInUse as e:
+            raise DaemonError(str(e)) from None
+
     def _release_lock(self) -> None:
+        if self._folder_lock is not None:
+            missions_lock.release(self._folder_lock)
+            self._folder_lock = None
         if self._lock_file is not None:
             state_lock.release(self._lock_file)
             self._lock_file = None
