@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from polpo import __version__, missions_lock, state_lock
+from polpo import __version__
 from polpo.agents.registry import AgentFactory
 from polpo.clock import Clock, SystemClock
 from polpo.config import Config, ConfigError
 from polpo.console import WANTED, ConsolePrinter, ConsoleView, use_color
+from polpo.daemon_locks import DaemonLocks, FolderInUse, StateInUse
 from polpo.engine.engine import Engine
 from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
@@ -87,8 +88,7 @@ class Daemon:
         self._stop = anyio.Event()
         self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
         self._cluster: ClusterNode | None = None
-        self._lock_file: Any = None
-        self._folder_lock: Any = None  # the missions folder's (polpo.missions_lock)
+        self.locks = DaemonLocks(cfg)  # its state folder's and its missions folder's
         self._printer: ConsolePrinter | None = None
         self._view = ConsoleView(color=use_color(console), heartbeat=heartbeat)
         self.notify = notify_config(cfg)  # a bad channel config stops the start, with the reason
@@ -102,7 +102,7 @@ class Daemon:
     async def run(self) -> None:
         cfg = self.cfg
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
-        self._take_lock()
+        self.locks.take_state()
         if cfg.llm.env_file is not None:
             load_env_file(cfg.llm.env_file)  # names only are ever logged, never values
         store = await open_store(cfg, self.clock)
@@ -113,7 +113,7 @@ class Daemon:
         cluster: ClusterNode | None = None
         try:
             verify(store.identity, store.last_seq, store.where, store.event_log, archive_log=self.archive_log)
-            self._take_folder(store.identity)
+            self.locks.take_folder(store.identity)
             if cfg.store.url is not None:
                 cluster = self._cluster = await self._join_cluster(store)
                 cluster.fence.on_fenced.append(self._lost)  # a refused write: this node lost its tasks
@@ -124,7 +124,7 @@ class Daemon:
                 await store.close()
                 if cluster is not None:
                     cluster.close()
-            self._release_lock()
+            self.locks.release()
             raise
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
@@ -176,7 +176,7 @@ class Daemon:
                     cluster.close()
             if self._printer is not None:
                 self._printer.close()
-            self._release_lock()
+            self.locks.release()
         if store.lost is not None:
             raise StoreLost(store.lost)
         if self._fatal is not None:
@@ -349,28 +349,6 @@ class Daemon:
     async def _transcript(self, task_id: str, number: int) -> list[dict[str, Any]]:  # an attempt's, for spans
         return await self.readers.run(lambda con: read.transcript(con, f"{task_id}/{number}") or [])
 
-    def _take_lock(self) -> None:
-        try:
-            self._lock_file = state_lock.take(self.cfg.state_dir)
-        except state_lock.StateInUse as e:
-            raise DaemonError(str(e)) from None
-
-    def _take_folder(self, store_id: str) -> None:
-        """One daemon (or one cluster's nodes) per missions folder (:mod:`polpo.missions_lock`)."""
-        me = missions_lock.describe(store_id, self.cfg.state_dir, self.cfg.daemon.node)
-        try:
-            self._folder_lock = missions_lock.take(self.cfg.missions_dir, me)
-        except missions_lock.FolderInUse as e:
-            raise DaemonError(str(e)) from None
-
-    def _release_lock(self) -> None:
-        if self._folder_lock is not None:
-            missions_lock.release(self._folder_lock)
-            self._folder_lock = None
-        if self._lock_file is not None:
-            state_lock.release(self._lock_file)
-            self._lock_file = None
-
 
 _OWN_CHANNELS = ("quality:gate:", "checkpoint:", "delay:")  # events that carry their element's notifyChannels
 
@@ -401,7 +379,7 @@ def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
     try:
         daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)
         anyio.run(daemon.run, backend="asyncio")
-    except (DaemonError, ConfigError, StoreError, MissingExtra) as e:  # e.g. the PostgreSQL store is unreachable
+    except (DaemonError, ConfigError, StoreError, MissingExtra, StateInUse, FolderInUse) as e:  # e.g. the PostgreSQL store is unreachable
         print(f"polpo: {e}", file=sys.stderr)
         return 1
     except (OSError, sqlite3.Error) as e:  # the state folder cannot be created, locked or written

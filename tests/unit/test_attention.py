@@ -100,3 +100,41 @@ def test_what_a_task_waits_for_follows_its_step_and_ends_with_the_next() -> None
 
     for (state, trigger), why in WAITS_FOR.items():  # every wait is a step into a state a person must act on
         assert next_state(state, trigger) in (S.AWAITING_APPROVAL, S.ON_HOLD), why
+
+
+def test_validate_warns_of_a_review_without_a_judge_and_a_channel_not_configured_yet() -> None:
+    import json
+
+    from polpo.intake.check import check_mission
+
+    raw = json.dumps({"name": "m", "tasks": [
+        {"title": "a", "description": "x", "assignTo": "shell"},
+        {"title": "b", "description": "x", "assignTo": "shell", "expectations": [
+            {"type": "llm_review", "criteria": "good", "threshold": 3}]}],
+        "checkpoints": [{"name": "c", "afterTasks": ["a"], "blocksTasks": ["b"], "notifyChannels": ["ops"]}]})
+    v = check_mission(raw.encode(), known_agents=["shell"], channels=set(), judge=False)
+    assert [(p.path, p.message) for p in v.problems] == [
+        ("$.checkpoints[0].notifyChannels[0]", 'no channel named "ops": the config has none; add a [channels.ops] '
+                                               "table first (docs/how-to/notifications.md)")]
+    ok = check_mission(raw.replace('"notifyChannels": ["ops"]', '"notifyChannels": []').encode(),
+                       known_agents=["shell"], channels=set(), judge=False)
+    assert ok.spec is not None and [w for w in ok.warnings if "judge" in w] == [
+        "$.tasks[1]: its llm_review check needs a judge and the config has none, so the task would wait on hold "
+        "once its agent has run; set [judge] model in the config (or POLPO_JUDGE_MODEL) first"]
+    with_judge = check_mission(raw.replace('"notifyChannels": ["ops"]', '"notifyChannels": []').encode(),
+                               known_agents=["shell"], channels=set(), judge=True)
+    assert not [w for w in with_judge.warnings if "judge" in w]
+
+
+def test_a_failed_attempts_reason_names_the_failing_check_not_what_the_agent_printed() -> None:
+    from polpo.assessment.feedback import failure_reason
+    from polpo.checks.base import CheckOutcome
+
+    check = CheckOutcome(type="file_exists", label="out.txt", passed=False, message="out.txt does not exist")
+    ok = CheckOutcome(type="test", label="pytest", passed=True, message="ok")
+    assert failure_reason([ok, check], 0, False, None) == "check file_exists out.txt failed: out.txt does not exist"
+    assert failure_reason([check, check], 2, False, None) == (
+        "check file_exists out.txt failed: out.txt does not exist (and 1 more failed check(s)); "
+        "the agent exited with code 2")
+    assert failure_reason([], None, True, None) == "the agent ran past its time limit"
+    assert failure_reason([], None, False, "no such program") == "the agent could not run: no such program"
