@@ -618,6 +618,16 @@ class TaskStopRequested(Payload):
     reason: str
 
 
+@_event("workspace:unreachable")
+class WorkspaceUnreachable(Payload):
+    """A node claimed a task of an ``"affinity": "any"`` mission whose workspace it cannot reach (not under its
+    own workspace roots, or not there): it gave the task back and claims none of that mission's tasks again."""
+
+    node: str
+    workspace: str
+    reason: str
+
+
 ALL_EVENTS: tuple[str, ...] = tuple(sorted(PAYLOADS))
 
 
