@@ -23,6 +23,7 @@ import anyio
 
 from polpo import __version__
 from polpo.agents.registry import AgentFactory
+from polpo.attention.digest import Digest
 from polpo.clock import Clock, SystemClock
 from polpo.config import Config, ConfigError
 from polpo.console import WANTED, ConsolePrinter, ConsoleView, use_color
@@ -43,7 +44,7 @@ from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
 from polpo.oplog import configure_oplog
 from polpo.sdnotify import notify as sd_notify
-from polpo.sla.monitor import SlaMonitor
+from polpo.sla.monitor import SlaMonitor, Timers
 from polpo.stop_signals import StopControls, receive_signals
 from polpo.store import read
 from polpo.store.identity import StoreLost, verify
@@ -144,8 +145,10 @@ class Daemon:
             notifier.route(ev, _extra_channels(cfg, ev))
 
         store.subscribe(route)
-        monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
-        self.sla_monitor = monitor
+        self.sla_monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
+        digest = [] if self.notify.digest is None else [SlaMonitor(  # what waits for a person, to the channels
+            Digest(store, self.readers.run).tick, self.clock, self.notify.digest, run_at_start=False)]
+        monitor = Timers(self.sla_monitor, *digest)
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
                                 channels=set(self.notify.channels), schedules=engine.schedules)
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
@@ -214,7 +217,7 @@ class Daemon:
         self._fatal = reason
         self.request_stop()
 
-    async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: SlaMonitor,
+    async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: Timers,
                      intake: Intake, cluster: ClusterNode | None = None) -> None:
         """Everything runs in one task group until a stop is requested; then stop in order and drain."""
         cfg = self.cfg

@@ -628,6 +628,15 @@ class WorkspaceUnreachable(Payload):
     reason: str
 
 
+@_event("attention:digest")
+class AttentionDigest(Payload):
+    """Every ``[notify] digest``, what waits for a person (``polpo status``'s first lines), when anything does:
+    route it to a channel with a notify rule."""
+
+    count: int
+    items: list[dict[str, Any]]  # [{kind, state, target, title, todo, commands, since}]
+
+
 ALL_EVENTS: tuple[str, ...] = tuple(sorted(PAYLOADS))
 
 

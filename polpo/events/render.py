@@ -185,6 +185,10 @@ def _spent(d: Data) -> str:
 _FORMATS: dict[str, Callable[[Data], str]] = {
     "mission:accepted": _accepted,
     "mission:rejected": _rejected,
+    "attention:digest": lambda d: f"{d.get('count')} waiting for you: " + "; ".join(
+        f"{safe(i.get('state'))} {safe(i.get('target'))}" for i in (d.get("items") or [])[:5])
+                                  + (" …" if (d.get("count") or 0) > 5 else ""),
+    "workspace:unreachable": lambda d: f"node {safe(d.get('node'))} gave the task back: {safe(d.get('reason'))}",
     "mission:completed": _completed,
     "mission:cancelled": lambda d: f"cancelled by {safe(d.get('by'))}",
     "mission:resumed": lambda d: f"resumed by {safe(d.get('by'))} (task {safe(d.get('taskId'))})",

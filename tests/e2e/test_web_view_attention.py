@@ -49,7 +49,19 @@ def _missions() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     root = tmp_path_factory.mktemp("attention")
-    config = write_config(root, extra='[http]\nlisten = "127.0.0.1:0"\ntoken_env = "ATTENTION_NO_TOKEN"\n')
+    config = write_config(root, extra="""
+[http]
+listen = "127.0.0.1:0"
+token_env = "ATTENTION_NO_TOKEN"
+
+[channels.inbox]
+type = "file"
+path = "inbox.jsonl"
+
+[notify]
+digest = 0.5
+rules = [{ events = ["attention:digest"], channels = ["inbox"] }]
+""")
     for name, text in _missions().items():
         (root / "missions" / name).write_text(text)
     state = root / "state"
@@ -79,6 +91,16 @@ def test_status_and_the_api_list_what_waits_first_and_show_names_a_rejected_file
     assert body["count"] == 4 and [i["kind"] for i in body["items"]] == [
         "approval", "checkpoint", "on_hold", "rejected_file"]
     assert httpx.get(url + "/favicon.ico", timeout=10).headers["content-type"] == "image/svg+xml"
+    # the digest a channel receives: the same list, with what to do and the commands
+    state = config.parent.parent / "state"
+    digest = wait_events(state, lambda evs: any(e["event"] == "attention:digest" and e["data"]["count"] == 4
+                                                for e in evs))
+    sent = next(e for e in reversed(digest) if e["event"] == "attention:digest")["data"]
+    assert sent["items"][0]["commands"] == ["polpo approve deploy:2", "polpo reject deploy:2 --reason TEXT"]
+    wait_events(state, lambda evs: any(e["event"] == "notification:sent" and e["data"]["channel"] == "inbox"
+                                       for e in evs))
+    inbox = [json.loads(line) for line in (config.parent / "inbox.jsonl").read_text().splitlines()]
+    assert inbox[0]["event"] == "attention:digest" and inbox[0]["data"]["items"][1]["kind"] == "checkpoint"
 
 
 def test_the_page_lists_what_waits_and_filters_searches_and_pages_missions(daemon: tuple[Path, str],
@@ -125,7 +147,8 @@ def test_the_page_lists_what_waits_and_filters_searches_and_pages_missions(daemo
         page.click("#older")
         page.wait_for_selector('#pager[data-offset="3"]')
         assert page.locator("#missions tbody tr").count() == 1 and page.is_disabled("#older")
-        assert page.get_attribute("#missions tbody tr", "data-mission-id") == "deploy"  # the oldest
+        oldest = httpx.get(url + "/api/missions", timeout=10).json()["missions"][0]["id"]
+        assert page.get_attribute("#missions tbody tr", "data-mission-id") == oldest
         assert not missing, missing  # no favicon.ico or other 404
         page.close()
 
