@@ -313,8 +313,10 @@ class Daemon:
         def cut_grace() -> list[str]:
             return self.engine.dispatcher.cut_grace() if self.engine is not None else []
 
+        printer = self._printer  # the stop's lines in the console's own format, beside the events' lines
+        say = None if printer is None else (lambda text: printer.print(self._view.note("daemon:stopping", text)))
         return StopControls(self.request_stop, self.reopen_log, running, cut_grace,
-                            self.cfg.daemon.shutdown_grace.total_seconds())
+                            self.cfg.daemon.shutdown_grace.total_seconds(), say)
 
     async def _janitor(self, engine: Engine) -> None:
         """Every few seconds: end what finished attempts left behind (escapees adopted late)."""

@@ -277,9 +277,9 @@ def _show_mission(m: dict[str, Any]) -> None:
     if spend.get("total", {}).get("tokensIn") or spend.get("total", {}).get("tokensOut"):
         click.echo(f"  spend {term(usd_text(spend['total']))}")
         for group in ("byPhase", "byAgent", "byTask"):
-            click.echo(f"    {group[2:].lower()}: " + "; ".join(f"{term(k)} {term(usd_text(v))}"
-                                                           for k, v in spend[group].items()
-                                                           if v["tokensIn"] or v["tokensOut"]))
+            spent = [f"{term(k)} {term(usd_text(v))}" for k, v in spend[group].items() if v["tokensIn"] or v["tokensOut"]]
+            if spent:  # a command agent spends nothing: no empty "agent:" line
+                click.echo(f"    {group[2:].lower()}: " + "; ".join(spent))
     if m["tasks"]:  # one write: a mission may have thousands of tasks
         click.echo("\n".join(_task_line(t, now, width=32) for t in m["tasks"]))
     stored = {g["name"]: g for g in m["gates"]}

@@ -46,4 +46,4 @@ def override_line(override: dict[str, Any] | None) -> str | None:
         return None
     judge = "pass" if override.get("judge_passed") else "fail" if override.get("judge_passed") is not None else "none"
     return (f"  verdict overridden to {'pass' if override['passed'] else 'fail'} by {term(override['by_person'])} "
-            f"at {term(override['created_at'])} (the judge said {judge}): {term(override['reason'])}")
+            f"at {term(override['created_at'])} (its checks said {judge}): {term(override['reason'])}")
