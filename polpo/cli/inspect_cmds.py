@@ -214,7 +214,14 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
     if as_json:
         print_json(m)
         return
+    from polpo.attention.items import mission_state
+    from polpo.attention.read import waiting
+
+    items = [i for i in waiting(con) if i.mission_id == m["id"]] if m["status"] == "running" else []
+    m["state"] = mission_state(m["status"], items)
     _show_mission(m)
+    for line in attention_lines(items):
+        click.echo(line)
 
 
 def attention_lines(items: list[Any]) -> list[str]:
@@ -250,7 +257,7 @@ def _timeline(turns: list[dict[str, Any]]) -> str:
 
 def _show_mission(m: dict[str, Any]) -> None:
     now = datetime.now(UTC)
-    click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m['status'])}")
+    click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m.get('state') or m['status'])}")
     click.echo(f"  file {term(m['source'])}\n  workspace {term(m['workspace'])}\n  started {term(m['created_at'])}"
                + (f", finished {term(m['finished_at'])}" if m["finished_at"] else "")
                + f" ({_elapsed(m['created_at'], m['finished_at'], now)})")

@@ -70,7 +70,7 @@ def test_one_variable_holds_the_api_token_on_every_page() -> None:
 # -- the messages the docs quote --------------------------------------------------------------------------------
 
 CUE = re.compile(r"\b(?:says?|prints?|answers?|rejected with|refused with|the reason|one line,)\b[^`.;]{0,40}$", re.I)
-NOT_A_MESSAGE = re.compile(r"^(?:\[|GET |POST |polpo [a-z]|\.venv/|bash |Content-Type)|[={*]")
+NOT_A_MESSAGE = re.compile(r"^(?:\[|GET |POST |polpo [a-z]|\.venv/|bash |Content-Type)|[={*]|[A-Za-z_]\(")
 PLAIN = re.compile(r"^[A-Za-z']+[:,;]?$")
 
 

@@ -85,6 +85,11 @@ def test_status_and_the_api_list_what_waits_first_and_show_names_a_rejected_file
     assert "file rejected" in lines[8] and "Biuld" in lines[8] and "polpo validate" in lines[9]
     deploy = next(line for line in lines if line.startswith("deploy "))
     assert "waiting for approval" in deploy and " running " not in deploy  # the mission's state, not "running"
+    mission = run_cli("show", "deploy", "--config", str(config)).stdout
+    assert mission.startswith("mission deploy (deploy): waiting for approval\n"), mission
+    assert "waiting for you (1):" in mission and "polpo approve deploy:2" in mission
+    task = run_cli("show", "deploy:2", "--config", str(config)).stdout
+    assert "  status waiting for approval — waiting for a person's approval before it starts" in task, task
     shown = run_cli("show", "typo-dep", "--config", str(config))
     assert shown.returncode == 1 and "typo-dep.json was rejected at" in shown.stderr and "Biuld" in shown.stderr
     body = httpx.get(url + "/api/attention", timeout=10).json()
