@@ -77,13 +77,16 @@ class ConsoleView:
             self.running[task] = (started, now, d)
             text = (f"attempt {d.get('attempt')} ({safe(d.get('kind'))}) by {safe(d.get('agentName'))} "
                     f"still running after {_elapsed(now - started)}")
-            name, who = f"{'task:running':<26}", f"{safe(task):<20}"
-            if self.color:
-                stamp_c, name, who = paint(stamp, "dim"), paint(name, "info"), paint(who, "bold")
-                out.append(f"{stamp_c}  {name} {who} {text}")
-            else:
-                out.append(f"{stamp}  {name} {who} {text}")
+            out.append(self.note("task:running", text, task, stamp))
         return out
+
+    def note(self, name: str, text: str, who: str = "", stamp: str | None = None) -> str:
+        """A line of the daemon's own (a heartbeat, a stop) in the events' format: time, name, whose, text."""
+        stamp = stamp or datetime.now(UTC).isoformat(timespec="milliseconds")[11:23]
+        name, who = f"{name:<26}", f"{safe(who):<20}"
+        if self.color:
+            return f"{paint(stamp, 'dim')}  {paint(name, 'info')} {paint(who, 'bold')} {text}"
+        return f"{stamp}  {name} {who} {text}"
 
 
 def _elapsed(seconds: float) -> str:

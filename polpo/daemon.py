@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from polpo import __version__, state_lock
+from polpo import __version__
 from polpo.agents.registry import AgentFactory
+from polpo.attention.digest import Digest
 from polpo.clock import Clock, SystemClock
 from polpo.config import Config, ConfigError
 from polpo.console import WANTED, ConsolePrinter, ConsoleView, use_color
+from polpo.daemon_locks import DaemonLocks, FolderInUse, StateInUse
 from polpo.engine.engine import Engine
 from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
@@ -42,7 +44,7 @@ from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
 from polpo.oplog import configure_oplog
 from polpo.sdnotify import notify as sd_notify
-from polpo.sla.monitor import SlaMonitor
+from polpo.sla.monitor import SlaMonitor, Timers
 from polpo.stop_signals import StopControls, receive_signals
 from polpo.store import read
 from polpo.store.identity import StoreLost, verify
@@ -87,7 +89,7 @@ class Daemon:
         self._stop = anyio.Event()
         self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
         self._cluster: ClusterNode | None = None
-        self._lock_file: Any = None
+        self.locks = DaemonLocks(cfg)  # its state folder's and its missions folder's
         self._printer: ConsolePrinter | None = None
         self._view = ConsoleView(color=use_color(console), heartbeat=heartbeat)
         self.notify = notify_config(cfg)  # a bad channel config stops the start, with the reason
@@ -101,7 +103,7 @@ class Daemon:
     async def run(self) -> None:
         cfg = self.cfg
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
-        self._take_lock()
+        self.locks.take_state()
         if cfg.llm.env_file is not None:
             load_env_file(cfg.llm.env_file)  # names only are ever logged, never values
         store = await open_store(cfg, self.clock)
@@ -112,6 +114,7 @@ class Daemon:
         cluster: ClusterNode | None = None
         try:
             verify(store.identity, store.last_seq, store.where, store.event_log, archive_log=self.archive_log)
+            self.locks.take_folder(store.identity)
             if cfg.store.url is not None:
                 cluster = self._cluster = await self._join_cluster(store)
                 cluster.fence.on_fenced.append(self._lost)  # a refused write: this node lost its tasks
@@ -122,6 +125,7 @@ class Daemon:
                 await store.close()
                 if cluster is not None:
                     cluster.close()
+            self.locks.release()
             raise
         if self.console is not None:
             self._printer = ConsolePrinter(self.console)
@@ -141,8 +145,10 @@ class Daemon:
             notifier.route(ev, _extra_channels(cfg, ev))
 
         store.subscribe(route)
-        monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
-        self.sla_monitor = monitor
+        self.sla_monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
+        digest = [] if self.notify.digest is None else [SlaMonitor(  # what waits for a person, to the channels
+            Digest(store, self.readers.run).tick, self.clock, self.notify.digest, run_at_start=False)]
+        monitor = Timers(self.sla_monitor, *digest)
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
                                 channels=set(self.notify.channels), schedules=engine.schedules)
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
@@ -173,7 +179,7 @@ class Daemon:
                     cluster.close()
             if self._printer is not None:
                 self._printer.close()
-            self._release_lock()
+            self.locks.release()
         if store.lost is not None:
             raise StoreLost(store.lost)
         if self._fatal is not None:
@@ -211,7 +217,7 @@ class Daemon:
         self._fatal = reason
         self.request_stop()
 
-    async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: SlaMonitor,
+    async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: Timers,
                      intake: Intake, cluster: ClusterNode | None = None) -> None:
         """Everything runs in one task group until a stop is requested; then stop in order and drain."""
         cfg = self.cfg
@@ -307,8 +313,10 @@ class Daemon:
         def cut_grace() -> list[str]:
             return self.engine.dispatcher.cut_grace() if self.engine is not None else []
 
+        printer = self._printer  # the stop's lines in the console's own format, beside the events' lines
+        say = None if printer is None else (lambda text: printer.print(self._view.note("daemon:stopping", text)))
         return StopControls(self.request_stop, self.reopen_log, running, cut_grace,
-                            self.cfg.daemon.shutdown_grace.total_seconds())
+                            self.cfg.daemon.shutdown_grace.total_seconds(), say)
 
     async def _janitor(self, engine: Engine) -> None:
         """Every few seconds: end what finished attempts left behind (escapees adopted late)."""
@@ -346,17 +354,6 @@ class Daemon:
     async def _transcript(self, task_id: str, number: int) -> list[dict[str, Any]]:  # an attempt's, for spans
         return await self.readers.run(lambda con: read.transcript(con, f"{task_id}/{number}") or [])
 
-    def _take_lock(self) -> None:
-        try:
-            self._lock_file = state_lock.take(self.cfg.state_dir)
-        except state_lock.StateInUse as e:
-            raise DaemonError(str(e)) from None
-
-    def _release_lock(self) -> None:
-        if self._lock_file is not None:
-            state_lock.release(self._lock_file)
-            self._lock_file = None
-
 
 _OWN_CHANNELS = ("quality:gate:", "checkpoint:", "delay:")  # events that carry their element's notifyChannels
 
@@ -387,7 +384,7 @@ def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
     try:
         daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)
         anyio.run(daemon.run, backend="asyncio")
-    except (DaemonError, ConfigError, StoreError, MissingExtra) as e:  # e.g. the PostgreSQL store is unreachable
+    except (DaemonError, ConfigError, StoreError, MissingExtra, StateInUse, FolderInUse) as e:  # e.g. the PostgreSQL store is unreachable
         print(f"polpo: {e}", file=sys.stderr)
         return 1
     except (OSError, sqlite3.Error) as e:  # the state folder cannot be created, locked or written

@@ -26,6 +26,7 @@ class StopControls:
     running: Callable[[], Sequence[str]]  # task ids whose agents run now
     cut_grace: Callable[[], Sequence[str]]  # end the shutdown grace now; the task ids being stopped
     grace: float  # [daemon] shutdown_grace, seconds
+    say: Callable[[str], None] | None = None  # the daemon's console, in its own line format (else the log)
 
 
 def _named(task_ids: Sequence[str]) -> str:
@@ -57,8 +58,9 @@ async def receive_signals(controls: StopControls, *, task_status: TaskStatus[Non
                 controls.reopen_log()
                 continue
             stops += 1
+            say = controls.say or log.warning
             if stops == 1:
-                log.warning(first_stop_message(sorted(controls.running()), controls.grace))
+                say(first_stop_message(sorted(controls.running()), controls.grace))
                 controls.request_stop()
             else:
-                log.warning(second_stop_message(sorted(controls.cut_grace())))
+                say(second_stop_message(sorted(controls.cut_grace())))

@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 from polpo.checks.base import CheckOutcome
 
-__all__ = ["feedback_text", "first_line"]
+__all__ = ["failure_reason", "feedback_text", "first_line"]
+
+REASON_CHARS = 300
 
 
 def feedback_text(*, checks: Sequence[CheckOutcome], exit_code: int | None, timed_out: bool,
@@ -36,6 +38,20 @@ def feedback_text(*, checks: Sequence[CheckOutcome], exit_code: int | None, time
             if c.details:
                 lines.append(_indent(c.details.strip()[-2000:], "    "))
     return "\n".join(lines) if lines else "The previous attempt did not pass its checks."
+
+
+def failure_reason(checks: Sequence[CheckOutcome], exit_code: int | None, timed_out: bool, error: str | None) -> str:
+    """Why an attempt failed, in one line for the task's reason: the first failed check by name (what a person
+    looks at first), then the agent's own failure; never what the agent printed."""
+    agent = (f"the agent could not run: {error}" if error else "the agent ran past its time limit" if timed_out
+             else f"the agent exited with code {exit_code}" if exit_code not in (0, None) else None)
+    failed = [c for c in checks if not c.passed]
+    if not failed:
+        return (agent or "the attempt did not pass its checks")[:REASON_CHARS]
+    c = failed[0]
+    more = f" (and {len(failed) - 1} more failed check(s))" if len(failed) > 1 else ""
+    said = first_line(c.message) if c.message else "failed"
+    return (f"check {c.type} {c.label} failed: {said}{more}" + (f"; {agent}" if agent else ""))[:REASON_CHARS]
 
 
 def first_line(text: str) -> str:

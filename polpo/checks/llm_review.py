@@ -32,9 +32,19 @@ from polpo.tools.sandbox import Sandbox, SandboxError
 __all__ = ["NO_JUDGE", "Dimension", "Example", "LlmReview", "LlmReviewExpectation"]
 
 NO_JUDGE = ("no LLM judge is configured, so this llm_review check cannot run: set [judge] model "
-            "(or models) in the config, or POLPO_JUDGE_MODEL, then `polpo retry` the task")
+            "(or models) in the config, or POLPO_JUDGE_MODEL, and restart the daemon")
+LABEL_CHARS = 60
 MAX_THRESHOLD_DROP = 1.0  # the expectation judge may relax a threshold by at most this much
 EXAMPLE_FILE_CHARS = 4000
+
+
+def short(text: str, limit: int) -> str:
+    """``text`` on one line within ``limit`` characters, cut at a word (never mid-word) with "…"."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:.") + "…"
 
 
 class _Outage(Exception):
@@ -58,7 +68,7 @@ class LlmReview(CheckType):
     needs_agent_success = True
 
     def label(self, exp: LlmReviewExpectation) -> str:
-        return (exp.text or "LLM review")[:60]
+        return short(exp.text or "LLM review", LABEL_CHARS)
 
     def describe(self, exp: Mapping[str, Any]) -> str:
         return f"llm_review: {exp.get('criteria') or exp.get('prompt') or 'reviewed by LLM judges'}"

@@ -45,12 +45,15 @@ def _elapsed(start: str | None, end: str | None, now: datetime) -> str:
 
 
 def _task_line(t: dict[str, Any], now: datetime, width: int = 40) -> str:
-    """id, status, title, attempt N (kind), elapsed, score."""
+    """id, state, title, attempt N (kind), elapsed, score."""
+    from polpo.attention.items import task_state
+
     attempt = f"attempt {t['attempts']}" + (f" ({term(t['attempt_kind'])})" if t.get("attempt_kind") else "") \
         if t["attempts"] else "not started"
     score = f"  score {t['score']:.2f}" if t.get("score") is not None else ""
     reason = f"  ({term(t['reason'])})" if t["reason"] and t["status"] != "done" else ""
-    return (f"  {term(t['id']):<22} {term(t['status']):<12} {term(t['title'][:width]):<{width}} {attempt:<20} "
+    state = task_state(t["status"], t.get("waiting_for"))
+    return (f"  {term(t['id']):<22} {term(state):<{STATE_WIDTH}} {term(t['title'][:width]):<{width}} {attempt:<20} "
             f"{_elapsed(t.get('started_at'), t.get('finished_at'), now):>8}{score}{reason}")
 
 
@@ -63,7 +66,10 @@ def _attempt_spend(a: dict[str, Any]) -> str:
 
 def _show_task(t: dict[str, Any]) -> None:
     click.echo(f"task {term(t['id'])}: {term(t['title'])}")
-    click.echo(f"  status {term(t['status'])}" + (f" — {term(t['reason'])}" if t["reason"] else ""))
+    from polpo.attention.items import task_state
+
+    state = task_state(t["status"], t.get("waiting_for"))
+    click.echo(f"  status {term(state)}" + (f" — {term(t['reason'])}" if t["reason"] else ""))
     score = f"; score {t['score']:.2f}" if t.get("score") is not None else ""
     click.echo(f"  agent {term(t['agent'])}" + (f" (model {term(t['model'])})" if t.get("model") else "")
                + f"; attempts {t['attemptCount']}, retries {t['retries']}, fixes {t['total_fixes']}{score}")
@@ -114,6 +120,7 @@ def _show_task(t: dict[str, Any]) -> None:
 
 
 _LIVE = ("running", "cancelling")  # missions whose tasks `polpo status` lists without --all
+STATE_WIDTH = 20  # "waiting for approval"; a longer state pushes its line on rather than being cut
 
 
 @click.command()
@@ -123,9 +130,12 @@ _LIVE = ("running", "cancelling")  # missions whose tasks `polpo status` lists w
               help="Show the newest N missions (0: all of them).")
 @config_option
 def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -> None:
-    """Missions and their tasks, with their state (the newest --limit missions; it says when it leaves some out)."""
+    """What waits for you first, then the missions and the tasks of running ones (--all: of every one), with
+    their state (the newest --limit missions; it says when it leaves some out)."""
+    from polpo.attention.items import mission_state
+    from polpo.attention.read import waiting
     from polpo.daemon_probe import daemon_pid
-    from polpo.store import read, spend_read
+    from polpo.store import mission_list, read, spend_read
 
     cfg = locate_or_exit(config_path)
     pid = daemon_pid(cfg.state_dir)
@@ -135,14 +145,15 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         raise click.ClickException(str(e)) from None
     except read.NoState as e:
         if as_json:
-            print_json({"daemon": {"running": pid is not None, "pid": pid}, "missions": []})
+            print_json({"daemon": {"running": pid is not None, "pid": pid}, "attention": [], "missions": []})
             return
         raise click.ClickException(str(e)) from None
-    ms = read.missions(con, limit=limit or None)
+    items = waiting(con)
+    ms = mission_list.missions(con, limit=limit or None)
     spent = spend_read.spend(con, [m["id"] for m in ms])
     for m in ms:
         m["spend"] = spent[m["id"]]
-    total = read.mission_count(con)
+    total = mission_list.count(con)
     for m in ms:  # the text lists the tasks of running missions only (all with --all): read no others
         listed = as_json or show_all or m["status"] in _LIVE
         m["tasks"] = read.tasks(con, m["id"]) if listed else []
@@ -154,9 +165,10 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         m["waitingForNode"] = m["home"] if m["home"] in down and m["status"] in _LIVE else None
         m["pausedAt"] = paused_at(read.holds(con, m["id"])) if m["status"] == "running" else []
         m["awaitingReview"] = awaiting_review(m["tasks"])
+        m["state"] = mission_state(m["status"], (i for i in items if i.mission_id == m["id"]))
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
-                    "missions": ms, "total": total, "truncated": len(ms) < total,
+                    "attention": [i.to_json() for i in items], "missions": ms, "total": total, "truncated": len(ms) < total,
                     **({"nodes": nodes} if cfg.store.url else {})})
         return
     click.echo(f"daemon: {'running (pid ' + str(pid) + ')' if pid else 'not running'}; "
@@ -164,6 +176,8 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     if nodes:
         click.echo("nodes: " + ", ".join(
             f"{term(n['name'])} ({'up' if n['alive'] else 'DOWN'}, heartbeat {n['age']:.0f} s ago)" for n in nodes))
+    for line in attention_lines(items):
+        click.echo(line)
     if not ms:
         click.echo("no missions yet: drop a mission file into " + term(cfg.missions_dir))
         return
@@ -173,7 +187,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     for m in ms:
         progress = f"{m['done']}/{m['total']} done" + (f", {m['failed']} failed" if m["failed"] else "")
         paused = paused_note(m["id"], m["pausedAt"]) + review_note(m["awaitingReview"])
-        click.echo(f"{term(m['id']):<24} {term(m['status']):<10} {progress:<22} {term(m['created_at'])}  "
+        click.echo(f"{term(m['id']):<24} {term(m['state']):<{STATE_WIDTH}} {progress:<22} {term(m['created_at'])}  "
                    f"{_elapsed(m['created_at'], m['finished_at'], now)}{paused}")
         if m["spend"]["total"]["tokensIn"] or m["spend"]["total"]["tokensOut"]:
             click.echo(f"  spend {term(usd_text(m['spend']['total']))}" + "".join(
@@ -213,11 +227,42 @@ def show(ident: str, as_json: bool, config_path: str | None) -> None:
         return
     m = views.mission_view(con, ident)
     if m is None:
-        raise click.ClickException(f"no mission or task {term(repr(ident))}; see `polpo status`")
+        raise click.ClickException(_not_found(con, ident))
     if as_json:
         print_json(m)
         return
+    from polpo.attention.items import mission_state
+    from polpo.attention.read import waiting
+
+    items = [i for i in waiting(con) if i.mission_id == m["id"]] if m["status"] == "running" else []
+    m["state"] = mission_state(m["status"], items)
     _show_mission(m)
+    for line in attention_lines(items):
+        click.echo(line)
+
+
+def attention_lines(items: list[Any]) -> list[str]:
+    """``polpo status``'s first lines: what waits for a person, each with what to do and the command that does it."""
+    if not items:
+        return []
+    out = [f"waiting for you ({len(items)}):"]
+    for i in items:
+        what = f"{i.task_id} {i.title!r}" if i.task_id else f"{i.mission_id} {i.title}" if i.mission_id else i.title
+        out.append(f"  {term(i.state):<{STATE_WIDTH}} {term(what)}" + (f" — {term(i.detail)}" if i.detail else ""))
+        out.append(f"    {term(i.todo)}: {term(' | '.join(i.commands))}")
+    return out
+
+
+def _not_found(con: Any, ident: str) -> str:
+    """No mission or task ``ident``: and if a file of that name was rejected, why and what to do."""
+    from polpo.store.attention_read import rejected_file_named
+
+    f = rejected_file_named(con, ident)
+    if f is None:
+        return f"no mission or task {term(repr(ident))}; see `polpo status`"
+    return (f"no mission or task {term(repr(ident))}: the file {term(f['path'])} was rejected at {term(f['seen_at'])}"
+            f" ({term(f['reason'] or 'see `polpo tail`')}); fix it and save it again (`polpo validate "
+            f"{term(f['path'])}` says what is wrong)")
 
 
 def _timeline(turns: list[dict[str, Any]]) -> str:
@@ -229,7 +274,7 @@ def _timeline(turns: list[dict[str, Any]]) -> str:
 
 def _show_mission(m: dict[str, Any]) -> None:
     now = datetime.now(UTC)
-    click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m['status'])}"
+    click.echo(f"mission {term(m['id'])} ({term(m['name'])}): {term(m.get('state') or m['status'])}"
                + review_note(awaiting_review(m["tasks"])))
     click.echo(f"  file {term(m['source'])}\n  workspace {term(m['workspace'])}\n  started {term(m['created_at'])}"
                + (f", finished {term(m['finished_at'])}" if m["finished_at"] else "")
@@ -257,9 +302,9 @@ def _show_mission(m: dict[str, Any]) -> None:
     if spend.get("total", {}).get("tokensIn") or spend.get("total", {}).get("tokensOut"):
         click.echo(f"  spend {term(usd_text(spend['total']))}")
         for group in ("byPhase", "byAgent", "byTask"):
-            click.echo(f"    {group[2:].lower()}: " + "; ".join(f"{term(k)} {term(usd_text(v))}"
-                                                           for k, v in spend[group].items()
-                                                           if v["tokensIn"] or v["tokensOut"]))
+            spent = [f"{term(k)} {term(usd_text(v))}" for k, v in spend[group].items() if v["tokensIn"] or v["tokensOut"]]
+            if spent:  # a command agent spends nothing: no empty "agent:" line
+                click.echo(f"    {group[2:].lower()}: " + "; ".join(spent))
     if m["tasks"]:  # one write: a mission may have thousands of tasks
         click.echo("\n".join(_task_line(t, now, width=32) for t in m["tasks"]))
     stored = {g["name"]: g for g in m["gates"]}

@@ -58,7 +58,8 @@ def submit(file: str, name: str | None, params: tuple[str, ...], force: bool, no
     target = folder / target_name
     if not no_validate:
         verdict = in_template(check_mission(raw, known_agents=sorted(cfg.agents), channels=set(cfg.channels),
-                                            policy=policy_for(cfg, target)), template)
+                                            policy=policy_for(cfg, target),
+                                            judge=bool(cfg.judge.panel_models())), template)
         for w in verdict.warnings:
             click.echo(term(f"{file}: warning: {w}"), err=True)
         if verdict.spec is None:

@@ -47,8 +47,8 @@ def reject(task_id: str, reason: str, score: float | None, by: str | None, confi
 
 @click.command()
 @click.argument("task_id", metavar="TASK")
-@click.option("--pass", "verdict", flag_value="pass", help="The work is good, whatever the judge said.")
-@click.option("--fail", "verdict", flag_value="fail", help="The work is not good, whatever the judge said.")
+@click.option("--pass", "verdict", flag_value="pass", help="The work is good, whatever its checks said.")
+@click.option("--fail", "verdict", flag_value="fail", help="The work is not good, whatever its checks said.")
 @click.option("--reason", required=True, help="Why (kept with the judge's scores, exported as a label).")
 @click.option("--score", type=click.FloatRange(1, 5), default=None,
               help="Your score, 1..5 (default: 5 with --pass, 1 with --fail); what the label gives calibrate.")

@@ -68,4 +68,4 @@ def override_line(override: dict[str, Any] | None) -> str | None:
                 f"could not tell; score {override['score']:g} for the label): {term(override['reason'])}")
     judge = "pass" if override["judge_passed"] else "fail"
     return (f"  verdict overridden to {verdict} by {term(override['by_person'])} "
-            f"at {term(override['created_at'])} (the judge said {judge}): {term(override['reason'])}")
+            f"at {term(override['created_at'])} (its checks said {judge}): {term(override['reason'])}")

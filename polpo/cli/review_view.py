@@ -130,11 +130,12 @@ def _review(r: Mapping[str, Any], indent: str) -> list[str]:
     return lines
 
 
-def _reviewer(r: Mapping[str, Any], indent: str) -> str:
+def _reviewer(r: Mapping[str, Any], indent: str, said: set[str]) -> str:
     if r.get("ok"):
         status = f"score {_num(r.get('globalScore'))} via {r.get('strategy')}"
-    else:
-        status = f"failed: {r.get('error')}"
+    else:  # a budget or an outage stops every reviewer with the same sentence: it is said once
+        status = "failed: the same" if str(r.get("error")) in said else f"failed: {r.get('error')}"
+        said.add(str(r.get("error")))
     cached = f"; {r['cacheHits']} cached answer(s)" if r.get("cacheHits") else ""
     return (f"{indent}reviewer {r.get('reviewer')} ({r.get('model')}): {status}; "
             f"read {len(r.get('filesRead') or [])} file(s){cached}")
@@ -146,21 +147,25 @@ def assessment_lines(asm: Mapping[str, Any], *, tiers: bool, indent: str = "    
     if asm.get("trigger") == "judge":
         lines.append(f"{indent}re-assessed after the expectation judge's correction:")
     reviews: Sequence[Mapping[str, Any]] = asm.get("reviews") or []
+    said: set[str] = set()  # what was printed already: a sentence repeated by every reviewer is said once
     for c in asm.get("checks") or []:
         extra = c.get("scores") or {}
         mark = "ERROR" if extra.get("error") else "PERSON" if extra.get("undecided") else \
             "pass" if c.get("passed") else "FAIL"
         tier = f"[tier {extra['tier']}] " if tiers and extra.get("tier") else ""
         lines.append(f"{indent}[{mark}] {tier}{c.get('type')} {c.get('label')}: {c.get('message')}")
+        said.add(str(c.get("message")))
         if extra.get("review"):
             lines.extend(_review(extra["review"], indent + "  "))
         if person := extra.get("person"):  # the judge could not tell; a person decided
             lines.append(f"{indent}  decided by {person.get('by')}, a person: {'pass' if person.get('passed') else 'fail'}"
                          f" — {_cut(person.get('reason') or '', 200)} (the panel scored {_num(person.get('panelScore'))}"
                          f"; it could not tell: {_cut(person.get('why') or '', 200)})")
-        lines.extend(_reviewer(r, indent + "  ") for r in reviews if r.get("check") == c.get("idx"))
+        lines.extend(_reviewer(r, indent + "  ", said) for r in reviews if r.get("check") == c.get("idx"))
+    message = str(asm.get("message"))
+    why = "as above" if message in said else message
     if asm.get("status") == "complete":
-        lines.append(f"{indent}verdict: {'passed' if asm.get('passed') else 'failed'} — {asm.get('message')}")
+        lines.append(f"{indent}verdict: {'passed' if asm.get('passed') else 'failed'} — {why}")
     elif asm.get("message"):
-        lines.append(f"{indent}verdict: {asm['message']}")
+        lines.append(f"{indent}verdict: {why}")
     return lines

@@ -68,7 +68,8 @@ def validate(files: tuple[str, ...], params: tuple[str, ...], show_all: bool, co
         policy: Policy | None = None
         if cfg is not None:
             policy = policy_for(cfg, cfg.missions_dir / target_name_for(name, template))
-        verdict = in_template(check_mission(filled, known_agents=known, channels=channels, policy=policy),
+        verdict = in_template(check_mission(filled, known_agents=known, channels=channels, policy=policy,
+                                            judge=None if cfg is None else bool(cfg.judge.panel_models())),
                               template)
         for w in verdict.warnings:
             click.echo(term(f"{name}: warning: {w}"), err=True)

@@ -72,6 +72,15 @@ def missing_tasks(m: Mission, default_agent: str | None) -> list[Task]:
     return out
 
 
+def rejection_text(reason: str, errors: list[dict[str, str]], more: int | None) -> str:
+    """Why a file was rejected, in one line for its source row (what ``polpo status`` and the attention list say):
+    the verdict and its first problems, each at its JSON path."""
+    shown = "; ".join(f"{e['path']}: {e['message']}" if e.get("path") not in (None, "$") else e["message"]
+                      for e in errors[:3])
+    rest = len(errors) - 3 + (more or 0)
+    return f"{reason}: {shown}" + (f" (and {rest} more)" if rest > 0 else "") if shown else reason
+
+
 class Admission:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, agents: AgentFactory) -> None:
         self.cfg = cfg
@@ -182,7 +191,8 @@ class Admission:
         """``mission:rejected`` for these bytes, stored with the source row so a restart does not retry them."""
         outcome = SourceOutcome.BUSY if busy_with else SourceOutcome.REJECTED
         self.sources[source] = SourceRecord(source, digest, outcome, busy_with)
-        tx = self.store.tx().source(source, digest, outcome, busy_with, self.clock.now())
+        tx = self.store.tx().source(source, digest, outcome, busy_with, self.clock.now(),
+                                    rejection_text(reason, errors, more))
         tx.event(MissionRejected(file=source, hash=digest, reason=reason, errors=errors, lines=lines, more=more),
                  mission_id=busy_with or slugify(Path(source).stem))
         self.store.submit(tx)

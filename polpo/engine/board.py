@@ -150,6 +150,7 @@ class MissionBoard:
         now = self.clock.now()
         task.updated_at = now
         task.reason = reason
+        task.waiting_for = lifecycle.waiting_for(old, trigger)
         if task.status is TaskStatus.ASSIGNED and task.started_at is None:
             task.started_at = now
         if task.terminal:
@@ -317,7 +318,7 @@ class MissionBoard:
 
 _STORED = ("status", "reason", "attempts", "retries", "fix_attempts", "total_fixes", "interruptions", "next_kind",
            "feedback", "started_at", "finished_at", "score", "escalation_level", "model", "judge_used",
-           "expectations", "agent", "updated_at")
+           "expectations", "agent", "updated_at", "waiting_for")
 
 
 def refresh(dst: Task, src: Task) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from polpo.agents.registry import AgentSlot
 from polpo.engine.board import MissionBoard, refresh
 from polpo.engine.handles import RunHandle
 from polpo.engine.sources import Turn
+from polpo.events.catalog import WorkspaceUnreachable
 from polpo.model.records import Attempt, Mission, Task
 from polpo.model.status import AttemptStatus, MissionStatus, TaskStatus
 from polpo.store import rows as R
@@ -49,6 +51,7 @@ class ClaimQueueLike(Protocol):
 
     node: str
     lease: float  # seconds: a node whose heartbeat is older is dead
+    skip: set[str]  # missions whose tasks this node does not claim
 
     async def claim(self, n: int) -> Sequence[Any]: ...
 
@@ -77,7 +80,8 @@ class ClusterSource:
     sweep: float | None = CLAIM_SWEEP
 
     def __init__(self, *, store: Store, board: MissionBoard, queue: ClaimQueueLike,
-                 slot_of: Callable[[Task], AgentSlot]) -> None:
+                 slot_of: Callable[[Task], AgentSlot], unreachable: Callable[[Path, str], str | None]) -> None:
+        self.unreachable = unreachable  # why this node (named) cannot use a workspace (None: it can)
         self.store = store
         self.board = board
         self.queue = queue
@@ -136,6 +140,9 @@ class ClusterSource:
             await self.queue.end(task_id, requeue=False)
             self.own.discard(task_id)
             return None
+        if m.home is None and (why := self.unreachable(m.workspace, self.queue.node)) is not None:
+            await self._refuse(m, task_id, why)
+            return None
         refresh(task, stored)
         attempt = claim.attempt()
         if attempt is not None:
@@ -147,6 +154,16 @@ class ClusterSource:
             self.own.discard(task_id)
             return None
         return task
+
+    async def _refuse(self, m: Mission, task_id: str, why: str) -> None:
+        """A task of an "affinity": "any" mission whose workspace this node cannot reach goes back to the queue for
+        a node that can, and this node claims none of the mission's tasks again (it never runs one elsewhere)."""
+        self.queue.skip.add(m.id)
+        log.warning("node %s gives back %s: %s", self.queue.node, task_id, why)
+        self.store.submit(self.store.tx().event(WorkspaceUnreachable(
+            node=self.queue.node, workspace=str(m.workspace), reason=why), mission_id=m.id, task_id=task_id))
+        await self.queue.end(task_id, requeue=True)
+        self.own.discard(task_id)
 
     async def _visit(self, mission_id: str) -> Mission | None:
         """The mission of a claimed task another node leads: read once, kept while it is open (the leader's

@@ -24,7 +24,7 @@ from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.human_pass import pass_by_person, why_not_passed
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.overrides import human_score
-from polpo.engine.people import PEOPLE_COMMANDS, People
+from polpo.engine.people import PEOPLE_COMMANDS, People, not_waiting
 from polpo.engine.person_review import VERDICT_COMMANDS, PersonReview, review_commands
 from polpo.engine.refused import Refused
 from polpo.engine.reopen import reopenable
@@ -218,7 +218,7 @@ class Commands:
     def approve_task(self, task_id: str) -> str:
         task = self.board.tasks.get(task_id)
         if task is None:
-            raise CommandRefused(f"no running task {task_id!r}")
+            raise CommandRefused(not_waiting(task_id))
         if task.status is not TaskStatus.AWAITING_APPROVAL:
             raise CommandRefused(f"task {task_id} is {task.status}, not awaiting approval")
         tx = self.store.tx().decided()

@@ -45,6 +45,7 @@ from polpo.engine.schedules import Scheduler
 from polpo.engine.sla import SlaKeeper
 from polpo.engine.sources import LocalSource, TaskSource
 from polpo.engine.spend_book import SpendBook
+from polpo.mission.security import unreachable, workspace_roots
 from polpo.model.records import Mission, Task
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
@@ -80,8 +81,10 @@ class Engine:
                                  wake=lambda: self.dispatcher.wake(), paused=self.spend.paused_key)
             self.spend.on_resume = source.unpause
         else:
+            roots = workspace_roots(cfg)
             source = ClusterSource(store=store, board=self.board, queue=cluster,
-                                   slot_of=lambda t: self.dispatcher.slot(t))
+                                   slot_of=lambda t: self.dispatcher.slot(t),
+                                   unreachable=lambda ws, node: unreachable(ws, roots, node))
             own = source.own
         self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task, source,
                                      on_release=self._after_release)

@@ -11,7 +11,8 @@ from typing import Final
 
 from polpo.model.status import TaskStatus
 
-__all__ = ["STATES", "TRANSITIONS", "TRIGGERS", "InvalidTransition", "Trigger", "is_terminal", "next_state"]
+__all__ = ["STATES", "TRANSITIONS", "TRIGGERS", "WAITS_FOR", "InvalidTransition", "Trigger", "is_terminal",
+           "next_state", "waiting_for"]
 
 
 class Trigger(StrEnum):
@@ -90,6 +91,16 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
 
 TRIGGERS: Final = tuple(sorted({t for _, t in TRANSITIONS}))
 
+WAITS_FOR: Final[dict[tuple[TaskStatus, Trigger], str]] = {
+    (S.PENDING, T.ASK_APPROVAL): "approval",          # approval "before": approve or reject its first attempt
+    (S.REVIEW, T.BLOCK): "side_effects",              # sideEffects: approve its fix or retry
+    (S.REVIEW, T.BUDGET_HOLD): "budget",              # onBudget "hold": raise its budget
+    (S.REVIEW, T.OUTAGE): "judge",                    # the judge stayed unreachable: retry its assessment
+    (S.IN_PROGRESS, T.OUTAGE): "provider",            # the agent's model stayed unreachable: retry it
+}
+"""What a task waits for from a person after a step (stored as ``tasks.waiting_for``; :mod:`polpo.attention` says
+what to do about each). A step that is not here ends the wait."""
+
 
 class InvalidTransition(ValueError):
     def __init__(self, state: str, trigger: str) -> None:
@@ -106,6 +117,11 @@ def next_state(state: TaskStatus | str, trigger: Trigger | str) -> TaskStatus:
         return TRANSITIONS[(TaskStatus(state), Trigger(trigger))]
     except (KeyError, ValueError):
         raise InvalidTransition(str(state), str(trigger)) from None
+
+
+def waiting_for(state: TaskStatus, trigger: Trigger) -> str | None:
+    """What a task that was in ``state`` waits for from a person after ``trigger`` (None: nothing)."""
+    return WAITS_FOR.get((state, trigger))
 
 
 def is_terminal(state: str) -> bool:

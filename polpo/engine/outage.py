@@ -35,7 +35,9 @@ from polpo.jitter import full_jitter
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.store.protocol import Store
 
-__all__ = ["OutageKeeper"]
+__all__ = ["NOT_BY_ITSELF", "OutageKeeper"]
+
+NOT_BY_ITSELF = "not tried again by itself: it needs a change first"  # a refused key, no judge configured
 
 Sleep = Callable[[float], Awaitable[None]]
 Again = Callable[[Assessment], Awaitable[Verdict]]
@@ -65,10 +67,11 @@ class OutageKeeper:
             if not verdict.retryable or n >= self.retries or verdict.assessment is None:
                 tx = self.store.tx().event(AssessmentError(task_id=task.id, reason=verdict.error,
                                                            retryable=verdict.retryable), **ids)
-                how = f"after {n} retries" if verdict.retryable else "retrying cannot help"
+                how = f"after {n} retries" if verdict.retryable else NOT_BY_ITSELF
+                then = "" if verdict.retryable else "once that is fixed, "
                 self.board.transition(tx, task, Trigger.OUTAGE,
                                       f"the assessment could not be done ({how}): {verdict.error[:300]}; "
-                                      f"`polpo retry {task.id}` runs it again")
+                                      f"{then}`polpo retry {task.id}` runs it again")
                 self.store.submit(tx)
                 return None
             n += 1

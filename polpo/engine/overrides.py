@@ -48,5 +48,5 @@ async def override_verdict(store: Store, clock: Clock, task_id: str, *, passed: 
     await store.commit(tx)
     if tx.error is not None:
         raise Refused(f"the override of {task_id} was not stored: {tx.error}")
-    return f"{task_id}: verdict overridden to {'pass' if passed else 'fail'} (the judge said " \
+    return f"{task_id}: verdict overridden to {'pass' if passed else 'fail'} (its checks said " \
            f"{'pass' if judge_passed else 'fail'})"

@@ -28,9 +28,14 @@ from polpo.store.protocol import Store
 
 log = logging.getLogger("polpo.commands")
 
-__all__ = ["PEOPLE_COMMANDS", "People"]
+__all__ = ["PEOPLE_COMMANDS", "People", "not_waiting"]
 
 PEOPLE_COMMANDS = frozenset({"resume", "reject", "override", "approve-before"})
+
+
+def not_waiting(task_id: str) -> str:
+    """A person's approve or reject of a task no running mission has (a finished one's, an unknown one)."""
+    return f"task {task_id} is not waiting for approval: no running mission has it (`polpo show {task_id}` says its state)"
 
 
 class People:
@@ -91,7 +96,7 @@ class People:
     def _waiting(self, task_id: str) -> tuple[Task, HoldState]:
         task = self.board.tasks.get(task_id)
         if task is None:
-            raise Refused(f"no running task {task_id!r}; see `polpo status --all`")
+            raise Refused(not_waiting(task_id))
         state = self.board.mission_of(task).holds.get((HoldKind.APPROVAL, task_id))
         if task.status is not TaskStatus.AWAITING_APPROVAL or state is None or state.status is not HoldStatus.REACHED:
             raise Refused(f"task {task_id} is {task.status}, not awaiting approval")

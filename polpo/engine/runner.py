@@ -17,7 +17,7 @@ from polpo.agents.base import AgentRequest
 from polpo.agents.prompts import build_prompt, stored_prompt
 from polpo.agents.registry import AgentFactory, AgentSlot
 from polpo.agents.transcript import tool_log
-from polpo.assessment.feedback import feedback_text, first_line
+from polpo.assessment.feedback import failure_reason, feedback_text
 from polpo.assessment.pipeline import Assessor, Verdict, combine_scores
 from polpo.changes.tracker import ChangeTracker, files_count
 from polpo.checks.base import CheckOutcome
@@ -130,8 +130,8 @@ class TaskRunner:
         prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
                               mission_description=m.spec.description, expectations=expectations, kind=kind,
                               feedback=task.feedback, attempt_label=label, expected_outcomes=outcomes)
-        attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind,
-                          agent=task.agent, status=AttemptStatus.STARTING, started_at=self.clock.now(),
+        attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind, agent=task.agent,
+                          status=AttemptStatus.STARTING, started_at=self.clock.now(), node=self.store.node,
                           prompt=stored_prompt(prompt, task.spec.description), model=task.model or slot.model)
         task.attempts = n
         handle.attempt = attempt
@@ -285,11 +285,10 @@ class TaskRunner:
         b = budget(task.spec, m.spec, self.cfg.defaults)
         counters = policy.Counters(task.retries, task.fix_attempts, task.escalation_level)
         ladder = escalation(task.spec, first_agent_is_llm=self._first_agent_is_llm(m, task))
-        permanent = attempt.error if attempt.permanent else None
         flat = self.stops.plateaued(m, task, attempt, verdict)
         decision = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters, budget=b,
-                                 side_effects=task.spec.side_effects, escalation=ladder, permanent=permanent,
-                                 plateau=flat)
+                                 side_effects=task.spec.side_effects, escalation=ladder, plateau=flat,
+                                 permanent=attempt.error if attempt.permanent else None)
         if decision.action == "block":
             underlying = policy.decide(passed=verdict.passed, agent_ok=attempt.agent_ok, counters=counters,
                                        budget=b, escalation=ladder, plateau=flat)
@@ -303,6 +302,7 @@ class TaskRunner:
                                  stdout_tail=attempt.stdout_tail if self.slot_of(task).kind == "command"
                                  and not files_count(attempt.files) else "")
         failed_check = next((f"{c.type} {c.label}" for c in verdict.checks if not c.passed), None)
+        why = failure_reason(verdict.checks, attempt.exit_code, attempt.timed_out, attempt.error)
         attempt.verdict = "passed" if verdict.passed and attempt.agent_ok else "failed"
         tx = self.store.tx().attempt(attempt)
         ids: dict[str, Any] = {"mission_id": m.id, "task_id": task.id}
@@ -327,19 +327,19 @@ class TaskRunner:
                 self.board.transition(tx, task, Trigger.BLOCK, decision.reason)
             elif next_kind == "fix":
                 tx.event(TaskFix(attempt=task.fix_attempts, max_fix=b.max_fix_attempts, check=failed_check), **ids)
-                self.board.transition(tx, task, Trigger.FIX, first_line(feedback))
+                self.board.transition(tx, task, Trigger.FIX, why)
             elif next_kind == "escalate":
                 tx.event(TaskMaxRetries(retries=task.retries, max_retries=b.max_retries, escalating=True), **ids)
                 self.board.transition(tx, task, Trigger.ESCALATE, decision.reason)
             else:
                 tx.event(TaskRetry(attempt=task.retries, max_retries=b.max_retries, check=failed_check), **ids)
-                self.board.transition(tx, task, Trigger.RETRY, first_line(feedback))
+                self.board.transition(tx, task, Trigger.RETRY, why)
         else:
             task.feedback = feedback
             if flat and best is not None:  # the fixes stopped improving it: its best attempt's score stands
                 task.score = best[0]
             tx.event(TaskMaxRetries(retries=task.retries, max_retries=b.max_retries), **ids)
-            self.board.transition(tx, task, Trigger.EXHAUSTED, f"{decision.reason}: {first_line(feedback)}")
+            self.board.transition(tx, task, Trigger.EXHAUSTED, f"{decision.reason}: {why}")
         self.store.submit(tx)
         self.board.after_change(task)
 

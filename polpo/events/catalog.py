@@ -658,6 +658,25 @@ class TaskStopRequested(Payload):
     reason: str
 
 
+@_event("workspace:unreachable")
+class WorkspaceUnreachable(Payload):
+    """A node claimed a task of an ``"affinity": "any"`` mission whose workspace it cannot reach (not under its
+    own workspace roots, or not there): it gave the task back and claims none of that mission's tasks again."""
+
+    node: str
+    workspace: str
+    reason: str
+
+
+@_event("attention:digest")
+class AttentionDigest(Payload):
+    """Every ``[notify] digest``, what waits for a person (``polpo status``'s first lines), when anything does:
+    route it to a channel with a notify rule."""
+
+    count: int
+    items: list[dict[str, Any]]  # [{kind, state, target, title, todo, commands, since}]
+
+
 ALL_EVENTS: tuple[str, ...] = tuple(sorted(PAYLOADS))
 
 

@@ -133,7 +133,7 @@ def _deferred(d: Data) -> str:
 
 
 def _assessment_error(d: Data) -> str:
-    how = "retries spent" if d.get("retryable") else "retrying cannot help"
+    how = "retries spent" if d.get("retryable") else "not tried again by itself: it needs a change first"
     return (f"assessment could not be done ({how}): {safe(d.get('reason'))}; on hold until "
             f"`polpo retry {safe(d.get('taskId'))}`")
 
@@ -193,6 +193,10 @@ def _spent(d: Data) -> str:
 _FORMATS: dict[str, Callable[[Data], str]] = {
     "mission:accepted": _accepted,
     "mission:rejected": _rejected,
+    "attention:digest": lambda d: f"{d.get('count')} waiting for you: " + "; ".join(
+        f"{safe(i.get('state'))} {safe(i.get('target'))}" for i in (d.get("items") or [])[:5])
+                                  + (" …" if (d.get("count") or 0) > 5 else ""),
+    "workspace:unreachable": lambda d: f"node {safe(d.get('node'))} gave the task back: {safe(d.get('reason'))}",
     "mission:completed": _completed,
     "mission:cancelled": lambda d: f"cancelled by {safe(d.get('by'))}",
     "mission:resumed": lambda d: f"resumed by {safe(d.get('by'))} (task {safe(d.get('taskId'))})",

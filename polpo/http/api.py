@@ -16,12 +16,14 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from polpo.attention.items import mission_state, task_state
+from polpo.attention.read import waiting
 from polpo.command_args import encode
 from polpo.http.body import json_object, person
 from polpo.http.context import ApiContext, json_response
 from polpo.http.hub import event_line
 from polpo.http.problem import problem_response
-from polpo.store import read, views
+from polpo.store import mission_list, read, views
 from polpo.store.read import Conn
 
 __all__ = ["Api"]
@@ -50,10 +52,31 @@ class Api:
         return json_response(body, 200 if store_ok else 503)
 
     async def missions(self, request: Request) -> Response:
-        finished = request.query_params.get("finished", "true") != "false"
-        limit = _int(request.query_params.get("limit"), 200, 1, 10_000)
-        rows = await self.ctx.readers.run(lambda con: views.missions_view(con, include_finished=finished, limit=limit))
-        return json_response({"missions": [views.camel(m) for m in rows]})
+        """The newest missions, a page at a time (``offset``), of a ``status`` (``waiting``: those with something
+        that waits for a person; ``open``: running or cancelling), searched by ``q`` (a part of the name or id);
+        each with its ``state`` as people read it ("waiting for approval")."""
+        q = request.query_params
+        limit = _int(q.get("limit"), 200, 1, 10_000)
+        offset = _int(q.get("offset"), 0, 0, None)
+        status = q.get("status") or ("open" if q.get("finished") == "false" else None)
+
+        def page(con: Conn) -> dict[str, Any]:
+            items = waiting(con)
+            ids = {i.mission_id for i in items if i.mission_id}
+            f = mission_list.Filter(status=None if status == "waiting" else status,
+                                    ids=ids if status == "waiting" else None, name=q.get("q") or None)
+            ms = views.missions_view(con, f, limit=limit, offset=offset)
+            for m in ms:
+                m["state"] = mission_state(m["status"], (i for i in items if i.mission_id == m["id"]))
+            return {"missions": [views.camel(m) for m in ms], "total": mission_list.count(con, f),
+                    "offset": offset, "limit": limit}
+
+        return json_response(await self.ctx.readers.run(page))
+
+    async def attention(self, request: Request) -> Response:
+        """What waits for a person: each item with what to do, the commands and the web view's buttons."""
+        items = await self.ctx.readers.run(waiting)
+        return json_response({"count": len(items), "items": [i.to_json() for i in items]})
 
     async def mission(self, request: Request) -> Response:
         ident = request.path_params["mission_id"]
@@ -77,7 +100,16 @@ class Api:
         t = await self.ctx.readers.run(lambda con: views.task_view(con, ident, full=True))
         if t is None:
             return _not_found("task", ident)
+        t["state"] = task_state(t["status"], t.get("waiting_for"))
+        t["agentConfig"] = self._agent(t["agent"])
         return json_response(views.camel(t))
+
+    def _agent(self, name: str) -> dict[str, Any] | None:
+        """What a task's agent is (what a person approves): its type and its command or model."""
+        a = self.ctx.cfg.agents.get(name)
+        if a is None:
+            return None
+        return {"type": a.type, "command": a.command, "model": a.model, "apiBase": a.api_base}
 
     async def events(self, request: Request) -> Response:
         after = _int(request.query_params.get("after"), 0, 0, None)

@@ -54,11 +54,15 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=INDEX_HEADERS)
 
+    async def favicon(request: Request) -> Response:  # what a browser asks for a page without its own icon link
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
     routes = [
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/api/missions", api.missions, methods=["GET"]),
+        Route("/api/attention", api.attention, methods=["GET"]),
         Route("/api/missions", submit, methods=["POST"]),
         Route("/api/missions/{mission_id}", api.mission, methods=["GET"]),
         Route("/api/missions/{mission_id}/cancel", api.cancel, methods=["POST"]),
@@ -73,6 +77,7 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Route("/api/events", api.events, methods=["GET"]),
         Route("/api/events/stream", stream, methods=["GET"]),
         Route("/", index, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(BrowserGuard, policy=GuardPolicy.of(ctx.cfg.http)),

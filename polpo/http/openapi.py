@@ -52,10 +52,22 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
       503: ("the store does not answer", _ANY)}),
     ("get", "/openapi.json", "This document", [], {200: ("OpenAPI 3.1", _ANY)}),
     ("get", "/metrics", "Prometheus metrics (text exposition format)", [], {200: ("metrics", None)}),
-    ("get", "/api/missions", "The latest missions, with task counts",
-     [("query", "finished", "false: only running and cancelling missions"),
-      ("query", "limit", "how many (default 200)")],
-     {200: ("missions", _obj(missions={"type": "array", "items": _ANY}))}),
+    ("get", "/api/missions", "The latest missions, with task counts and their state as people read it",
+     [("query", "status", "only missions of this status; open: running or cancelling; waiting: those with "
+                          "something waiting for a person"),
+      ("query", "q", "only missions whose name or id contains this (any case)"),
+      ("query", "finished", "false: only running and cancelling missions (as status=open)"),
+      ("query", "limit", "how many (default 200)"), ("query", "offset", "skip the newest N (paging)")],
+     {200: ("missions", _obj(missions={"type": "array", "items": _ANY}, total={"type": "integer"},
+                             offset={"type": "integer"}, limit={"type": "integer"}))}),
+    ("get", "/api/attention", "What waits for a person: approvals, checkpoints, tasks on hold, rejected files",
+     [], {200: ("the items, most urgent kinds first", _obj(count={"type": "integer"}, items={
+         "type": "array", "items": _obj(kind={"type": "string"}, state={"type": "string"},
+                                        title={"type": "string"}, todo={"type": "string"},
+                                        commands={"type": "array", "items": {"type": "string"}},
+                                        missionId={"type": "string"}, taskId={"type": "string"},
+                                        since={"type": "string"}, detail={"type": "string"},
+                                        actions={"type": "array", "items": _ANY})}))}),
     ("post", "/api/missions", "Submit a mission document (validated as `polpo validate` does)",
      [("query", "name", "file name in the missions folder (default: from the mission's name)")],
      {201: ("accepted", _obj(missionId={"type": "string"}, file={"type": "string"},
@@ -106,6 +118,7 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
       ("query", "mission", "one mission's events")],
      {200: ("text/event-stream", None), 503: ("[http] max_stream_clients streams are open (see Retry-After)", _ERROR)}),
     ("get", "/", "The web view", [], {200: ("HTML", None)}),
+    ("get", "/favicon.ico", "The web view's icon (SVG)", [], {200: ("image/svg+xml", None)}),
 ]
 
 

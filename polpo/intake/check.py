@@ -13,14 +13,14 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from polpo.intake.reader import Unreadable
-from polpo.intake.scoped import scoped_problems
+from polpo.intake.scoped import channel_text, scoped_problems
 from polpo.mission.jsonbytes import carryable
 from polpo.mission.loader import Problem, load_mission
 from polpo.mission.schema import MissionSpec
 from polpo.model.doc import MissionDoc
 
 __all__ = ["INTERNAL_ERROR", "INVALID", "MAX_REPORTED", "Policy", "Verdict", "cap", "check_mission", "internal_error",
-           "stored_round_trip", "unknown_channels", "unreadable"]
+           "needs_a_judge", "stored_round_trip", "unknown_channels", "unreadable"]
 
 log = logging.getLogger("polpo.intake")
 
@@ -47,10 +47,11 @@ Policy = Callable[[MissionSpec], list[Problem]]
 
 
 def check_mission(raw: bytes, *, known_agents: Collection[str] | None, channels: Collection[str] | None,
-                  policy: Policy | None = None) -> Verdict:
+                  policy: Policy | None = None, judge: bool | None = None) -> Verdict:
     """Load, check the channels and the policy, and round-trip through the stored form.
 
     ``None`` for ``known_agents`` or ``channels``: not known, not checked (event globs are checked anyway).
+    ``judge``: whether the config has a judge for ``llm_review`` checks (None: not known, no warning).
     """
     try:
         result = load_mission(raw, known_agents=known_agents)
@@ -60,7 +61,7 @@ def check_mission(raw: bytes, *, known_agents: Collection[str] | None, channels:
                     + (policy(result.spec) if policy is not None else []))
         if problems:
             return Verdict(None, problems, result.warnings, INVALID)
-        stored, warnings = MissionDoc.of(result.spec), result.warnings
+        stored, warnings = MissionDoc.of(result.spec), [*result.warnings, *needs_a_judge(result.spec, judge)]
         del result  # the loader's models go before the stored form is read back: one full copy at a time
         return Verdict(MissionDoc.parse(stored.blob).head, [], warnings, None)
     except Exception as exc:
@@ -91,14 +92,24 @@ def unknown_channels(spec: MissionSpec, known: Collection[str] | None) -> list[P
     would vanish."""
     if known is None:
         return []
-    listing = ", ".join(sorted(known)) or "none are configured"
     places: tuple[tuple[str, list[list[str]]], ...] = (
         ("qualityGates", [g.notify_channels for g in spec.quality_gates]),
         ("checkpoints", [c.notify_channels for c in spec.checkpoints]),
         ("delays", [d.notify_channels for d in spec.delays]))
-    return [Problem(f"$.{key}[{i}].notifyChannels[{j}]", f'no channel named "{name}"; available: {listing}')
+    return [Problem(f"$.{key}[{i}].notifyChannels[{j}]", channel_text(name, known))
             for key, lists in places for i, names in enumerate(lists) for j, name in enumerate(names)
             if name not in known]
+
+
+def needs_a_judge(spec: MissionSpec, judge: bool | None) -> list[str]:
+    """A warning for each task whose ``llm_review`` checks the config has no judge for: accepted, the task would
+    wait on hold after its agent ran."""
+    if judge is not False:
+        return []
+    return [f"$.tasks[{i}]: its llm_review check needs a judge and the config has none, so the task would wait on "
+            "hold once its agent has run; set [judge] model in the config (or POLPO_JUDGE_MODEL) first"
+            for i, t in enumerate(spec.tasks)
+            if any(getattr(e, "type", None) == "llm_review" for e in t.all_expectations)]
 
 
 def cap(problems: Sequence[Problem], limit: int | None = MAX_REPORTED) -> tuple[list[Problem], int]:

@@ -94,7 +94,7 @@ class IntakeHandler:
             return "busy"
         # in a worker thread: a big bad file costs seconds of validation, which must not stall running missions
         verdict = await anyio.to_thread.run_sync(lambda: check_mission(
-            content, known_agents=self.known_agents, channels=self.channels,
+            content, known_agents=self.known_agents, channels=self.channels, judge=bool(adm.cfg.judge.panel_models()),
             policy=lambda spec: policy_problems(spec, adm.cfg, source)))
         if verdict.spec is None:
             self._reject(source, digest, verdict)

@@ -14,7 +14,7 @@ from polpo.events.names import matches
 from polpo.mission.loader import Problem
 from polpo.mission.schema import MissionSpec, Notifications
 
-__all__ = ["scoped_problems"]
+__all__ = ["channel_text", "scoped_problems"]
 
 
 def _scopes(spec: MissionSpec) -> Iterator[tuple[str, Notifications]]:
@@ -28,7 +28,6 @@ def _scopes(spec: MissionSpec) -> Iterator[tuple[str, Notifications]]:
 def scoped_problems(spec: MissionSpec, channels: Collection[str] | None) -> list[Problem]:
     """Unknown channels (only when ``channels``, the config's, is known) and event globs that match nothing."""
     out: list[Problem] = []
-    listing = ", ".join(sorted(channels or ())) or "none are configured"
     for base, scope in _scopes(spec):
         for i, rule in enumerate(scope.rules):
             # lazy for start-up speed: the catalog builds ~100 dataclasses (~25 ms) and only a mission with
@@ -47,6 +46,14 @@ def scoped_problems(spec: MissionSpec, channels: Collection[str] | None) -> list
                                        "routed (that could loop)"))
             if channels is not None:
                 out.extend(Problem(f"{base}.rules[{i}].channels[{j}]",
-                                   f'no channel named "{name}"; available: {listing}')
+                                   channel_text(name, channels))
                            for j, name in enumerate(rule.channels) if name not in channels)
     return out
+
+
+def channel_text(name: str, known: Collection[str]) -> str:
+    """Why a channel name does not do: it must be a ``[channels.NAME]`` table of the config first."""
+    if not known:
+        return (f'no channel named "{name}": the config has none; add a [channels.{name}] table first '
+                "(docs/how-to/notifications.md)")
+    return f'no channel named "{name}"; available: {", ".join(sorted(known))} (or add [channels.{name}])'

@@ -19,7 +19,7 @@ from polpo.mission.loader import Problem
 from polpo.mission.schema import MissionSpec, TaskSpec, TeamAgent
 
 __all__ = ["Endpoint", "config_endpoint", "mission_workspace", "policy_problems", "team_endpoint",
-           "workspace_roots"]
+           "unreachable", "workspace_roots"]
 
 _COMMAND_CHECKS = ("test", "script")
 
@@ -65,6 +65,19 @@ def team_endpoint(t: TeamAgent, cfg: Config) -> Endpoint:
 def workspace_roots(cfg: Config) -> list[Path]:
     """The folders mission workspaces may lie in: ``<state_dir>/workspaces`` and ``[security] workspace_roots``."""
     return [(cfg.state_dir / "workspaces").resolve(), *(r.resolve() for r in cfg.security.workspace_roots)]
+
+
+def unreachable(workspace: Path, roots: list[Path], node: str) -> str | None:
+    """Why node ``node`` cannot run tasks in ``workspace`` (an "affinity": "any" mission another node accepted):
+    it is not below the node's own workspace roots (another node's state folder, say), or not there; None: it can."""
+    ws = workspace.resolve()
+    if not any(ws == r or ws.is_relative_to(r) for r in roots):
+        return (f"its workspace {ws} is not below node {node}'s workspace roots ({', '.join(map(str, roots))}); "
+                'an "affinity": "any" mission needs a "workspace" every node sees, listed in each node\'s '
+                "[security] workspace_roots")
+    if not ws.is_dir():
+        return f"its workspace {ws} is not there on node {node} (not shared with the node that accepted it)"
+    return None
 
 
 def mission_workspace(workspace: str, mission_file: str | os.PathLike[str]) -> Path:

@@ -60,6 +60,7 @@ class Attempt:
     tokens_in: int | None = None
     tokens_out: int | None = None
     permanent: bool = False  # it could not start for a reason a new attempt cannot change
+    node: str | None = None  # the node that ran it ([daemon] node)
     transcript: list[dict[str, Any]] | None = None  # stored in its own table; kept here for the reviewers
 
     @property
@@ -112,6 +113,7 @@ class Task:
     model: str | None = None  # model override after escalation
     judge_used: bool = False
     expectations: list[dict[str, Any]] | None = None  # judge-corrected expectations (JSON), else the spec's
+    waiting_for: str | None = None  # what it waits for from a person (lifecycle.waiting_for), None when it does not
     # derived from the mission's tasks and gates, not stored (tuples: most are empty, and () is shared)
     deps: tuple[str, ...] = ()
     dependents: tuple[str, ...] = ()

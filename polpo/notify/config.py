@@ -130,6 +130,7 @@ class NotifyRule(_Base):
 class NotifySettings(_Base):
     rules: list[NotifyRule] = []
     queue_size: int = Field(1000, ge=1)  # per channel; beyond it new notifications are dropped and reported
+    digest: Duration | None = None  # how often attention:digest lists what waits for a person (None: never)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class NotifyConfig:
     channels: Mapping[str, ChannelConfig] = field(default_factory=dict)
     rules: Sequence[NotifyRule] = ()
     queue_size: int = 1000
+    digest: timedelta | None = None  # how often attention:digest lists what waits for a person
 
     def unknown(self, names: Iterable[str]) -> list[str]:
         return [n for n in dict.fromkeys(names) if n not in self.channels]
@@ -200,7 +202,7 @@ def parse_notify(channels: Mapping[str, Any], notify: Mapping[str, Any], *, base
         raise NotifyConfigError("\n".join(prefix + p for p in problems))
     if base is not None:
         typed = {name: _resolve(ch, base) for name, ch in typed.items()}
-    return NotifyConfig(channels=typed, rules=settings.rules, queue_size=settings.queue_size)
+    return NotifyConfig(channels=typed, rules=settings.rules, queue_size=settings.queue_size, digest=settings.digest)
 
 
 def notify_config(cfg: Config, env: Mapping[str, str] | None = None) -> NotifyConfig:

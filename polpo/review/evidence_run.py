@@ -312,8 +312,12 @@ def _probe_items(evidence: Evidence, probing: tuple[str, list[str]], records: li
         evidence.add("note", f"the judge's own {name}, written from the task, fails {stated - ref_passed} of the "
                      f"{stated} stated examples: it is no second opinion, and its probes are not evidence", None)
         return
-    done = [r for r in records if isinstance(r.get("probe"), int)]
-    differ = [r for r in done if not r.get("same")]
+    ran = [r for r in records if isinstance(r.get("probe"), int)]
+    done = [r for r in ran if r.get("same") is not None]
+    differ = [r for r in done if not r["same"]]
+    if outside := len(ran) - len(done):  # a derived input may be one the task never promised to take
+        evidence.add("note", f"{outside} probe(s) of {name} raised an error in one of the two and not the other: "
+                     "the input may be outside what the task takes, so they are not counted", None)
     origin = "probes polpo derived from the stated examples"
     for r in differ[:MAX_SHOWN_PROBES]:
         evidence.add("probe", f"probe: {calls[r['probe']]}", False,

@@ -7,7 +7,7 @@ lines on stdout: the nonce, a space, then ``{"start": i}`` as example ``i`` begi
 "error"}`` when it ends (``i`` = -1: a file that did not load). Only lines that start with the nonce, which the work
 never saw, are results; the work's own prints go to /dev/null. With ``reference`` (a file of the judge's own
 implementation) and ``probes`` (calls), the stated examples are then run on the reference (``{"refExample", "passed"}``)
-and each probe on both (``{"probeStart": k}``, then ``{"probe": k, "same", "work", "ref"}``). It uses only the standard library, and syntax any Python 3.7 or newer reads.
+and each probe on both (``{"probeStart": k}``, then ``{"probe": k, "same", "work", "ref"}``; ``same`` is null when only one of them raised). It uses only the standard library, and syntax any Python 3.7 or newer reads.
 
 The copy's root and its ``src/`` folder go first on ``sys.path``; a file inside packages (every folder up to the
 root has ``__init__.py``) is imported by its dotted name, so its relative imports work, any other file by its
@@ -246,8 +246,8 @@ def _probes(request: dict[str, Any], work: dict[str, Any], per: float, emit: Any
         emit({"probeStart": k})
         ok_w, got_w = _call(source, work, per)
         ok_r, got_r = _call(source, ref, per)
-        try:
-            same = (ok_w == ok_r) and (bool(got_w == got_r) or _close(got_w, got_r))
+        try:  # one raising where the other returns says nothing: the input may be outside what the task takes
+            same = None if ok_w != ok_r else (not ok_w) or bool(got_w == got_r) or _close(got_w, got_r)
         except BaseException:
             same = False
         emit({"probe": k, "same": same, "work": (repr(got_w) if ok_w else f"raised {got_w}")[:GOT_CHARS],

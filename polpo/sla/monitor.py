@@ -21,7 +21,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from polpo.clock import Clock
 
-__all__ = ["Check", "SlaMonitor"]
+__all__ = ["Check", "SlaMonitor", "Timers"]
 
 log = logging.getLogger("polpo.sla")
 
@@ -94,3 +94,18 @@ class SlaMonitor:
         finally:
             self.ticks += 1
             self._idle.set()
+
+
+class Timers:
+    """The leader's interval jobs (the SLA check, the attention digest), started and stopped together."""
+
+    def __init__(self, *jobs: SlaMonitor) -> None:
+        self.jobs = jobs
+
+    def start(self) -> None:
+        for job in self.jobs:
+            job.start()
+
+    async def shutdown(self, grace: float = 5.0) -> None:
+        for job in self.jobs:
+            await job.shutdown(grace)

@@ -111,6 +111,7 @@ class MemoryClaims:
         self.node = node
         self.incarnation = incarnation
         self.lease = lease
+        self.skip: set[str] = set()  # missions whose tasks this node does not claim (their workspace is out of reach)
 
     def _held_count(self, key: str) -> int:
         kind, _, name = key.partition(":")
@@ -120,7 +121,7 @@ class MemoryClaims:
     async def claim(self, n: int) -> list[Claim]:
         """Up to ``n`` ready tasks this node may run now (home node, cluster-wide limits), claimed atomically."""
         free = [c for c in self.table.rows.values()
-                if c["node"] is None and (c["home"] is None or c["home"] == self.node)]
+                if c["node"] is None and (c["home"] is None or c["home"] == self.node) and c["mission_id"] not in self.skip]
         free.sort(key=lambda c: (-c["prio"], c["mseq"], c["idx"]))
         rows = free[:n * 4]
         held = {k: self._held_count(k) for k in sorted({k for r in rows for k in limit_keys(r)})}

@@ -339,6 +339,13 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (task_id, check_idx)
     );
     """,
+    # v12: the SQLite schema v13: what a task waits for from a person, why a mission file was rejected, which node
+    # ran an attempt.
+    f"""
+    ALTER TABLE tasks ADD COLUMN waiting_for {T};
+    ALTER TABLE sources ADD COLUMN reason {T};
+    ALTER TABLE attempts ADD COLUMN node {T};
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -97,26 +97,6 @@ def _dict(row: Any, json_cols: tuple[str, ...] = ()) -> dict[str, Any] | None:
     return d
 
 
-def mission_count(con: Conn) -> int:
-    return int(con.execute("SELECT COUNT(*) FROM missions").fetchone()[0])
-
-
-def missions(con: Conn, *, include_finished: bool = True,
-             limit: int | None = 200) -> list[dict[str, Any]]:
-    """The newest ``limit`` missions (all if None), oldest first."""
-    sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, m.home, "
-           "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
-           "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
-           "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'failed') AS failed "
-           "FROM missions m ")
-    if not include_finished:
-        sql += "WHERE m.status IN ('running', 'cancelling') "
-    sql += "ORDER BY m.seq DESC"
-    if limit is None:  # no LIMIT at all: PostgreSQL refuses SQLite's LIMIT -1
-        return [dict(r) for r in con.execute(sql)][::-1]
-    return [dict(r) for r in con.execute(sql + " LIMIT ?", (limit,))][::-1]
-
-
 def nodes(con: Conn) -> list[dict[str, Any]]:
     """The daemons sharing a PostgreSQL store: name, host, pid and seconds since their last heartbeat."""
     sql = ("SELECT name, host, pid, EXTRACT(EPOCH FROM clock_timestamp() - heartbeat_at)::float AS age "
@@ -150,14 +130,15 @@ def task(con: Conn, tid: str) -> dict[str, Any] | None:
     return _dict(con.execute("SELECT * FROM tasks WHERE id = ?", (tid,)).fetchone(), ("expectations",))
 
 
-def task_has_tiers(con: Conn, tid: str) -> bool:
-    """Whether the task's mission spec gives it explicit ``tiers`` (``polpo show`` then names each check's)."""
+def task_spec(con: Conn, tid: str) -> dict[str, Any]:
+    """The task as its mission file wrote it (description, expectations, tiers …); {} when unknown."""
     row = con.execute("SELECT m.spec, t.idx FROM tasks t JOIN missions m ON m.id = t.mission_id WHERE t.id = ?",
                       (tid,)).fetchone()
     if row is None:
-        return False
+        return {}
     tasks = orjson.loads(row[0]).get("tasks") or []
-    return row[1] < len(tasks) and bool(tasks[row[1]].get("tiers"))
+    spec = tasks[row[1]] if row[1] < len(tasks) else {}
+    return spec if isinstance(spec, dict) else {}
 
 
 def attempts(con: Conn, tid: str, *, full: bool = False) -> list[dict[str, Any]]:
@@ -175,6 +156,18 @@ def attempts(con: Conn, tid: str, *, full: bool = False) -> list[dict[str, Any]]
             a["expectationJudge"] = orjson.loads(judge[0]) if judge else None
         out.append(a)
     return out
+
+
+TIMELINE_MAX = 2000  # attempts a mission's timeline shows (the newest)
+
+
+def timeline(con: Conn, mid: str) -> list[dict[str, Any]]:
+    """A mission's attempts in start order (the newest :data:`TIMELINE_MAX`): which task ran when, on which node,
+    with which outcome."""
+    rows = [dict(r) for r in con.execute(
+        "SELECT task_id, number, kind, agent, status, verdict, started_at, finished_at, node, exit_code, error "
+        "FROM attempts WHERE mission_id = ? ORDER BY started_at DESC, id DESC LIMIT ?", (mid, TIMELINE_MAX))]
+    return rows[::-1]
 
 
 def assessments(con: Conn, attempt_id: str, *, full: bool = False) -> list[dict[str, Any]]:

@@ -76,15 +76,16 @@ TASK_COLUMNS = Columns(
     "id", "mission_id", "idx", "title", "agent", Col("status", enum(TaskStatus)), "reason", "attempts", "retries",
     "fix_attempts", "total_fixes", "interruptions", Col("next_kind", enum(AttemptKind)), "feedback",
     Col("updated_at", TIME), Col("started_at", TIME_OR_NONE), Col("finished_at", TIME_OR_NONE), "score",
-    "escalation_level", "model", Col("judge_used", FLAG), Col("expectations", JSON))
+    "escalation_level", "model", Col("judge_used", FLAG), Col("expectations", JSON),
+    "waiting_for")
 """A task's columns, declared once (:mod:`polpo.store.columns`): :data:`TASKS`, :func:`task_row`, task_from_row."""
 TASKS = Table("tasks", TASK_COLUMNS.names, ("id",), ("mission_id", "idx"))
 ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
                               "exit_code", "signal", "timed_out", "error", "stdout_tail", "stderr_tail",
                               "stdout_bytes", "stderr_bytes", "duration", "files", "prompt", "verdict",
                               "started_at", "finished_at", "model", "outcomes", "tokens", "cost", "permanent",
-                              "tokens_in", "tokens_out"),
-                 ("id",), ("task_id", "mission_id", "number", "prompt"))
+                              "tokens_in", "tokens_out", "node"),
+                 ("id",), ("task_id", "mission_id", "number", "prompt", "node"))
 ASSESSMENTS = Table("assessments", ("id", "attempt_id", "task_id", "trigger", "status", "passed", "message",
                                     "created_at", "finished_at", "global_score", "scores"), ("id",),
                     ("attempt_id", "task_id"))
@@ -95,7 +96,7 @@ HOLDS = Table("holds", ("mission_id", "kind", "name", "status", "at", "expires_a
               ("mission_id", "kind", "name"))
 OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "judge_passed", "judge_score", "attempt_id",
                                 "reason", "by_person", "created_at"), ("task_id",))
-SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
+SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at", "reason"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
 REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
                             "tokens_in", "tokens_out", "cost"),
@@ -135,7 +136,7 @@ def attempt_row(a: Attempt) -> Row:
             a.exit_code, a.signal, int(a.timed_out), a.error, a.stdout_tail, a.stderr_tail, a.stdout_bytes,
             a.stderr_bytes, a.duration, stored_json(a.files), a.prompt, a.verdict, iso(a.started_at),
             stored_time(a.finished_at), a.model, stored_json(a.outcomes), a.tokens, a.cost, int(a.permanent),
-            a.tokens_in, a.tokens_out)
+            a.tokens_in, a.tokens_out, a.node)
 
 
 def assessment_row(a: Assessment) -> Row:
@@ -184,7 +185,8 @@ def attempt_from_row(a: Mapping[str, Any]) -> Attempt:
                    stderr_bytes=a["stderr_bytes"] or 0, duration=a["duration"], files=loaded_json(a["files"]),
                    verdict=a["verdict"], finished_at=loaded_time(a["finished_at"]), model=a["model"],
                    outcomes=loaded_json(a["outcomes"]), tokens=a["tokens"], cost=a["cost"],
-                   permanent=bool(a.get("permanent")), tokens_in=a.get("tokens_in"), tokens_out=a.get("tokens_out"))
+                   permanent=bool(a.get("permanent")), tokens_in=a.get("tokens_in"), tokens_out=a.get("tokens_out"),
+                   node=a.get("node"))
 
 
 def assessment_from_row(r: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Assessment:

@@ -310,6 +310,13 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (task_id, check_idx)
     );
     """,
+    # v13: what waits for a person (polpo.attention): what a task waits for (approval, side_effects, budget, judge,
+    # provider; NULL while it does not wait), why a mission file was rejected; which node ran an attempt.
+    """
+    ALTER TABLE tasks ADD COLUMN waiting_for TEXT;
+    ALTER TABLE sources ADD COLUMN reason TEXT;
+    ALTER TABLE attempts ADD COLUMN node TEXT;               -- the node that ran it (the mission's timeline)
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

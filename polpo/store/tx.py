@@ -99,8 +99,10 @@ class Tx:
         self.ops.append((R.OVERRIDES, row))
         return self
 
-    def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime) -> Tx:
-        self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at))))
+    def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime,
+               reason: str | None = None) -> Tx:
+        """What became of a mission file's bytes; ``reason``: why they were rejected."""
+        self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at), reason)))
         return self
 
     def transcript(self, attempt_id: str, task_id: str, data_json: str) -> Tx:

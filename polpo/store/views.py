@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from polpo.store import read, rejudge_rows, spend_read
+from polpo.store import mission_list, read, rejudge_rows, spend_read
 from polpo.store.read import Conn
 
 __all__ = ["camel", "mission_view", "missions_view", "quality", "task_view"]
@@ -25,7 +25,9 @@ def task_view(con: Conn, ident: str, *, full: bool) -> dict[str, Any] | None:
     if t is None:
         return None
     t["attemptCount"] = t["attempts"]
-    t["hasTiers"] = read.task_has_tiers(con, t["id"])
+    spec = read.task_spec(con, t["id"])
+    t["hasTiers"] = bool(spec.get("tiers"))
+    t["description"] = spec.get("description")
     t["attempts"] = read.attempts(con, t["id"], full=full)
     t["dimensions"] = read.dimensions(con, t["id"])
     t["baselines"] = _baselines(con, t["id"])
@@ -57,15 +59,17 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
     m["spec"] = orjson.Fragment(m["spec"]) if raw_spec else orjson.loads(m["spec"])
     m["quality"] = quality({**m, "tasks": tasks})
     m["spend"] = spend_read.spend(con, [m["id"]])[m["id"]]
+    m["timeline"] = read.timeline(con, m["id"])
     if camel_case:
         m = camel(m)
     m["tasks"] = tasks
     return m
 
 
-def missions_view(con: Conn, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
-    """The latest missions, oldest first, with their task counts (not their tasks)."""
-    ms = read.missions(con, include_finished=include_finished, limit=limit)
+def missions_view(con: Conn, f: mission_list.Filter | None = None, *, limit: int = 200,
+                  offset: int = 0) -> list[dict[str, Any]]:
+    """The latest missions (of a filter), oldest first, with their task counts (not their tasks)."""
+    ms = mission_list.missions(con, f, limit=limit, offset=offset)
     spent = spend_read.spend(con, [m["id"] for m in ms])
     for m in ms:
         m["spend"] = spent[m["id"]]["total"]
@@ -86,7 +90,8 @@ def quality(m: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- camelCase
 
 _WORD = re.compile(r"_([a-z0-9])")
-_NESTED = frozenset({"tasks", "gates", "holds", "attempts", "assessments", "checks", "override", "rejudgements"})
+_NESTED = frozenset({"tasks", "gates", "holds", "attempts", "assessments", "checks", "override", "rejudgements",
+                     "timeline"})
 
 
 @lru_cache(maxsize=512)

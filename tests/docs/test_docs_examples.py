@@ -23,8 +23,9 @@ from polpo.cli import main
 from polpo.config import parse_config
 from tests.support.daemon import daemon_process, run_cli, wait_events, write_config
 from tests.support.doc_examples import Block, blocks, polpo_invocations
-from tests.support.fake_llm import FakeLLM, text, tool_calls
+from tests.support.fake_llm import FakeLLM
 from tests.support.judges import ScriptedJudge
+from tests.support.scripted_agent import ANSWERS, is_agent_request, scripted_agent
 
 COMMAND_AGENTS = """
 [agents.shell]
@@ -121,7 +122,7 @@ def test_command_agent_missions_complete_in_a_daemon(tmp_path: Path) -> None:
     """The examples run by command agents all complete, each in its own workspace, in one real daemon.
 
     Their ``llm_review`` checks are scored by the tests' scripted OpenAI-compatible judge (every dimension 4),
-    the stand-in the tutorial documents (``scripts/fake_judge_server.py``).
+    the stand-in the tutorial documents (``scripts/fake_llm_server.py``).
     """
     unique: dict[str, Block] = {}
     reviewed = 0
@@ -204,18 +205,6 @@ def test_a_made_up_command_is_caught() -> None:
         _command(["schedules", "nosuch", "--json"])
 
 
-# What the stand-in model writes for the docs' LLM-agent examples (a new example needs its answer here: the
-# test fails until it has one), so those missions run end to end as documented, with the real config path.
-ANSWERS = {
-    "HAIKU.md": "Eight arms, one calm mind\nEach task finds its waiting hand\nThe reef hums, all done\n",
-    "fizzbuzz.py": ("def fizzbuzz(n: int) -> str:\n"
-                    "    if n % 15 == 0:\n        return \"FizzBuzz\"\n"
-                    "    if n % 3 == 0:\n        return \"Fizz\"\n"
-                    "    if n % 5 == 0:\n        return \"Buzz\"\n"
-                    "    return str(n)\n"),
-}
-
-
 def _llm_missions() -> dict[str, Block]:
     unique: dict[str, Block] = {}
     for b, doc in _missions():
@@ -237,13 +226,7 @@ def test_llm_agent_missions_complete_with_a_stand_in_provider(tmp_path: Path) ->
     judge = ScriptedJudge(score=4.0)
 
     def provider(req: Any) -> Any:
-        tools = {t["function"]["name"] for t in req.get("tools") or []}
-        if "write_file" not in tools:
-            return judge(req)
-        if any(m.get("role") == "tool" for m in req["messages"]):
-            return text("done")
-        task = " ".join(str(m.get("content")) for m in req["messages"] if m.get("role") == "user")
-        return tool_calls([("write_file", {"path": f, "content": c}) for f, c in ANSWERS.items() if f in task])
+        return scripted_agent(req) if is_agent_request(req) else judge(req)
 
     evs = _run_in_a_daemon(tmp_path, names, provider, coder=True)
     assert not [e["data"] for e in evs if e["event"] == "mission:rejected"]

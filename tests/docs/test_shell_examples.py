@@ -40,13 +40,16 @@ from tests.support.shell_blocks import (
 README_WATCH = ("README.md", ".venv/bin/polpo tail -f")
 TUTORIAL_SUBMIT = ("docs/tutorial/first-mission.md", ".venv/bin/polpo validate my-mission.json")
 TEMPLATE_SUBMIT = ("docs/how-to/missions.md", ".venv/bin/polpo validate templates/bug-fix.workflow.json")
-CALIBRATE = ("docs/how-to/calibration.md", ".venv/bin/python scripts/fake_judge_server.py --heuristic")
-PROVIDERS_JUDGE = ("docs/how-to/providers.md", ".venv/bin/python scripts/fake_judge_server.py")
-TUTORIAL_JUDGE = ("docs/tutorial/judged-task.md", ".venv/bin/python scripts/fake_judge_server.py")
+CALIBRATE = ("docs/how-to/calibration.md", ".venv/bin/python scripts/fake_llm_server.py --heuristic")
+PROVIDERS_JUDGE = ("docs/how-to/providers.md", ".venv/bin/python scripts/fake_llm_server.py")
+TUTORIAL_AGENT = ("docs/tutorial/llm-agent.md", ".venv/bin/python scripts/fake_llm_server.py")
+TUTORIAL_JUDGE = ("docs/tutorial/judged-task.md", ".venv/bin/python scripts/fake_llm_server.py")
 HTTP_CURL = ("docs/reference/http-api.md", "export POLPO_HTTP_TOKEN=")
-RUNS = (README_WATCH, TUTORIAL_SUBMIT, TEMPLATE_SUBMIT, CALIBRATE, PROVIDERS_JUDGE, TUTORIAL_JUDGE, HTTP_CURL)
+RUNS = (README_WATCH, TUTORIAL_SUBMIT, TEMPLATE_SUBMIT, CALIBRATE, PROVIDERS_JUDGE, TUTORIAL_AGENT, TUTORIAL_JUDGE,
+        HTTP_CURL)
 
-JUDGE_PORT = 8765  # the docs' fake judge and HTTP API examples use it
+MODEL_PORT = 8766  # the docs' scripted model server (scripts/fake_llm_server.py)
+API_PORT = 8765  # the docs' HTTP API examples
 EVENT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}\s+[a-z]+:\S+\s", re.M)  # a line of `polpo tail`
 
 
@@ -164,14 +167,14 @@ def test_template_is_filled_validated_and_submitted(checkout: Path) -> None:
 
 # -- the scripted judge ----------------------------------------------------------------------------------------
 
-JUDGE_FILES = ("scripts/fake_judge_server.py", "tests/__init__.py", "tests/support")
+MODEL_FILES = ("scripts/fake_llm_server.py", "tests/__init__.py", "tests/support")
 
 
 def test_calibration_with_the_scripted_judge_prints_the_documented_agreement(tmp_path: Path) -> None:
     b = block(CALIBRATE)
-    root = sandbox(tmp_path, *JUDGE_FILES, "tests/fixtures/calibration")
+    root = sandbox(tmp_path, *MODEL_FILES, "tests/fixtures/calibration")
     (root / "calibrate.toml").write_text(neighbour(b, "toml", after=True).body)  # "with calibrate.toml holding"
-    require_free(JUDGE_PORT)
+    require_free(MODEL_PORT)
     ran = run_block(b.body, root, env=block_env())  # its judge, started with &, is ended after
     assert ran.status == 0, ran
     claim = re.search(r"It prints ρ ([0-9.]+) and κ ([0-9.]+) for the panel", b.file.read_text())
@@ -195,18 +198,44 @@ def test_the_scripted_judge_serves_where_the_next_config_points(key: tuple[str, 
     whose reviewers score every dimension 4 (the default, and the tutorial's --score 4)."""
     b = block(key)
     judge = tomllib.loads(neighbour(b, "toml", after=True).body)["judge"]
-    root = sandbox(tmp_path, *JUDGE_FILES)
-    require_free(JUDGE_PORT)
+    root = sandbox(tmp_path, *MODEL_FILES)
+    require_free(MODEL_PORT)
     with started_block(b.body, root, env=block_env()) as srv:
-        wait_listening(JUDGE_PORT, srv.proc, srv.out)
+        wait_listening(MODEL_PORT, srv.proc, srv.out)
         r = httpx.post(f"{judge['api_base']}/chat/completions", json=_judge_request(judge["model"]),
                        headers={"Authorization": "Bearer anything"}, timeout=30)
     assert r.status_code == 200, r.text
     scores = json.loads(r.json()["choices"][0]["message"]["content"])["scores"]
     assert {s["dimension"] for s in scores} == {"correctness", "code_quality"}
     assert {s["score"] for s in scores} == {4.0}
-    assert f"fake judge on http://127.0.0.1:{JUDGE_PORT}/v1" in srv.printed()
+    assert f"scripted model server on http://127.0.0.1:{MODEL_PORT}/v1" in srv.printed()
     assert srv.proc.returncode == 0, f"it did not stop cleanly on Ctrl-C:\n{srv.printed()}"
+
+
+def test_the_tutorial_runs_without_a_key(tmp_path: Path) -> None:
+    """Steps 2 and 3 as a newcomer without a key does them: the scripted server started as step 2 says, the pages'
+    keyless config blocks added to config/polpo.toml, the quick start's daemon, the pages' missions submitted: the
+    scripted agent writes fizzbuzz.py and its test passes; the scripted judge scores the greeting and it passes.
+    (Step 1 runs in test_tutorial_mission_is_validated_submitted_and_watched, step 4's mission in
+    tests/docs/test_docs_examples.py.)"""
+    agent, judge = block(TUTORIAL_AGENT), block(TUTORIAL_JUDGE)
+    root = sandbox(tmp_path, "config", *MODEL_FILES)
+    with open(root / "config" / "polpo.toml", "a") as f:
+        for b in (agent, judge):
+            f.write("\n" + neighbour(b, "toml", after=True).body)
+    (root / "fizzbuzz.json").write_text(neighbour(agent, "json", after=True).body)
+    (root / "greeting.json").write_text(neighbour(judge, "json", after=True).body)
+    require_free(MODEL_PORT)
+    with started_block(agent.body, root, env=block_env()) as srv, daemon_in(root, env=block_env()):
+        wait_listening(MODEL_PORT, srv.proc, srv.out)
+        ran = run_block(".venv/bin/polpo submit fizzbuzz.json\n.venv/bin/polpo submit greeting.json\n", root,
+                        env=block_env())
+        assert ran.status == 0, ran
+        evs = wait_events(root / ".polpo", lambda es: {e["missionId"] for e in es if e["event"] == "mission:completed"}
+                          >= {"fizzbuzz", "greeting"}, timeout=60)
+    outcomes = {e["missionId"]: e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"}
+    assert outcomes == {"fizzbuzz": "completed", "greeting": "completed"}, outcomes
+    assert "return \"FizzBuzz\"" in (root / ".polpo" / "workspaces" / "fizzbuzz" / "fizzbuzz.py").read_text()
 
 
 # -- the HTTP API ----------------------------------------------------------------------------------------------
@@ -232,10 +261,10 @@ def test_http_api_curl_examples_against_a_daemon_with_a_token(tmp_path: Path) ->
     token = run_block("".join(lines[:cut]) + 'printf %s "$POLPO_HTTP_TOKEN"\n', root, env=block_env())
     assert token.status == 0 and re.fullmatch(r"[0-9a-f]{32}", token.out), token
     env = block_env(POLPO_HTTP_TOKEN=token.out)
-    require_free(JUDGE_PORT)
+    require_free(API_PORT)
     with daemon_in(root, env=env) as daemon:
-        wait_listening(JUDGE_PORT, daemon, root / "daemon.log")
-        assert httpx.get(f"http://localhost:{JUDGE_PORT}/api/missions").status_code == 401  # the token guards it
+        wait_listening(API_PORT, daemon, root / "daemon.log")
+        assert httpx.get(f"http://localhost:{API_PORT}/api/missions").status_code == 401  # the token guards it
         ran = run_block(with_ctrl_c("".join(lines[cut:]), ["curl -sN"]), root, env=env)
     assert ran.status == 0, ran
     (listed, created), stream = _json_values(ran.out)

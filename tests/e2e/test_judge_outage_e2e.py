@@ -50,7 +50,7 @@ max_retries = 0
         err = await w.wait_event("assessment:error", task_id="greet:1")
         assert err.data["retryable"] is True and "connection" in err.data["reason"]
         status = await anyio.to_thread.run_sync(lambda: run_cli("status", "--config", config))
-        assert "on_hold" in status.stdout
+        assert "on hold: judge" in status.stdout and "polpo retry greet:1" in status.stdout  # listed first
         scores = {"a": 2.0, "b": 4.0, "c": 5.0}
         with FakeLLM(models=("a", "b", "c"), port=port) as srv:
             srv.responder = ScriptedJudge(score_for=lambda r: scores[str(r["model"]).split("/")[-1]])

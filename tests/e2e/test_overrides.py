@@ -56,7 +56,7 @@ token_env = "OVERRIDE_TEST_NO_TOKEN"
         out = run_cli("override", "rev:1", "--fail", "--score", "2", "--reason", "no tests for unicode", "--by",
                       "ada", "--config", str(config))
         assert out.returncode == 0, out.stderr
-        assert out.stdout.strip() == "rev:1: verdict overridden to fail (the judge said pass)"
+        assert out.stdout.strip() == "rev:1: verdict overridden to fail (its checks said pass)"
         url = json.loads((state / "http.json").read_text())["url"]
         r = httpx.post(f"{url}/api/tasks/rev:2/override", json={"passed": True, "reason": "fine for a script",
                                                                  "by": "bob"}, timeout=30)
@@ -83,7 +83,7 @@ token_env = "OVERRIDE_TEST_NO_TOKEN"
     assert stored == [("rev:1", 0, 2.0, 1, 1, "ada"), ("rev:2", 1, 5.0, 0, 0, "bob")]
 
     shown = run_cli("show", "rev:1", "--config", str(config)).stdout
-    assert "verdict overridden to fail by ada" in shown and "(the judge said pass): no tests for unicode" in shown
+    assert "verdict overridden to fail by ada" in shown and "(its checks said pass): no tests for unicode" in shown
 
     labels = tmp_path / "labels" / "people.jsonl"
     labels.parent.mkdir()

@@ -54,7 +54,7 @@ def test_ready_is_sent_to_notify_socket_and_cli_commands_go_through_the_api(tmp_
         r = run_cli("cancel", "svc", "--config", str(config), env={"SVC_TEST_TOKEN": "tok-123"})
         assert r.returncode == 0 and r.stdout.strip() == "cancelling mission svc", r.stdout + r.stderr
         refused = run_cli("approve", "svc:1", "--config", str(config), env={"SVC_TEST_TOKEN": "tok-123"})
-        assert refused.returncode == 1 and "no running task 'svc:1'" in refused.stderr, refused.stderr
+        assert refused.returncode == 1 and "task svc:1 is not waiting for approval" in refused.stderr, refused.stderr
         with sqlite3.connect(state / "polpo.db") as con:  # nothing went through the polled inbox
             assert con.execute("SELECT COUNT(*) FROM commands").fetchone()[0] == 0
 

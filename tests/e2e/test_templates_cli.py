@@ -36,7 +36,7 @@ def test_validate_fills_a_template_and_reports_every_parameter_problem(tmp_path:
     r = run_cli("validate", "--config", str(config), site, "--param", "url=https://example.com")
     assert r.returncode == 1
     assert r.stdout.strip() == (f'{site}: $.plan.notifications.rules[0].channels[0]: no channel named "telegram"; '
-                                "available: audit")
+                                "available: audit (or add [channels.telegram])")
     assert '$.plan.notifications.rules[0].events[0]: "plan:completed" is Polpo\'s name' in r.stderr
 
 

@@ -18,7 +18,14 @@ from polpo.config import Config, ConfigError, load_config
 from polpo.daemon import Daemon
 from polpo.http.hub import EventHub
 from polpo.http.openapi import ROUTES
-from tests.support.daemon import mission_json, read_events, running_daemon, shell_task, write_config
+from tests.support.daemon import (
+    mission_files,
+    mission_json,
+    read_events,
+    running_daemon,
+    shell_task,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +85,7 @@ async def test_submit_follow_and_read_a_mission(api: tuple[Daemon, httpx.AsyncCl
     assert "$.tasks[0]" in problem["detail"]
     paths = {e["path"] for e in problem["errors"]}
     assert {"$.tasks[0].assignTo", "$.tasks[0].description"} <= paths
-    assert list(daemon.cfg.missions_dir.iterdir()) == []  # nothing written for a bad document
+    assert mission_files(daemon.cfg.missions_dir) == []  # nothing written for a bad document
 
     async with anyio.create_task_group() as tg:
         followed: list[dict[str, Any]] = []

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from polpo.store.readers import FLOOR, SIZE
-from tests.support.daemon import daemon_process, wait_events, write_config
+from tests.support.daemon import daemon_process, mission_files, wait_events, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -156,7 +156,7 @@ def test_a_mission_larger_than_the_intake_takes_is_refused_before_it_is_written(
         r = httpx.post(d.url + "/api/missions", content=json.dumps(doc).encode(), headers=JSON, timeout=60)
         assert r.status_code == 413, r.text
         assert "[daemon] max_mission_bytes" in r.json()["errors"][0]["message"]
-        assert list((tmp_path / "missions").iterdir()) == []
+        assert mission_files(tmp_path / "missions") == []
 
 
 def test_a_100_mb_body_is_refused_without_being_buffered(tmp_path: Path) -> None:
@@ -182,7 +182,7 @@ def test_a_100_mb_body_is_refused_without_being_buffered(tmp_path: Path) -> None
         peak = status_kib(d.pid, "VmHWM")
         assert peak - rss < 20 * 1024, f"peak RSS grew by {(peak - rss) // 1024} MiB"
         assert status_kib(d.pid, "VmRSS") - rss < 20 * 1024
-        assert not list((tmp_path / "missions").iterdir())  # nothing written
+        assert not mission_files(tmp_path / "missions")  # nothing written
 
         big = httpx.post(d.url + "/api/missions", content=(chunk for _ in range(HUGE // len(chunk))), headers=JSON)
         assert big.status_code == 413  # an ordinary client (sends it all, then reads) gets the answer too
@@ -227,7 +227,7 @@ def test_a_slow_body_is_cut_off_at_the_body_timeout(tmp_path: Path) -> None:
                               f"Content-Length: {HUGE}"))
             sent, answer = drip(sock, body, every=0.25)
             assert status_of(answer) == 413 and answer.count(b"HTTP/1.1") == 1  # then closed, no 408 after it
-        assert not list((tmp_path / "missions").iterdir())
+        assert not mission_files(tmp_path / "missions")
 
 
 # -- caps ---------------------------------------------------------------------------------------------------

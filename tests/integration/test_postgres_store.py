@@ -20,7 +20,7 @@ from polpo.config import StoreSettings, parse_config
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.model.status import GateStatus, MissionStatus, TaskStatus
-from polpo.store import read
+from polpo.store import mission_list, read
 from polpo.store.postgres import PostgresStore
 from polpo.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from polpo.store.protocol import StoreError
@@ -221,7 +221,7 @@ async def test_the_cli_reads_the_same_from_postgresql_as_from_sqlite(postgres_ur
     def snapshot(b: Backend) -> dict[str, Any]:
         con = b.reader()
         try:
-            return {"missions": read.missions(con), "mission": read.mission(con, "m"),
+            return {"missions": mission_list.missions(con), "mission": read.mission(con, "m"),
                     "by_name": read.mission(con, m.name), "tasks": read.tasks(con, "m"),
                     "task": read.task(con, t0.id), "attempts": read.attempts(con, t0.id, full=True),
                     "brief": read.attempts(con, t0.id), "transcript": read.transcript(con, a.id),

@@ -110,7 +110,7 @@ max_retries = 3
     # be the repeat of another's); without the rule: four tries each and a re-run, 24
     assert 3 <= len([r for r in srv.requests if phase(r) == "explore"]) <= 6
     [(status, reason)] = statuses(cfg)
-    assert status == "on_hold" and "retrying cannot help" in reason
+    assert status == "on_hold" and "not tried again by itself" in reason
 
 
 async def test_a_context_overflow_is_never_sent_again_unchanged(tmp_path: Path, srv: FakeLLM) -> None:

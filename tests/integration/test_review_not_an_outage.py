@@ -66,4 +66,4 @@ max_retries = 0
     assert not w.of("assessment:deferred")  # a backoff of an hour would have kept the test waiting
     assert judge.calls["forced"] == 6  # three seats, and the panel's one re-run
     status, reason = sqlite3.connect(cfg.db_path).execute("SELECT status, reason FROM tasks").fetchone()
-    assert status == "on_hold" and "retrying cannot help" in reason
+    assert status == "on_hold" and "not tried again by itself" in reason

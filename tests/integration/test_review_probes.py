@@ -95,6 +95,21 @@ async def test_agreement_on_every_probe_is_one_item(tmp_path: Path) -> None:
     assert evidence_cap(ev) is None
 
 
+async def test_a_probe_only_one_side_raises_on_is_not_counted(tmp_path: Path) -> None:
+    """Derived inputs may be ones the task never promised to take (HumanEval's parse_music on a malformed note
+    string: the canonical solution raises KeyError, a lenient one skips it); that is no disagreement."""
+    strict = CORRECT.replace("    for i, a", "    if threshold < 0.4:\n        raise ValueError(threshold)\n    for i, a")
+    ev, _ = await gather(work(tmp_path, strict), CORRECT)  # the probes change 0.5 and 0.3 one at a time
+    assert [i.passed for i in ev.examples] == [True, False]  # 0.3: a stated example, so that one is a failure
+    ev, _ = await gather(work(tmp_path, CORRECT.replace("    for i, a", "    if threshold >= 1:\n"
+                                                       "        raise ValueError(threshold)\n    for i, a")), CORRECT)
+    assert [i.passed for i in ev.examples] == [True, True]
+    assert not [i for i in ev.items if i.kind == "probe" and i.passed is False], ev.items
+    assert any(i.kind == "note" and "raised an error in one of the two and not the other" in i.label
+               for i in ev.items), ev.items
+    assert evidence_cap(ev) is None
+
+
 async def test_a_reference_that_fails_a_stated_example_is_no_second_opinion(tmp_path: Path) -> None:
     wrong = "def has_close(numbers, threshold):\n    return False\n"
     ev, _ = await gather(work(tmp_path, NEIGHBOURS), wrong)

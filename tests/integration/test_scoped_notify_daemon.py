@@ -107,7 +107,7 @@ async def test_an_unknown_channel_in_a_rule_is_rejected_with_its_path(tmp_path: 
         submit(cfg, "bad.json", doc)
         rejected = await w.wait_event("mission:rejected")
     assert rejected.data["errors"] == [{"path": "$.tasks[0].notifications.rules[0].channels[0]",
-                                        "message": 'no channel named "telegram"; available: audit, global, team'}]
+                                        "message": 'no channel named "telegram"; available: audit, global, team (or add [channels.telegram])'}]
 
 
 async def test_rerun_makes_identical_bytes_start_a_new_run(tmp_path: Path) -> None:

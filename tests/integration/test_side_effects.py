@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -25,7 +26,9 @@ async def test_failure_blocks_until_approved_then_the_fix_runs(tmp_path: Path) -
         await w.wait_for(lambda e: e.event == "task:transition" and e.data["to"] == "awaiting_approval")
         assert "polpo approve" in blocked.data["reason"]
         status = await anyio.to_thread.run_sync(lambda: run_cli("status", "--config", str(cfg.source)))
-        assert "awaiting_approval" in status.stdout
+        # first what waits for a person, with the command that approves it; the task reads "waiting for approval"
+        assert "waiting for you (1):" in status.stdout and "polpo approve mail:1 | polpo cancel mail" in status.stdout
+        assert re.search(r"^  mail:1\s+waiting for approval\s", status.stdout, re.M), status.stdout
         # other work runs meanwhile (the dispatcher goes round many times); the blocked task is not re-run
         submit(cfg, "other.json", mission_json(shell_task("other", "true")))
         await w.wait_event("mission:completed", mission_id="other")

@@ -54,6 +54,11 @@ check_timeout = 30
     return path
 
 
+def mission_files(folder: Path) -> list[Path]:
+    """What is in a missions folder but the daemons' lock file (polpo.missions_lock) and other dot-files."""
+    return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+
+
 def mission_json(*tasks: dict[str, Any], **top: Any) -> str:
     return json.dumps({"name": top.pop("name", "test mission"), **top, "tasks": list(tasks)})
 

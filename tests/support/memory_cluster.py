@@ -60,13 +60,15 @@ class MemoryCluster(SeenEvents):
     events: list[Event] = field(default_factory=list)  # every node's events, in commit order
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
-    async def add(self, name: str, agents: Mapping[str, Any], *, dispatch: bool = True) -> Node:
-        """A node joins: its engine runs tasks it claims (``dispatch``) and follows the others' events."""
+    async def add(self, name: str, agents: Mapping[str, Any], *, dispatch: bool = True,
+                  cfg: Config | None = None) -> Node:
+        """A node joins: its engine runs tasks it claims (``dispatch``) and follows the others' events; ``cfg``: its
+        own config (its own state folder …), else the cluster's."""
+        cfg = cfg or self.cfg
         store = MemoryStore(self.clock, self.db)
         store.node = name
         queue = MemoryClaims(self.db, name, uuid.uuid4().hex[:8], LEASE)
-        engine = Engine(self.cfg, store, self.clock, AgentFactory(self.cfg, self.clock, extra=dict(agents)),
-                        cluster=queue)
+        engine = Engine(cfg, store, self.clock, AgentFactory(cfg, self.clock, extra=dict(agents)), cluster=queue)
         role = engine.cluster
         assert role is not None
         node = Node(name, store, engine, queue)

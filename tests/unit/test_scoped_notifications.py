@@ -93,8 +93,8 @@ def test_unknown_channels_and_events_are_problems_with_paths() -> None:
                                                "event list in docs/reference/events.md)"),
         ("$.notifications.rules[0].events[2]", '"notification:*": notification:* events report deliveries and are '
                                                "never routed (that could loop)"),
-        ("$.notifications.rules[0].channels[1]", 'no channel named "pager"; available: audit, ops'),
-        ("$.tasks[0].notifications.rules[0].channels[1]", 'no channel named "tg"; available: audit, ops'),
+        ("$.notifications.rules[0].channels[1]", 'no channel named "pager"; available: audit, ops (or add [channels.pager])'),
+        ("$.tasks[0].notifications.rules[0].channels[1]", 'no channel named "tg"; available: audit, ops (or add [channels.tg])'),
     ]
     assert [p.path for p in scoped_problems(spec, None)] == ["$.notifications.rules[0].events[1]",
                                                               "$.notifications.rules[0].events[2]"]

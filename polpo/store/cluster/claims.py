@@ -29,8 +29,8 @@ from polpo.store.sql import statement
 __all__ = ["Claim", "ClaimQueue", "DeadClaim"]
 
 _CANDIDATES = ("SELECT task_id, mission_id, agent_key, agent_limit, mission_limit FROM claims "
-               "WHERE node IS NULL AND (home IS NULL OR home = $1) ORDER BY prio DESC, mseq, idx "
-               "LIMIT $2 FOR UPDATE SKIP LOCKED")
+               "WHERE node IS NULL AND (home IS NULL OR home = $1) AND NOT (mission_id = ANY($3::text[])) "
+               "ORDER BY prio DESC, mseq, idx LIMIT $2 FOR UPDATE SKIP LOCKED")
 _HELD_AGENT = "SELECT count(*) FROM claims WHERE node IS NOT NULL AND agent_key = $1"
 _HELD_MISSION = "SELECT count(*) FROM claims WHERE node IS NOT NULL AND mission_id = $1"
 _TAKE = ("UPDATE claims SET node = $1, incarnation = $2, claimed_at = clock_timestamp(), stop = NULL "
@@ -57,11 +57,12 @@ class ClaimQueue:
         self.incarnation = incarnation
         self.lease = lease
         self.fence = fence  # a daemon's: each of its transactions here goes on only while it holds its lease
+        self.skip: set[str] = set()  # missions whose tasks this node does not claim (their workspace is out of reach)
 
     async def claim(self, n: int) -> list[Claim]:
         """Up to ``n`` ready tasks this node may run now (home node, cluster-wide limits), claimed atomically."""
         async with self.pool.acquire() as c, fenced_transaction(c, self.fence):
-            rows = await c.fetch(_CANDIDATES, self.node, n * 4)
+            rows = await c.fetch(_CANDIDATES, self.node, n * 4, sorted(self.skip))
             if not rows:
                 return []
             keys = sorted({k for r in rows for k in limit_keys(r)})

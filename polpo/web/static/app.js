@@ -7,13 +7,16 @@ const $view = document.getElementById("view");
 const $events = document.getElementById("events");
 const $crumbs = document.getElementById("crumbs");
 const $conn = document.getElementById("connection");
+const $attention = document.getElementById("attention");
+const $count = document.getElementById("attention-count");
 const MAX_EVENTS = 300;
 const STREAM_RETRY_MS = 5000;  // the stream's Retry-After when the daemon refuses it
 const GRAPH_MAX_TASKS = 400;
 const TABLE_MAX_ROWS = 2000;
 
-let route = { page: "missions" };
+let route = { page: "missions", params: new URLSearchParams() };
 let refreshTimer = null;
+let waiting = [];  // what waits for a person (GET /api/attention), shown on every page
 
 // ---------------------------------------------------------------------------------------------- helpers
 function el(tag, attrs, ...children) {
@@ -37,7 +40,12 @@ function svg(tag, attrs, ...children) {
   for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   return node;
 }
-const badge = (status) => el("span", { class: `badge s-${status}`, "data-status": status }, status);
+// a state as people read it ("on hold: budget") or a status; the class keeps the colour of its kind
+const badge = (status, state) => el("span", { class: `badge s-${status} s-${(state || status).replace(/[^a-z]+/g, "-")}`,
+  "data-status": status, "data-state": state || status }, state || status);
+// what people read for a running mission or a waiting task: the state of its first waiting item
+const missionState = (m) => (m.status === "running" ? (waiting.find((i) => i.missionId === m.id) || {}).state : undefined);
+const taskState = (t) => t.state || (waiting.find((i) => i.taskId === t.id) || {}).state;
 const fmtScore = (x) => (typeof x === "number" ? x.toFixed(2) : "–");
 const link = (href, text) => el("a", { href }, text);
 const enc = encodeURIComponent;
@@ -64,10 +72,10 @@ async function api(path) {
 
 // Commands (cancel, retry, approve): a same-origin POST with a JSON body, as the API asks of every POST (a page
 // of another origin cannot send one). The daemon's answer stays shown across the re-renders events cause.
-let lastAnswer = null;  // { key, state: "done" | "refused", text }
+let lastAnswer = null;  // { key, state: "done" | "refused", text, label and id of the button that sent it }
 const drafts = new Map();  // a note or reason being typed, by page and field
 
-async function command(path, key, payload = {}) {
+async function command(path, key, payload = {}, label = "", button = null) {
   let state = "refused", text;
   try {
     const r = await fetch(at(path), { method: "POST", credentials: "same-origin", body: JSON.stringify(payload),
@@ -78,41 +86,52 @@ async function command(path, key, payload = {}) {
   } catch (e) {
     text = e.message;
   }
-  lastAnswer = { key, state, text };
+  lastAnswer = { key, state, text, label, button };
   await render();
 }
 
+// An answer stays beside the button that got it; once that button is gone (the task or mission moved on), it is
+// shown apart, as what happened then, never beside buttons it was not an answer to.
 function actions(key, buttons) {
+  const past = lastAnswer && lastAnswer.key === key && !buttons.some((b) => b.id === lastAnswer.button);
   const answer = lastAnswer && lastAnswer.key === key
-    ? el("span", { class: "answer", id: "answer", "data-state": lastAnswer.state }, `${lastAnswer.state}: ${lastAnswer.text}`)
+    ? el("span", { class: `answer${past ? " past" : ""}`, id: "answer", "data-state": lastAnswer.state },
+      `${past && lastAnswer.label ? `${lastAnswer.label} → ` : ""}${lastAnswer.state}: ${lastAnswer.text}`)
     : null;
   if (!buttons.length && !answer) return null;
   // a button may take what a person says (a note, a reason) from a text field of its own: sent as b.field
-  return el("div", { class: "actions" }, buttons.map((b) => {
+  const bar = el("div", { class: "actions" }, buttons.map((b) => {
     const fieldId = `${key}/${b.id}-${b.field}`;  // what was typed survives the re-renders events cause
-    const input = b.field ? el("input", { type: "text", id: `${b.id}-${b.field}`, placeholder: b.placeholder || b.field,
+    const input = b.field ? el("input", { type: b.field === "usd" ? "number" : "text", step: b.field === "usd" ? "any" : null,
+      min: b.field === "usd" ? "0" : null, id: `${b.id}-${b.field}`, placeholder: b.placeholder || b.field,
       value: drafts.get(fieldId) || null, oninput: (ev) => drafts.set(fieldId, ev.target.value) }) : null;
     const button = el("button", { type: "button", id: b.id, onclick: (ev) => {
       if (b.confirm && !window.confirm(b.confirm)) return;
+      if (b.required && input && !input.value.trim()) { input.focus(); input.setCustomValidity("required"); input.reportValidity(); return; }
       ev.target.disabled = true;
       drafts.delete(fieldId);
-      command(b.path, key, { ...(b.body || {}), ...(input && input.value ? { [b.field]: input.value } : {}) });
+      const value = input && input.value ? (b.field === "usd" ? Number(input.value) : input.value) : null;
+      command(b.path, key, { ...(b.body || {}), ...(value !== null ? { [b.field]: value } : {}) }, b.label, b.id);
     } }, b.label);
     return input ? el("span", { class: "said" }, input, button) : button;
-  }), answer);
+  }), past ? null : answer);
+  return past ? el("div", {}, el("p", {}, answer), buttons.length ? bar : null) : bar;
 }
 
 // --------------------------------------------------------------------------------------------- routing
 function parseRoute() {
-  const h = decodeURIComponent(location.hash.replace(/^#\/?/, ""));
+  const raw = location.hash.replace(/^#\/?/, "");
+  const [path, query] = [raw.split("?")[0], raw.split("?").slice(1).join("?")];
+  const h = decodeURIComponent(path);
   if (h.startsWith("mission/")) return { page: "mission", id: h.slice(8) };
   if (h.startsWith("task/")) return { page: "task", id: h.slice(5) };
-  return { page: "missions" };
+  return { page: "missions", params: new URLSearchParams(query || "") };
 }
 
 async function render() {
   route = parseRoute();
   try {
+    await loadAttention();
     if (route.page === "mission") await renderMission(route.id);
     else if (route.page === "task") await renderTask(route.id);
     else await renderMissions();
@@ -120,6 +139,40 @@ async function render() {
   } catch (e) {
     $view.replaceChildren(el("div", { class: "card" }, `Could not load: ${e.message}`));
   }
+  $view.removeAttribute("aria-busy");
+}
+
+// ------------------------------------------------------------------------------------ waiting for you
+// What waits for a person, at the top of every page, with its count in the header: each item says what to do,
+// the command that does it and, where the API has one, the button.
+async function loadAttention() {
+  const { items } = await api("/api/attention");
+  waiting = items;
+  $count.hidden = !items.length;
+  $count.dataset.count = String(items.length);
+  $count.textContent = `${items.length} waiting for you`;
+  const keys = items.map(itemKey);
+  // the answer to a button of an item that is gone since (approved, resumed): what happened, once
+  const gone = lastAnswer && lastAnswer.key.startsWith("waiting/") && !keys.includes(lastAnswer.key)
+    ? el("p", { class: "answer past", id: "answer", "data-state": lastAnswer.state },
+      `${lastAnswer.label} → ${lastAnswer.state}: ${lastAnswer.text}`) : null;
+  $attention.hidden = !items.length && !gone;
+  $attention.replaceChildren(...(items.length ? [el("h2", {}, `Waiting for you (${items.length})`)] : []),
+    ...items.map(waitingItem), ...(gone ? [gone] : []));
+}
+
+const itemKey = (i) => `waiting/${i.kind}/${i.target}`;
+
+function waitingItem(i) {
+  const href = i.taskId ? `#/task/${enc(i.taskId)}` : i.missionId ? `#/mission/${enc(i.missionId)}` : null;
+  const what = i.taskId ? `${i.taskId} · ${i.title}` : i.missionId ? `${i.missionId} · checkpoint ${i.title}` : i.title;
+  const key = itemKey(i);
+  return el("div", { class: "waiting-item", "data-kind": i.kind, "data-target": i.target },
+    el("div", {}, badge(i.kind, i.state), " ", href ? link(href, what) : el("b", {}, what),
+      i.since ? el("span", { class: "muted" }, ` since ${i.since}`) : null),
+    i.detail ? el("div", { class: "muted" }, i.detail) : null,
+    el("div", { class: "todo" }, `${i.todo}: `, ...i.commands.flatMap((c, n) => [n ? " or " : "", el("code", {}, c)])),
+    i.actions.length ? actions(key, i.actions.map((a, n) => ({ ...a, id: `${key}/${n}`.replace(/[^A-Za-z0-9_-]/g, "_") }))) : null);
 }
 
 function crumbs(...parts) {
@@ -127,20 +180,53 @@ function crumbs(...parts) {
 }
 
 // ---------------------------------------------------------------------------------------------- pages
+const PAGE = 200;
+const FILTERS = [["", "all"], ["waiting", "waiting for you"], ["running", "running"], ["completed", "completed"],
+  ["failed", "failed"], ["cancelled", "cancelled"]];
+
+function goMissions(changes) {  // the list's filter, search and page live in the address (back and reload keep them)
+  const p = new URLSearchParams(route.params);
+  for (const [k, v] of Object.entries(changes)) { if (v) p.set(k, v); else p.delete(k); }
+  location.hash = `#/${p.toString() ? `?${p}` : ""}`;
+}
+
 async function renderMissions() {
-  const [{ missions }, { schedules }] = await Promise.all([api("/api/missions"), api("/api/schedules")]);
+  const p = route.params, offset = Number(p.get("offset")) || 0, size = Number(p.get("limit")) || PAGE;
+  const query = new URLSearchParams({ limit: String(size), offset: String(offset) });
+  if (p.get("status")) query.set("status", p.get("status"));
+  if (p.get("q")) query.set("q", p.get("q"));
+  const [{ missions, total }, { schedules }] = await Promise.all([api(`/api/missions?${query}`), api("/api/schedules")]);
   crumbs("missions");
+  const typed = document.activeElement && document.activeElement.id === "search" ? document.activeElement.value : null;
+  const search = el("input", { type: "search", id: "search", placeholder: "search by name or id",
+    value: typed ?? (p.get("q") || null) });
+  let typing = null;
+  search.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(() => goMissions({ q: search.value.trim(), offset: "" }), 300); });
+  const filter = el("select", { id: "filter-status", onchange: (ev) => goMissions({ status: ev.target.value, offset: "" }) },
+    FILTERS.map(([v, label]) => el("option", { value: v, selected: (p.get("status") || "") === v }, label)));
+  const controls = el("div", { class: "filters" }, el("label", {}, "show ", filter), search);
+  const first = total ? offset + 1 : 0, last = Math.min(offset + missions.length, total);
+  const pager = el("div", { class: "pager", id: "pager", "data-total": total, "data-offset": offset },
+    el("button", { type: "button", id: "newer", disabled: offset <= 0,
+      onclick: () => goMissions({ offset: offset - size > 0 ? String(offset - size) : "" }) }, "← newer"),
+    el("span", { class: "muted" }, `${first}–${last} of ${total}, newest first`),
+    el("button", { type: "button", id: "older", disabled: offset + size >= total,
+      onclick: () => goMissions({ offset: String(offset + size) }) }, "older →"));
   const rows = missions.slice().reverse().map((m) =>
     el("tr", { "data-mission-id": m.id, "data-status": m.status },
-      el("td", {}, link(`#/mission/${enc(m.id)}`, m.id)), el("td", {}, m.name), el("td", {}, badge(m.status)),
+      el("td", {}, link(`#/mission/${enc(m.id)}`, m.id)), el("td", {}, m.name), el("td", {}, badge(m.status, m.state)),
       el("td", {}, `${m.done}/${m.total} done` + (m.failed ? `, ${m.failed} failed` : "")),
       el("td", {}, m.createdAt), el("td", {}, elapsed(m.createdAt, m.finishedAt))));
-  $view.replaceChildren(el("h1", {}, "Missions"),
+  const filtered = p.get("status") || p.get("q");
+  $view.replaceChildren(el("h1", {}, "Missions"), controls,
     missions.length ? el("table", { id: "missions" },
-      el("thead", {}, el("tr", {}, ["id", "name", "status", "progress", "started", "elapsed"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["id", "name", "state", "progress", "started", "elapsed"].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows))
-      : el("p", { class: "muted" }, "No mission yet: drop a mission file into the missions folder or POST /api/missions."),
+      : el("p", { class: "muted", id: "no-missions" }, filtered ? "No mission matches."
+        : "No mission yet: drop a mission file into the missions folder or POST /api/missions."),
+    ...(total > size || offset ? [pager] : []),
     ...(schedules.length ? [el("h2", {}, "Schedules"), scheduleTable(schedules)] : []));
+  if (typed !== null) search.focus();  // an event's re-render does not take the search box from the person typing
 }
 
 // A scheduled mission file: its next run, and Pause / Resume / Remove (POST /api/schedules/{id}/{action}).
@@ -168,7 +254,7 @@ async function renderMission(id) {
   const paused = m.status === "running" ? (m.pausedAt || []) : [];
   const reviewing = m.tasks.filter((t) => t.status === "awaiting_review");
   const summary = el("div", { class: "card", id: "mission-summary", "data-status": m.status },
-    el("h1", {}, `${m.name} `, badge(m.status)),
+    el("h1", {}, `${m.name} `, badge(m.status, missionState(m))),
     el("div", { class: "kv" },
       el("span", {}, el("b", {}, "id "), m.id),
       el("span", {}, el("b", {}, "elapsed "), elapsed(m.createdAt, m.finishedAt)),
@@ -192,10 +278,11 @@ async function renderMission(id) {
   if (m.tasks.length <= GRAPH_MAX_TASKS) parts.push(graph(m));
   else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
   parts.push(el("h2", {}, "Tasks"), taskTable(m));
+  if ((m.timeline || []).length) parts.push(el("h2", {}, "Timeline"), timeline(m));
   if ((m.spec.qualityGates || []).length) parts.push(el("h2", {}, "Quality gates"), gateTable(m));
   if (m.spend && (m.spend.total.tokensIn || m.spend.total.tokensOut))
-    parts.push(el("h2", {}, "Spend"), spendChart(m.spend.overTime || []), spendTable(m.spend));
-  $view.replaceChildren(...parts);
+    parts.push(el("h2", {}, "Spend"), spendChart(m.spend.overTime || [], m.createdAt, m.finishedAt), spendTable(m.spend));
+  $view.replaceChildren(...parts.filter(Boolean));
 }
 
 function fmtSpend(s) {
@@ -204,30 +291,74 @@ function fmtSpend(s) {
   return `${usd}${unknown} · ${s.tokensIn} in / ${s.tokensOut} out tokens`;
 }
 
-// The mission's spend over time: the cumulative USD (tokens when no call was priced) after each attempt or
-// review that ended, as a step line; the axis labels are the first and last times and the total.
-function spendChart(points) {
-  if (points.length < 2) return null;
-  const priced = points[points.length - 1].usd > 0;
+// The mission's spend over time: the cumulative USD (tokens when no call was priced) after each attempt or review
+// that ended, as a step line from 0 at the mission's start to its end (or now), a dot at each point; the axis says
+// the start, the end and the total. One point is a step, not a vertical line.
+function spendChart(points, startedAt, finishedAt) {
+  if (!points.length) return null;
+  const last = points[points.length - 1];
+  const priced = last.usd > 0;
   const value = (p) => (priced ? p.usd : p.tokens);
-  const t0 = Date.parse(points[0].at), t1 = Math.max(Date.parse(points[points.length - 1].at), t0 + 1);
-  const top = Math.max(value(points[points.length - 1]), 1e-9);
-  const W = 600, H = 120, x = (p) => ((Date.parse(p.at) - t0) / (t1 - t0)) * (W - 20) + 10;
-  const y = (v) => H - 10 - (v / top) * (H - 20);
-  let d = `M ${x(points[0])} ${y(0)}`;
-  for (const p of points) d += ` V ${y(value(p))} H ${x(p)}`;
-  const ns = "http://www.w3.org/2000/svg", svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  svg.setAttribute("id", "spend-chart");
-  svg.setAttribute("data-points", String(points.length));
-  const path = document.createElementNS(ns, "path");
-  path.setAttribute("d", d);
-  path.setAttribute("fill", "none");
-  path.setAttribute("stroke", "currentColor");
-  svg.append(path);
+  const t0 = Math.min(Date.parse(startedAt || points[0].at), Date.parse(points[0].at));
+  const t1 = Math.max(Date.parse(finishedAt || last.at), Date.parse(last.at), t0 + 1000);
+  const top = Math.max(value(last), 1e-9);
+  const W = 600, H = 140, L = 10, R = 10, T = 12, B = 22;
+  const x = (at) => L + ((Date.parse(at) - t0) / (t1 - t0)) * (W - L - R);
+  const y = (v) => H - B - (v / top) * (H - T - B);
+  let d = `M ${L} ${y(0)}`;
+  for (const p of points) d += ` H ${x(p.at)} V ${y(value(p))}`;
+  d += ` H ${W - R}`;
   const total = priced ? `$${top.toFixed(4)}` : `${top} tokens`;
-  return el("figure", { class: "spend-over-time" }, svg,
-    el("figcaption", { class: "muted" }, `spend over time: ${points[0].at} → ${points[points.length - 1].at}, ${total}`));
+  const chart = svg("svg", { class: "spend", id: "spend-chart", viewBox: `0 0 ${W} ${H}`, "data-points": points.length,
+    role: "img" }, svg("title", {}, `cumulative spend: ${total}`),
+  svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#d9d9d4" }),
+  svg("path", { d, fill: "none", stroke: "#2f6fd6", "stroke-width": 2 }),
+  ...points.map((p) => svg("circle", { cx: x(p.at), cy: y(value(p)), r: 3, fill: "#2f6fd6" },
+    svg("title", {}, `${p.at}: ${priced ? `$${p.usd.toFixed(4)}` : `${p.tokens} tokens`}`))),
+  svg("text", { x: L, y: H - 6 }, new Date(t0).toISOString().slice(11, 19)),
+  svg("text", { x: W - R, y: H - 6, "text-anchor": "end" }, new Date(t1).toISOString().slice(11, 19)),
+  svg("text", { x: L + 2, y: T + 2 }, total));
+  return el("figure", { class: "spend-over-time" }, chart,
+    el("figcaption", { class: "muted" }, `cumulative spend over time: ${total} by ${last.at}`));
+}
+
+// The mission's attempts on a time axis: a row per task, a bar per attempt from its start to its end (or now),
+// coloured by its outcome and labelled with the node that ran it.
+function timeline(m) {
+  const rows = [...new Set(m.timeline.map((a) => a.taskId))];
+  const title = Object.fromEntries(m.tasks.map((t) => [t.id, t.title]));
+  const now = Date.now();
+  const t0 = Math.min(...m.timeline.map((a) => Date.parse(a.startedAt)));
+  const t1 = Math.max(t0 + 1000, ...m.timeline.map((a) => (a.finishedAt ? Date.parse(a.finishedAt) : now)));
+  const W = 900, LABEL = 200, ROW = 22, TOP = 8, AXIS = 22, H = TOP + rows.length * ROW + AXIS;
+  const x = (t) => LABEL + ((t - t0) / (t1 - t0)) * (W - LABEL - 12);
+  const colour = (a) => (a.verdict === "passed" ? "#2e8540" : a.verdict === "failed" ? "#c8322b"
+    : a.status === "interrupted" ? "#777" : a.status === "finished" ? "#7a4cc2" : "#2f6fd6");
+  const outcome = (a) => a.verdict || a.status;
+  const root = svg("svg", { class: "timeline", id: "timeline", viewBox: `0 0 ${W} ${H}`, role: "img",
+    "data-attempts": m.timeline.length }, svg("title", {}, `attempts of ${m.id} over time`));
+  rows.forEach((tid, r) => {
+    const label = `${tid} ${title[tid] || ""}`;
+    root.append(svg("text", { x: 4, y: TOP + r * ROW + 15 }, label.length > 30 ? label.slice(0, 29) + "…" : label));
+  });
+  for (const a of m.timeline) {
+    const r = rows.indexOf(a.taskId), s0 = Date.parse(a.startedAt), s1 = a.finishedAt ? Date.parse(a.finishedAt) : now;
+    const bx = x(s0), bw = Math.max(3, x(s1) - bx);
+    const g = svg("g", { class: "attempt", "data-task-id": a.taskId, "data-attempt": a.number, "data-node": a.node || "",
+      "data-outcome": outcome(a) },
+    svg("rect", { class: "bar", x: bx, y: TOP + r * ROW + 3, width: bw, height: ROW - 6, fill: colour(a) }),
+    svg("title", {}, `${a.taskId} attempt ${a.number} (${a.kind}) by ${a.agent}${a.node ? ` on ${a.node}` : ""}: `
+      + `${outcome(a)}, ${a.startedAt} → ${a.finishedAt || "running"}`));
+    if (bw > 60) g.append(svg("text", { x: bx + 4, y: TOP + r * ROW + 15, fill: "#fff", style: "fill:#fff" },
+      `#${a.number}${a.node ? ` ${a.node}` : ""}`));
+    root.append(g);
+  }
+  const axisY = TOP + rows.length * ROW + 4;
+  root.append(svg("g", { class: "axis" }, svg("line", { x1: LABEL, x2: W - 12, y1: axisY, y2: axisY }),
+    svg("text", { x: LABEL, y: axisY + 14 }, new Date(t0).toISOString().slice(11, 19)),
+    svg("text", { x: W - 12, y: axisY + 14, "text-anchor": "end" }, new Date(t1).toISOString().slice(11, 19)),
+    svg("text", { x: (LABEL + W) / 2, y: axisY + 14, "text-anchor": "middle" }, elapsed(new Date(t0).toISOString(), new Date(t1).toISOString()))));
+  return root;
 }
 
 function spendTable(spend) {
@@ -247,12 +378,12 @@ function spendTable(spend) {
 function taskTable(m) {
   const rows = m.tasks.slice(0, TABLE_MAX_ROWS).map((t) =>
     el("tr", { "data-task-id": t.id, "data-status": t.status },
-      el("td", {}, link(`#/task/${enc(t.id)}`, t.id)), el("td", {}, t.title), el("td", {}, badge(t.status)),
+      el("td", {}, link(`#/task/${enc(t.id)}`, t.id)), el("td", {}, t.title), el("td", {}, badge(t.status, taskState(t))),
       el("td", {}, t.attempts ? `${t.attempts} (${t.attemptKind || t.nextKind})` : "–"),
       el("td", {}, elapsed(t.startedAt, t.finishedAt)), el("td", { class: "score" }, fmtScore(t.score)),
       el("td", { class: "muted" }, t.status !== "done" && t.reason ? t.reason : "")));
   return el("table", { id: "tasks" },
-    el("thead", {}, el("tr", {}, ["task", "title", "status", "attempt", "elapsed", "score", ""].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["task", "title", "state", "attempt", "elapsed", "score", ""].map((h) => el("th", {}, h)))),
     el("tbody", {}, rows),
     m.tasks.length > TABLE_MAX_ROWS ? el("caption", {}, `first ${TABLE_MAX_ROWS} of ${m.tasks.length}`) : null);
 }
@@ -337,29 +468,30 @@ async function renderTask(id) {
   if (!t) { $view.replaceChildren(el("p", {}, `No task ${id}`)); return; }
   crumbs(link("#/", "missions"), link(`#/mission/${enc(t.missionId)}`, t.missionId), t.id);
   const head = el("div", { class: "card", id: "task-summary", "data-status": t.status },
-    el("h1", {}, `${t.title} `, badge(t.status)),
+    el("h1", {}, `${t.title} `, badge(t.status, t.state)),
     el("div", { class: "kv" },
       el("span", {}, el("b", {}, "id "), t.id), el("span", {}, el("b", {}, "agent "), t.agent),
       el("span", {}, el("b", {}, "attempts "), t.attemptCount), el("span", {}, el("b", {}, "retries "), t.retries),
       el("span", {}, el("b", {}, "fixes "), t.totalFixes), el("span", {}, el("b", {}, "score "), fmtScore(t.score)),
       el("span", {}, el("b", {}, "elapsed "), elapsed(t.startedAt, t.finishedAt))),
     t.reason && t.status !== "done" ? el("p", { class: "muted" }, t.reason) : null,
+    whatItDoes(t),
     actions(`task/${t.id}`, [
       ...(t.status === "failed" || t.status === "on_hold"
         ? [{ id: "retry", label: "Retry", path: `/api/tasks/${enc(t.id)}/retry` }] : []),
       ...(t.status === "awaiting_approval"
         ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` },
-           { id: "reject", label: "Reject", field: "reason", placeholder: "reason (required)",
-             path: `/api/tasks/${enc(t.id)}/reject` }] : []),
+           ...(t.waitingFor === "side_effects" ? [] : [{ id: "reject", label: "Reject", field: "reason",
+             placeholder: "reason (required)", required: true, path: `/api/tasks/${enc(t.id)}/reject` }])] : []),
       // the judge could not tell: a person passes the work (done) or fails it (a fix told the reason follows)
       ...(t.status === "awaiting_review"
         ? [{ id: "approve", label: "Approve", field: "note", placeholder: "note (optional)",
              path: `/api/tasks/${enc(t.id)}/approve` },
-           { id: "fail", label: "Fail", field: "reason", placeholder: "reason (required: the next attempt is told)",
+           { id: "fail", label: "Fail", field: "reason", placeholder: "reason (required: the next attempt is told)", required: true,
              path: `/api/tasks/${enc(t.id)}/reject` }] : []),
       ...(t.status === "done" || t.status === "failed"
         ? [{ id: "override", label: t.status === "done" ? "Override: fail it" : "Override: pass it", field: "reason",
-             placeholder: "reason (required)", path: `/api/tasks/${enc(t.id)}/override`,
+             placeholder: "reason (required)", required: true, path: `/api/tasks/${enc(t.id)}/override`,
              body: { passed: t.status !== "done" } }] : [])]),
     t.override ? el("p", { id: "override-note" }, el("b", {}, t.override.judgePassed == null
       ? "reviewed by a person (the judge could not tell) " : "verdict overridden "),
@@ -393,6 +525,17 @@ function reviewWait(t) {
         el("ul", { class: "reasoning" }, (x.scores || []).map((d) => el("li", { "data-dimension": d.dimension },
           el("b", {}, `${d.dimension} ${fmtScore(d.score)}: `), d.reasoning || "–"))));
     }));
+}
+
+// What the task is and who does it: what a person approves (its description, its agent's command or model).
+function whatItDoes(t) {
+  const a = t.agentConfig;
+  const how = !a ? ["agent", `${t.agent} (a team agent of the mission, or one the config no longer has)`]
+    : a.type === "command" ? ["command", (a.command || []).join(" ")]
+    : ["model", `${t.model || a.model || "the config's [defaults] model"}${a.apiBase ? ` at ${a.apiBase}` : ""}`];
+  return el("dl", { class: "what", id: "what" },
+    el("dt", {}, "description"), el("dd", {}, el("pre", { id: "description" }, t.description || "–")),
+    el("dt", {}, `agent ${t.agent}${a ? ` (${a.type})` : ""}: ${how[0]}`), el("dd", {}, el("code", { id: "agent-how" }, how[1])));
 }
 
 function attemptCard(a) {
