@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from polpo.config_hints import keys_at
 from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_dirs
+from polpo.config_tools import McpSettings, QuestionSettings
 from polpo.durations import Duration
 from polpo.origins import format_origin, parse_authority, parse_origin
 from polpo.suggest import Suggester
@@ -72,7 +73,10 @@ class AgentConfig(_Base):
     max_tokens: int = Field(4096, ge=16)  # the most tokens one model reply may generate (bounds runaway output)
     empty_reply_nudges: int = Field(2, ge=0, le=20)  # an empty reply is re-asked this often, then the attempt fails
     context_window: int | None = Field(None, ge=256)  # the model's context in tokens; None: litellm's, if it knows
+    mcp: list[str] = []  # the [mcp.servers] whose tools it gets, as SERVER.TOOL
+    approve_tools: list[str] = []  # tool calls that wait for a person's approval: "git.git_commit", "fs.*", "run_command"
     # both
+    ask_human: bool = False  # it may ask a person: an LLM agent's ask_human tool; a command agent's output that asks
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1)
     ignore_files: list[str] | None = None  # its own state files (kept out of its changes); None: [defaults]'
@@ -276,6 +280,8 @@ class Config(_Base):
     security: SecuritySettings = SecuritySettings()
     store: StoreSettings = StoreSettings()
     http: HttpSettings = HttpSettings()
+    mcp: McpSettings = McpSettings()
+    questions: QuestionSettings = QuestionSettings()
     channels: dict[str, dict[str, Any]] = {}
     notify: dict[str, Any] = {}
     source: Path | None = None  # the file it was read from
@@ -342,6 +348,7 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     problems += [f"{path}: security.team_key_envs: {name} is the key of {owner}; a mission's own endpoint "
                  f"must never receive it (list a variable only missions use)"
                  for owner, name in _configured_keys(cfg) if name in cfg.security.team_key_envs]
+    problems += [f"{path}: {p}" for p in _tool_problems(cfg)]
     if len(cfg.judge.models) > cfg.judge.seats:
         problems.append(f"{path}: judge.models: {len(cfg.judge.models)} models for {cfg.judge.seats} seat(s); "
                         f"list at most one per seat, or raise judge.seats")
@@ -357,6 +364,25 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     if problems:
         raise ConfigError("\n".join(problems))
     return cfg
+
+
+def _tool_problems(cfg: Config) -> list[str]:
+    """What agents' ``mcp`` and ``approve_tools`` name that does not exist (polpo.config_tools)."""
+    suggest, servers, out = Suggester(), sorted(cfg.mcp.servers), []
+    for name, a in cfg.agents.items():
+        if a.type == "command" and (a.mcp or a.approve_tools):
+            out.append(f"agents.{name}: mcp and approve_tools are for LLM agents (a command agent runs its own "
+                       "program)")
+            continue
+        for server in a.mcp:
+            if server not in cfg.mcp.servers:
+                out.append(f"agents.{name}.mcp: no [mcp.servers.{server}]{suggest(server, servers)}")
+        for pattern in a.approve_tools:
+            server, dot, _ = pattern.partition(".")
+            if dot and server not in a.mcp:
+                out.append(f"agents.{name}.approve_tools: {pattern!r} names server {server!r}, which its mcp list "
+                           f"does not have ({', '.join(a.mcp) or 'none'})")
+    return out
 
 
 def _configured_keys(cfg: Config) -> list[tuple[str, str]]:

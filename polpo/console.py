@@ -30,7 +30,8 @@ SHOWN = frozenset(p.NAME for p in (
     E.TaskRetry, E.TaskMaxRetries, E.TaskRecovered, E.TaskError, E.GatePassed, E.GateFailed,
     E.OrchestratorStarted, E.OrchestratorShutdown, E.ThresholdFailed, E.SlaWarning, E.SlaViolated,
     E.EscalationTriggered, E.AssessmentCorrected, E.TaskRetryBlocked, E.NotificationFailed, E.AgentSpawned,
-    E.AssessmentDeferred, E.AssessmentError, E.AgentInterrupted, E.TaskMergeConflict))
+    E.AssessmentDeferred, E.AssessmentError, E.AgentInterrupted, E.TaskMergeConflict, E.QuestionAsked,
+    E.ApprovalRequested))
 #: events it only learns from (scores for done lines, running attempts for the heartbeat)
 FOLLOWED = frozenset(p.NAME for p in (E.AssessmentComplete, E.AgentFinished, E.TaskTransition))
 WANTED = SHOWN | FOLLOWED

@@ -134,6 +134,11 @@ def config_keys() -> str:
         args = typing.get_args(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             out += [f"### `[{section}]`", "", *_model_rows(annotation), ""]
+            for key, sub in annotation.model_fields.items():  # a table of named tables: [mcp.servers.NAME]
+                inner = typing.get_args(sub.annotation)
+                if typing.get_origin(sub.annotation) is dict and isinstance(inner[-1], type) \
+                        and issubclass(inner[-1], BaseModel):
+                    out += [f"### `[{section}.{key}.NAME]`", "", *_model_rows(inner[-1]), ""]
         elif args and isinstance(args[-1], type) and issubclass(args[-1], BaseModel):
             out += [f"### `[{section}.NAME]`", "", *_model_rows(args[-1]), ""]
         else:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from polpo.model.questions import Ask, Clarification, Question
 from polpo.model.status import AttemptKind
 
 __all__ = ["Agent", "AgentRequest", "AgentResult"]
@@ -44,6 +45,15 @@ class AgentRequest:
     """Model override for LLM agents (escalation to a stronger model); None uses the agent's own."""
     expected_outcomes: list[dict[str, Any]] = field(default_factory=list)
     """The task's ``expectedOutcomes`` (camelCase JSON): deliverables to declare; required ones are checked."""
+    clarifications: tuple[Clarification, ...] = ()
+    """Every question of the task answered so far, with its answer."""
+    questions_left: int = 0
+    """Questions this attempt may still ask (``[questions] max_per_task`` less those the task asked)."""
+    resume: Question | None = None
+    """An LLM agent's question (or tool call) that was answered: the conversation goes on from its snapshot."""
+    deliver: Callable[[str | None], Awaitable[None]] | None = None
+    """Records that ``resume`` reached this attempt (with an approved call's result, once it ran), before the
+    conversation goes on: a restart neither delivers it again nor runs the call twice."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,10 @@ class AgentResult:
     provider_error: str | None = None
     """An LLM agent whose own model provider failed (an LLM error kind: connection, timeout, server, rate_limit,
     auth): the attempt is interrupted by the provider, not a failed run of the agent."""
+    asks: Ask | None = None
+    """The agent stopped to ask a person (a question, or a tool call to approve): the task waits for the answer."""
+    mcp: dict[str, dict[str, float]] | None = None
+    """``{server: {calls, errors, seconds}}`` of the attempt's MCP tool calls."""
 
     @property
     def ok(self) -> bool:

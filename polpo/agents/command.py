@@ -2,7 +2,9 @@
 
 The program gets the task three ways: placeholders in its argv (``{title}``, ``{description}``, ``{prompt}``,
 ``{workspace}``, ``{task_id}``, ``{mission_id}``, ``{attempt}``, substituted per argument, never through a shell),
-``POLPO_*`` environment variables, and a JSON document on stdin.
+``POLPO_*`` environment variables, and a JSON document on stdin. An agent with ``ask_human`` that exits 0 with a
+question runs again once it is answered, the answer in its prompt (``[Polpo Clarification]``), in
+``$POLPO_QUESTION`` / ``$POLPO_ANSWER`` and in the document's ``clarifications``.
 
 Its environment is the minimal one (PATH, HOME, locale…: no keys) plus the variables ``[security]
 env_passthrough`` names, the agent's ``env`` and the ``POLPO_*`` ones. Only an agent of the config may set
@@ -119,6 +121,9 @@ stdin (always whole), and the variable says where: ``POLPO_PROMPT_ON_STDIN=1``."
 def _texts(request: AgentRequest) -> dict[str, str]:
     texts = {"POLPO_TASK_TITLE": request.title, "POLPO_TASK_DESCRIPTION": request.description,
              "POLPO_PROMPT": request.prompt, "POLPO_FEEDBACK": request.feedback or ""}
+    if request.clarifications:  # its last question and the answer it waited for (all of them are in the prompt)
+        texts["POLPO_QUESTION"] = request.clarifications[-1].question
+        texts["POLPO_ANSWER"] = request.clarifications[-1].answer
     out = {}
     for name, text in texts.items():
         if len(text.encode("utf-8", "surrogatepass")) <= ENV_TEXT_MAX:
@@ -144,6 +149,8 @@ def agent_stdin(request: AgentRequest) -> bytes:
             "attempt": {"id": request.attempt_id, "number": request.attempt_number, "kind": request.kind},
             "expectations": request.expectations,
             "expectedOutcomes": request.expected_outcomes,
+            "clarifications": [{"question": c.question, "answer": c.answer, "told": c.told}
+                               for c in request.clarifications],
         }
     )
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from polpo.checks.outcomes import describe_outcome
 from polpo.checks.registry import describe_expectation
+from polpo.model.questions import Clarification
 
-PROMPT_DESCRIPTION_MAX = 16 * 1024  # a longer description is not copied into every attempt's row
 OUTCOMES_HOW = ("An LLM agent declares each with its register_outcome tool; a command agent writes one JSON line "
                 'per outcome ({"type": "file|text|url|json", "label": …, "path" or "value": …}) to the file '
                 "named by $POLPO_OUTCOMES. A file outcome whose path exists counts as delivered.")
@@ -23,9 +23,15 @@ def outcomes_block(expected: Sequence[Mapping[str, Any]]) -> str:
     return "Deliver these outcomes (required ones are checked):\n" + "\n".join(lines) + "\n" + OUTCOMES_HOW
 
 
+def clarifications_block(clarifications: Sequence[Clarification]) -> str:
+    """The task's answered questions, as Polpo appends them to the description (empty when there are none)."""
+    return "\n\n".join(f"[Polpo Clarification]\nQ: {c.question}\nA: {c.told}" for c in clarifications)
+
+
 def build_prompt(*, title: str, description: str, mission_name: str, mission_description: str | None,
                  expectations: Sequence[Mapping[str, Any]], kind: str, feedback: str | None,
-                 attempt_label: str = "", expected_outcomes: Sequence[Mapping[str, Any]] = ()) -> str:
+                 attempt_label: str = "", expected_outcomes: Sequence[Mapping[str, Any]] = (),
+                 clarifications: Sequence[Clarification] = ()) -> str:
     parts: list[str] = []
     if kind == "fix":
         parts.append(
@@ -42,6 +48,7 @@ def build_prompt(*, title: str, description: str, mission_name: str, mission_des
         parts.append(feedback or "")
         parts.append("Original task:")
     parts.append(f"# {title}\n\n{description}")
+    parts.append(clarifications_block(clarifications))
     context = f"Mission: {mission_name}"
     if mission_description:
         context += f" — {mission_description}"
@@ -52,10 +59,3 @@ def build_prompt(*, title: str, description: str, mission_name: str, mission_des
     parts.append(outcomes_block(expected_outcomes))
     return "\n\n".join(p for p in parts if p)
 
-
-def stored_prompt(prompt: str, description: str) -> str:
-    """The prompt as the attempt row keeps it: a long description is stored once, in the mission's spec."""
-    if len(description) <= PROMPT_DESCRIPTION_MAX:
-        return prompt
-    return prompt.replace(description, f"[the task's description, {len(description)} characters: see the "
-                                       "mission's spec]", 1)

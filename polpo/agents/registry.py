@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from polpo import __version__
 from polpo.agents.base import Agent, AgentRequest, AgentResult
 from polpo.agents.client_setup import client_from_config
 from polpo.agents.command import CommandAgent
 from polpo.clock import Clock
 from polpo.config import AgentConfig, Config
 from polpo.llm.client import LLMClient, ModelSettings
+from polpo.mcp.pool import McpAgent, McpPool
 from polpo.mission.schema import MissionSpec, TeamAgent
 from polpo.mission.security import config_endpoint, team_endpoint
 
@@ -36,6 +38,7 @@ class AgentSlot:
     model: str | None = None  # LLM agents: the model they run on
     ignore_files: tuple[str, ...] = ()  # its own state files: never its changes, never committed
     isolation: str | None = None  # "worktree" for a team agent with enableGit: its tasks' default
+    asks: bool = False  # it may ask a person (ask_human): a command agent's output that asks waits for an answer
 
 
 class UnavailableAgent:
@@ -62,6 +65,7 @@ class AgentFactory:
         self.cfg = cfg
         self.clock = clock
         self.llm = llm or client_from_config(cfg)
+        self.mcp = McpPool(cfg.mcp.servers, cfg.state_dir, version=__version__)  # the daemon's MCP servers
         self._config_agents: dict[str, AgentSlot] = {
             name: self._build(name, a, limit_key=name) for name, a in cfg.agents.items()
         }
@@ -92,7 +96,7 @@ class AgentFactory:
     def _build(self, name: str, a: AgentConfig, *, limit_key: str, team: bool = False,
                isolation: str | None = None) -> AgentSlot:
         timeout = _secs(a.timeout) or _secs(self.cfg.defaults.agent_timeout)
-        extras: dict[str, Any] = {"isolation": isolation, "ignore_files": tuple(
+        extras: dict[str, Any] = {"isolation": isolation, "asks": a.ask_human, "ignore_files": tuple(
             a.ignore_files if a.ignore_files is not None else self.cfg.defaults.ignore_files)}
         # a mission's own command agent gets the minimal environment only: passthrough is for the config's agents
         passthrough = () if team else (*self.cfg.security.env_passthrough, *a.env_passthrough)
@@ -115,9 +119,13 @@ class AgentFactory:
                                      temperature=a.temperature, max_tokens=a.max_tokens,
                                      context_window=a.context_window,
                                      timeout=self.cfg.llm.request_timeout.total_seconds())
+            from polpo.agents.toolbox import base_tools
+
+            servers = McpAgent(name, a.mcp, self.mcp, taken=base_tools(a.ask_human).names) if a.mcp else None
             agent = LLMAgent(name, settings, client=self.llm, clock=self.clock, max_turns=a.max_turns,
                              system_prompt=a.system_prompt, default_timeout=timeout, role=a.role,
-                             empty_reply_nudges=a.empty_reply_nudges)
+                             empty_reply_nudges=a.empty_reply_nudges, mcp=servers, approve_tools=a.approve_tools,
+                             ask_human=a.ask_human)
             return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, model, **extras)
         return AgentSlot(agent, limit_key, a.max_concurrency, timeout, a.type, **extras)
 

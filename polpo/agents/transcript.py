@@ -7,7 +7,12 @@ An entry is ``{"turn": n, "ts": "…Z", "type": "assistant" | "tool" | "error", 
   ``retries``;
 * ``tool``: ``callId``, ``name``, ``ok``, ``result`` (the text the model saw, cut to :data:`RESULT_CHARS`),
   ``error`` (the failure kind) and ``data`` (the tool's scalar details, e.g. ``path`` and ``created``);
-* ``error``: ``error`` (the message) and ``kind``.
+* ``error``: ``error`` (the message) and ``kind``;
+* ``question``: the agent stopped to ask a person (``kind`` question or tool, ``text``, a tool call's ``arguments``);
+* ``answer``: the conversation goes on with what came back (``questionId``, ``by``, ``text``).
+
+A tool entry's ``name`` is the tool's name for people: an MCP tool's ``SERVER.TOOL`` (its ``data`` has the
+``server`` and the call's ``seconds``), not the name the model was shown.
 
 Every string goes through :func:`polpo.llm.secrets.redact` (plus the session's own secrets, e.g. an API key held in
 a variable whose name does not look secret) before it is stored: transcripts land in the database and in front of
@@ -116,11 +121,12 @@ class Transcript:
     def _call(self, call: ToolCallOut) -> dict[str, Any]:
         return {"id": call.id, "name": self.safe(call.name, 200), "arguments": self.safe(call.arguments, ARGUMENT_CHARS)}
 
-    def tool(self, turn: int, call: ToolCallOut, output: ToolOutput) -> None:
-        """One tool result, as the model received it (cut) plus the tool's scalar details."""
+    def tool(self, turn: int, call: ToolCallOut, output: ToolOutput, name: str | None = None) -> None:
+        """One tool result, as the model received it (cut) plus the tool's scalar details; ``name``: the tool's
+        name for people when it differs from the one the model called."""
         fields: dict[str, Any] = {
             "callId": call.id,
-            "name": self.safe(call.name, 200),
+            "name": self.safe(name or call.name, 200),
             "ok": output.ok,
             "result": self.safe(output.text, RESULT_CHARS),
         }
@@ -145,6 +151,16 @@ class Transcript:
     def error(self, turn: int, message: str, *, kind: str | None = None) -> None:
         """Why the session stopped early (model error, time limit, turn limit)."""
         self._add(turn, "error", error=self.safe(message, TEXT_CHARS), kind=kind)
+
+    def asked(self, turn: int, kind: str, text: str, arguments: Mapping[str, Any] | None = None) -> None:
+        """The agent stopped to ask a person (a question, or a tool call to approve)."""
+        entry = self._add(turn, "question", kind=kind, text=self.safe(text, TEXT_CHARS))
+        if arguments is not None:
+            entry["arguments"] = self.safe(json.dumps(arguments, ensure_ascii=False, default=str), ARGUMENT_CHARS)
+
+    def answered(self, turn: int, question_id: str, by: str | None, text: str) -> None:
+        """The conversation goes on with what came back for the question."""
+        self._add(turn, "answer", questionId=question_id, by=self.safe(by or "", 200), text=self.safe(text, TEXT_CHARS))
 
 
 # ------------------------------------------------------------------------------------------------- reading back
@@ -233,6 +249,12 @@ def _timeline_lines(transcript: Sequence[Mapping[str, Any]]) -> list[str]:
             lines.append(f"turn {turn} · {mark} {entry.get('name')}({args}) → {result}")
         elif kind == "error":
             lines.append(f"turn {turn} · ERROR: {_one_line(str(entry.get('error') or ''), 600)}")
+        elif kind == "question":
+            what = "asked a person" if entry.get("kind") == "question" else "waits for approval of"
+            args = f"({_compact_args(entry['arguments'])})" if entry.get("arguments") else ""
+            lines.append(f"turn {turn} · {what}: {_one_line(str(entry.get('text') or ''), 600)}{args}")
+        elif kind == "answer":
+            lines.append(f"turn {turn} · answer: {_one_line(str(entry.get('text') or ''), 600)}")
     return lines
 
 

@@ -82,6 +82,7 @@ TASK_STATES: dict[tuple[str, str | None], str] = {
     ("awaiting_approval", "side_effects"): "waiting for approval",
     ("awaiting_approval", None): "waiting for approval",
     ("awaiting_review", None): "waiting for review",
+    ("awaiting_answer", None): "waiting for an answer",
     ("on_hold", "budget"): "on hold: budget",
     ("on_hold", "judge"): "on hold: judge",
     ("on_hold", "provider"): "on hold: model provider",

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from polpo.attention.items import Action, Item, Source, task_state
 
-__all__ = ["SOURCES", "approvals", "checkpoints", "on_hold", "rejected_files", "reviews"]
+__all__ = ["SOURCES", "approvals", "checkpoints", "on_hold", "questions", "rejected_files", "reviews"]
 
 
 def _q(ident: str) -> str:
@@ -32,7 +32,13 @@ def approvals(tasks: list[dict[str, Any]]) -> Iterator[Item]:
             continue
         tid, path = t["id"], f"/api/tasks/{_q(t['id'])}"
         approve = Action("Approve", f"{path}/approve", field="note", placeholder="note (optional)")
-        if t.get("waiting_for") == "side_effects":
+        if t.get("waiting_for") == "tool":
+            yield _task_item(t, "approval", f"its agent waits to make a tool call (polpo show {tid} has its "
+                             "arguments): approve the call, or refuse it with a reason the agent is told",
+                             (f"polpo approve {tid}", f"polpo reject {tid} --reason TEXT"),
+                             (approve, Action("Refuse", f"{path}/reject", field="reason", required=True,
+                                              placeholder="reason (required: the agent is told)")))
+        elif t.get("waiting_for") == "side_effects":
             yield _task_item(t, "approval", "its work has side effects: approve its next attempt, or cancel the "
                              "mission", (f"polpo approve {tid}", f"polpo cancel {t['mission_id']}"), (approve,))
         else:
@@ -40,6 +46,19 @@ def approvals(tasks: list[dict[str, Any]]) -> Iterator[Item]:
                              (f"polpo approve {tid}", f"polpo reject {tid} --reason TEXT"),
                              (approve, Action("Reject", f"{path}/reject", field="reason", required=True,
                                               placeholder="reason (required)")))
+
+
+def questions(tasks: list[dict[str, Any]]) -> Iterator[Item]:
+    """Tasks whose agent asked a person a question (``ask_human``, or a command agent's output that asks): the
+    agent goes on with the answer."""
+    for t in tasks:
+        if t["status"] != "awaiting_answer":
+            continue
+        tid = t["id"]
+        yield _task_item(t, "question", "its agent asks a question: answer it and the agent goes on with the answer",
+                         (f'polpo answer {tid} "…"',),
+                         (Action("Answer", f"/api/tasks/{_q(tid)}/answer", field="answer", required=True,
+                                 placeholder="your answer (required)"),))
 
 
 def reviews(tasks: list[dict[str, Any]]) -> Iterator[Item]:
@@ -102,6 +121,7 @@ def rejected_files(sources: list[dict[str, Any]]) -> Iterator[Item]:
 
 
 SOURCES: tuple[Source, ...] = (
+    Source("question", "tasks", questions),
     Source("approval", "tasks", approvals),
     Source("review", "tasks", reviews),
     Source("checkpoint", "checkpoints", checkpoints),

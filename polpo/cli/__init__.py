@@ -17,9 +17,9 @@ __all__ = ["main"]
 COMMANDS = {
     "daemon": "daemon_cmd", "validate": "validate_cmd", "submit": "missions", "status": "inspect_cmds",
     "show": "inspect_cmds", "tail": "tail_cmd", "retry": "control", "cancel": "control", "approve": "control",
-    "resume": "people_cmd", "reject": "people_cmd", "override": "people_cmd", "labels": "labels_cmd",
-    "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd", "rejudge": "rejudge_cmd",
-    "schedules": "schedules_cmd",
+    "resume": "people_cmd", "reject": "people_cmd", "answer": "people_cmd", "override": "people_cmd",
+    "labels": "labels_cmd", "schema": "missions", "metrics": "metrics_cmd", "calibrate": "calibrate_cmd",
+    "rejudge": "rejudge_cmd", "schedules": "schedules_cmd",
 }
 # commands that build pydantic models and start without pydantic's plugin discovery (polpo.cli.pydantic_plugins)
 NO_PYDANTIC_PLUGINS = frozenset({"validate", "submit", "schema"})
@@ -86,6 +86,7 @@ def main() -> None:
                 polpo rejudge TASK|MISSION --judge-config OTHER.toml  (stored work, another judge)
     Act:        polpo retry TASK | cancel MISSION | approve TASK  (retry also releases a task on hold)
     People:     polpo resume MISSION [CHECKPOINT] | reject TASK --reason R | override TASK --pass|--fail
+                polpo answer TASK "TEXT"  (an agent's question)
                 polpo labels export --out FILE  (overrides as labels for calibrate)
     """
 

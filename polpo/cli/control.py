@@ -44,6 +44,7 @@ def cancel(mission_id: str, config_path: str | None) -> None:
 @config_option
 def approve(task_id: str, note: str | None, score: float | None, by: str | None, config_path: str | None) -> None:
     """Let a task waiting for a person go on: one with "approval": "before" starts, one with sideEffects runs
-    its fix or retry, and one awaiting review (the judge could not tell) passes: it is done."""
+    its fix or retry, one whose agent waits to make a tool call (approve_tools) makes it, and one awaiting review
+    (the judge could not tell) passes: it is done."""
     send("approve", "task", task_id, "/api/tasks/{}/approve", config_path,
          args={"note": note, "score": score, "by": who(by)})

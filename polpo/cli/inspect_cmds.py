@@ -21,6 +21,7 @@ from polpo.cli.people_view import (
     paused_note,
     review_note,
 )
+from polpo.cli.questions_view import question_lines, waiting_lines
 from polpo.cli.review_view import assessment_lines
 from polpo.model.spend import usd_text
 
@@ -85,6 +86,8 @@ def _show_task(t: dict[str, Any]) -> None:
         click.echo(f"  escalated to level {t['escalation_level']}")
     if t.get("expectations"):
         click.echo("  expectations corrected by the judge (the mission file's are kept; see --json)")
+    for line in question_lines(t.get("questions") or [], t["status"]):
+        click.echo(line)
     for d in t.get("dimensions") or []:
         names = ", ".join(f"{term(x['name'])} {x['weight']:g}" for x in d["dimensions"])
         click.echo(f"  review #{d['check'] + 1} dimensions ({term(d['source'])}): {names}")
@@ -135,7 +138,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
     from polpo.attention.items import mission_state
     from polpo.attention.read import waiting
     from polpo.daemon_probe import daemon_pid
-    from polpo.store import mission_list, read, spend_read
+    from polpo.store import mission_list, questions_read, read, spend_read
 
     cfg = locate_or_exit(config_path)
     pid = daemon_pid(cfg.state_dir)
@@ -166,6 +169,7 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         m["pausedAt"] = paused_at(read.holds(con, m["id"])) if m["status"] == "running" else []
         m["awaitingReview"] = awaiting_review(m["tasks"])
         m["state"] = mission_state(m["status"], (i for i in items if i.mission_id == m["id"]))
+        m["waiting"] = questions_read.waiting(con, m["id"]) if m["status"] in _LIVE else []  # for a person
     if as_json:
         print_json({"daemon": {"running": pid is not None, "pid": pid, "stateDir": str(cfg.state_dir)},
                     "attention": [i.to_json() for i in items], "missions": ms, "total": total, "truncated": len(ms) < total,
@@ -198,6 +202,8 @@ def status(as_json: bool, show_all: bool, limit: int, config_path: str | None) -
         if show_all or m["status"] in _LIVE:
             for t in m["tasks"]:
                 click.echo(_task_line(t, now))
+        for line in waiting_lines(m["waiting"]):
+            click.echo(line)
 
 
 @click.command()

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from polpo.clock import Clock
 from polpo.command_args import decode
@@ -26,12 +27,14 @@ from polpo.engine.lifecycle import Trigger
 from polpo.engine.overrides import human_score
 from polpo.engine.people import PEOPLE_COMMANDS, People, not_waiting
 from polpo.engine.person_review import VERDICT_COMMANDS, PersonReview, review_commands
+from polpo.engine.questions import Questions
 from polpo.engine.refused import Refused
 from polpo.engine.reopen import reopenable
 from polpo.engine.schedules import SCHEDULE_COMMANDS, Scheduler, ScheduleRefused
 from polpo.engine.spend_book import SpendBook
 from polpo.engine.spend_rules import Limit
 from polpo.events.catalog import MissionCancelled, TaskApproved, TaskRetry, TaskStopRequested
+from polpo.model.questions import QuestionKind
 from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store import claim_writes
@@ -72,7 +75,8 @@ def retry_target(target: str) -> tuple[str, Limit | None]:
 class Commands:
     def __init__(self, cfg: Config, store: Store, clock: Clock, board: MissionBoard, dispatcher: Dispatcher,
                  load: Callable[[str], Awaitable[Mission | None]], admission: Admission | None = None,
-                 schedules: Scheduler | None = None, spend: SpendBook | None = None) -> None:
+                 schedules: Scheduler | None = None, spend: SpendBook | None = None,
+                 questions: Questions | None = None) -> None:
         self.cfg = cfg
         self.schedules = schedules  # pause / resume / remove a schedule
         self.spend = spend  # `polpo retry TASK --budget`: the task's raised budget (polpo.engine.spend_book)
@@ -84,6 +88,7 @@ class Commands:
         self._load = load  # a finished mission, read back into the board (for a retry)
         self.people = People(store, clock, board)  # resume, reject, override: what a person says
         self.reviews = PersonReview(store, clock, board, dispatcher.resume)  # work the judge could not decide
+        self.questions = questions or Questions(cfg, store, clock, board, None)  # answers, tool calls' approvals
 
     async def cancel(self, mid: str, by: str = "user") -> str:
         """Cancel a mission; with several daemons, first take its tasks back from the cluster's queue."""
@@ -277,11 +282,10 @@ class Commands:
                 return "done", await self.cancel(target)
             if kind == "retry":
                 return "done", await self.retry_task(*retry_target(target))
-            if kind == "approve":
-                task_id, args = decode(target)
-                if self.people.waits_before(task_id):  # approval "before" its first attempt
-                    return "done", self.people.approve(task_id, str(args.get("by") or "user"), args.get("note"))
-                return "done", self.approve_task(task_id)
+            if kind in ("approve", "reject", "answer"):
+                said = await self._person(kind, *decode(target))
+                if said is not None:
+                    return "done", said
             if kind == "rerun":
                 return "done", self.rerun_source(target)
             if kind in SCHEDULE_COMMANDS and self.schedules is not None:
@@ -295,8 +299,29 @@ class Commands:
         except (CommandRefused, ScheduleRefused, Refused) as e:
             return "refused", str(e)
 
+    async def _person(self, kind: str, task_id: str, args: dict[str, Any]) -> str | None:
+        """``approve``, ``reject`` and ``answer`` of a task: its agent's question or tool call, its approval
+        "before", or its sideEffects re-run (None: the reject of an approval "before", for :class:`People`)."""
+        by = str(args.get("by") or "user")
+        if kind == "answer":
+            return await self.questions.answer(task_id, str(args.get("answer") or ""), by)
+        call = await self.questions.open_question(task_id, QuestionKind.TOOL)
+        if call is not None:
+            reason = args.get("note") if kind == "approve" else str(args.get("reason") or "refused")
+            return self.questions.decide_tool(task_id, call, kind == "approve", by, reason)
+        if kind == "reject":
+            return None
+        if self.people.waits_before(task_id):  # approval "before" its first attempt
+            return self.people.approve(task_id, by, args.get("note"))
+        return self.approve_task(task_id)
+
     async def run_inbox(self, poll: float = COMMAND_POLL) -> None:
-        """Apply the commands the CLI queued in the store, until cancelled."""
+        """Apply the commands the CLI queued in the store, until cancelled (the timers' slow work, a model that
+        answers for a person, runs in this loop's task group: it ends with the loop, as leadership does)."""
+        async with anyio.create_task_group() as tg:
+            await self._inbox(poll, tg)
+
+    async def _inbox(self, poll: float, tg: TaskGroup) -> None:
         wait = OutageWait("the command inbox", log)
         while True:
             try:
@@ -324,14 +349,16 @@ class Commands:
                     if done.error == OUT_OF_TERM:
                         return  # this node no longer leads: the command stays queued for the next leader
                     raise
-            self._timers()
+            await self._timers(tg)
             await anyio.sleep(poll)
 
-    def _timers(self) -> None:
-        """Delays that expired and approvals that timed out, by the injected clock (the leader's inbox loop)."""
+    async def _timers(self, tg: TaskGroup) -> None:
+        """Delays that expired, approvals and questions that timed out, by the injected clock (the leader's inbox
+        loop)."""
         try:
             now = self.clock.now()
             self.board.holds.tick(now)
             self.people.tick(now)
+            await self.questions.tick(tg)
         except Exception:  # a bug here must not end the inbox; the next poll tries again
-            log.exception("the checkpoint and delay timers failed")
+            log.exception("the checkpoint, delay, approval and question timers failed")

@@ -32,6 +32,7 @@ from polpo.changes.tracker import ChangeTracker
 from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.admission import Admission
+from polpo.engine.answerer import answerer_from_config
 from polpo.engine.board import MissionBoard
 from polpo.engine.cluster_role import ClusterRole
 from polpo.engine.cluster_source import ClaimQueueLike, ClusterSource
@@ -39,6 +40,7 @@ from polpo.engine.commands import Commands
 from polpo.engine.dispatcher import Dispatcher
 from polpo.engine.handles import RunHandle
 from polpo.engine.isolation import Isolation
+from polpo.engine.questions import Questions
 from polpo.engine.recovery import Recovery
 from polpo.engine.runner import TaskRunner
 from polpo.engine.schedules import Scheduler
@@ -91,15 +93,18 @@ class Engine:
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.schedules = Scheduler(store, clock, self.admission, cancel=lambda mid, by: self.commands.cancel(mid, by))
+        # what agents ask of people (polpo.engine.questions): asked by the runner, answered through commands
+        self.questions = Questions(cfg, store, clock, self.board, answerer_from_config(cfg, agents.llm))
         self.commands = Commands(cfg, store, clock, self.board, self.dispatcher,
                                  load=lambda mid: self.recovery.load_mission(mid), admission=self.admission,
-                                 schedules=self.schedules, spend=self.spend)
+                                 schedules=self.schedules, spend=self.spend, questions=self.questions)
         self.sla = SlaKeeper(cfg.sla, store, self.board, self.commands.fail_for_sla)
         self.tracker = ChangeTracker(exclude=(cfg.state_dir,))
         self.isolation = Isolation(cfg, store, forget_root=self.tracker.forget)
         self.board.hooks = _Hooks(self.sla, self.isolation)
         self.assessor = Assessor(cfg, store, clock, agents.llm, workspace_of=self.isolation.workspace_of)
         self.runner = TaskRunner(cfg=cfg, store=store, clock=clock, board=self.board, agents=agents,
+                                 questions=self.questions,
                                  slot_of=self.dispatcher.slot, assessor=self.assessor, tracker=self.tracker,
                                  isolation=self.isolation, spend=self.spend)
         self.recovery = Recovery(cfg=cfg, store=store, clock=clock, board=self.board, admission=self.admission,
@@ -164,6 +169,7 @@ class Engine:
     async def run(self, tg: TaskGroup) -> None:
         tg.start_soon(self.isolation.janitor)
         tg.start_soon(self.spend.keeper)
+        tg.start_soon(self.agents.mcp.run)  # the shared MCP servers (polpo.mcp.pool), until the daemon stops
         await self.dispatcher.run(tg)
 
     async def stop(self, grace: float) -> None:

@@ -45,11 +45,16 @@ class Trigger(StrEnum):
     HUMAN_PASS = "human_pass"
     ASK_REVIEW = "ask_review"
     REVIEWED = "reviewed"
+    ASK = "ask"
+    ASK_TOOL = "ask_tool"
+    ANSWER = "answer"
+    REFUSE = "refuse"
+    UNANSWERED = "unanswered"
 
 
 S = TaskStatus
 T = Trigger
-_OPEN: Final = (S.PENDING, S.ASSIGNED, S.IN_PROGRESS, S.REVIEW, S.AWAITING_APPROVAL, S.ON_HOLD,
+_OPEN: Final = (S.PENDING, S.ASSIGNED, S.IN_PROGRESS, S.REVIEW, S.AWAITING_APPROVAL, S.AWAITING_ANSWER, S.ON_HOLD,
                 S.AWAITING_REVIEW)
 
 STATES: Final = tuple(TaskStatus)
@@ -84,6 +89,13 @@ TRANSITIONS: Final[dict[tuple[TaskStatus, Trigger], TaskStatus]] = {
     (S.REVIEW, T.ASK_REVIEW): S.AWAITING_REVIEW,      # the judge cannot tell: a person passes or fails the work
     (S.AWAITING_REVIEW, T.REVIEWED): S.REVIEW,        # a person's verdict: the assessment completes with it
     (S.ASSIGNED, T.NO_BASELINE): S.FAILED,            # a metric's baseline could not be measured: no agent ran
+    (S.IN_PROGRESS, T.ASK): S.AWAITING_ANSWER,        # the LLM agent called ask_human: its attempt stops there
+    (S.REVIEW, T.ASK): S.AWAITING_ANSWER,             # a command agent's output is a question (before any check)
+    (S.IN_PROGRESS, T.ASK_TOOL): S.AWAITING_APPROVAL,  # a call approve_tools names waits for a person
+    (S.AWAITING_ANSWER, T.ANSWER): S.PENDING,         # `polpo answer TASK TEXT` (or the timeout's policy)
+    (S.AWAITING_APPROVAL, T.REFUSE): S.PENDING,       # a tool call refused: the agent goes on without it
+    (S.AWAITING_ANSWER, T.UNANSWERED): S.FAILED,      # nobody answered in time and [questions] on_timeout = "fail"
+    (S.AWAITING_APPROVAL, T.UNANSWERED): S.FAILED,    # nobody approved a call in time, on_approval_timeout = "fail"
     **{(s, T.CANCEL): S.FAILED for s in _OPEN},
     **{(s, T.SLA_FAIL): S.FAILED for s in _OPEN},
     **{(s, T.INTERNAL_ERROR): S.FAILED for s in _OPEN},  # a bug in polpo while handling the task
@@ -97,6 +109,10 @@ WAITS_FOR: Final[dict[tuple[TaskStatus, Trigger], str]] = {
     (S.REVIEW, T.BUDGET_HOLD): "budget",              # onBudget "hold": raise its budget
     (S.REVIEW, T.OUTAGE): "judge",                    # the judge stayed unreachable: retry its assessment
     (S.IN_PROGRESS, T.OUTAGE): "provider",            # the agent's model stayed unreachable: retry it
+    (S.IN_PROGRESS, T.ASK): "question",               # its agent asked a person: answer it
+    (S.REVIEW, T.ASK): "question",
+    (S.IN_PROGRESS, T.ASK_TOOL): "tool",              # its agent waits to make a call approve_tools names
+    (S.REVIEW, T.ASK_REVIEW): "review",               # the judge could not tell: pass or fail the work
 }
 """What a task waits for from a person after a step (stored as ``tasks.waiting_for``; :mod:`polpo.attention` says
 what to do about each). A step that is not here ends the wait."""

@@ -14,7 +14,7 @@ import anyio
 import orjson
 
 from polpo.agents.base import AgentRequest
-from polpo.agents.prompts import build_prompt, stored_prompt
+from polpo.agents.prompts import build_prompt
 from polpo.agents.registry import AgentFactory, AgentSlot
 from polpo.agents.transcript import tool_log
 from polpo.assessment.feedback import failure_reason, feedback_text
@@ -24,6 +24,7 @@ from polpo.checks.base import CheckOutcome
 from polpo.clock import Clock, iso
 from polpo.config import Config
 from polpo.engine import policy
+from polpo.engine.attempt_inputs import siblings, stored_prompt
 from polpo.engine.baselines import Baselines
 from polpo.engine.board import MissionBoard
 from polpo.engine.budget import budget, escalation, timeout_seconds
@@ -34,6 +35,7 @@ from polpo.engine.isolation import Isolation
 from polpo.engine.lifecycle import Trigger
 from polpo.engine.outage import OutageKeeper
 from polpo.engine.person_review import wait_for_person
+from polpo.engine.questions import Questions
 from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
 from polpo.engine.stops import QualityStops, hold, refusal
 from polpo.events.catalog import (
@@ -57,15 +59,13 @@ from polpo.store.tx import Tx
 from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
 from polpo.tools.proctable import process_start_ticks
 
-__all__ = ["MAX_SIBLINGS", "TaskRunner"]
-
-MAX_SIBLINGS = 50  # other tasks' titles and states an LLM agent is told about
+__all__ = ["TaskRunner"]
 
 
 class TaskRunner:
     def __init__(self, *, cfg: Config, store: Store, clock: Clock, board: MissionBoard, agents: AgentFactory,
                  slot_of: Callable[[Task], AgentSlot], assessor: Assessor, tracker: ChangeTracker,
-                 isolation: Isolation, spend: SpendBook) -> None:
+                 isolation: Isolation, spend: SpendBook, questions: Questions) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -80,6 +80,7 @@ class TaskRunner:
         self.spend = spend  # budgets: every LLM call of a turn is metered (polpo.engine.spend_book)
         self.stops = QualityStops(store, board, spend)  # scores, the plateau, the end of a task over its budget
         self.baselines = Baselines(cfg, store, clock, board)  # metrics' values before a task's first attempt
+        self.questions = questions  # what its agent asks a person, and the answers (polpo.engine.questions)
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         m = self.board.mission_of(task)
@@ -127,9 +128,11 @@ class TaskRunner:
         label = (f" {task.fix_attempts}/{b.max_fix_attempts}" if kind is AttemptKind.FIX
                  else f" {task.retries}/{b.max_retries}" if kind is AttemptKind.RETRY else "")
         outcomes = [o.model_dump(mode="json", by_alias=True, exclude_none=True) for o in task.spec.expected_outcomes]
+        received = await self.questions.for_attempt(task, self.board.attempts.get(task.id))  # answers it waited for
         prompt = build_prompt(title=task.title, description=task.spec.description, mission_name=m.name,
                               mission_description=m.spec.description, expectations=expectations, kind=kind,
-                              feedback=task.feedback, attempt_label=label, expected_outcomes=outcomes)
+                              feedback=task.feedback, attempt_label=label, expected_outcomes=outcomes,
+                              clarifications=received.clarifications)
         attempt = Attempt(id=f"{task.id}/{n}", task_id=task.id, mission_id=m.id, number=n, kind=kind, agent=task.agent,
                           status=AttemptStatus.STARTING, started_at=self.clock.now(), node=self.store.node,
                           prompt=stored_prompt(prompt, task.spec.description), model=task.model or slot.model)
@@ -141,6 +144,10 @@ class TaskRunner:
         await self.store.commit(tx)  # durable before the process exists
         if not await self.baselines.before_agent(m, task, attempt, ws):  # measured once, stored before the agent
             return await self.isolation.release(m, task, slot.ignore_files)  # could not be: the task failed
+        resume = received.resume if slot.kind != "command" else None  # its conversation goes on from the question
+        if received.answered is not None and resume is None:
+            await self.questions.deliverer(received.answered, attempt)(None)  # this run receives the answer
+
         tracking = await self.tracker.open(ws, task.id, ignore=slot.ignore_files)
 
         def on_start(pid: int | None) -> None:
@@ -159,8 +166,10 @@ class TaskRunner:
             kind=kind, title=task.title, description=task.spec.description, prompt=prompt,
             feedback=task.feedback, workspace=ws, timeout=timeout, expectations=expectations,
             env_marker=(ATTEMPT_MARK, attempt_mark(self.cfg.state_dir, attempt.id)), mission_goal=m.spec.description or "",
-            siblings=_siblings(m, task) if slot.kind == "llm" else (),  # O(tasks): only for agents that read it
-            model=task.model, expected_outcomes=outcomes)
+            siblings=siblings(m, task) if slot.kind == "llm" else (),  # O(tasks): only for agents that read it
+            model=task.model, expected_outcomes=outcomes, clarifications=received.clarifications,
+            questions_left=received.questions_left, resume=resume,
+            deliver=self.questions.deliverer(resume, attempt) if resume is not None else None)
         if slot.kind == "llm":
             on_start(None)  # no process of its own: the conversation starts now
         result = await slot.agent.run(request, on_start=on_start)
@@ -199,7 +208,7 @@ class TaskRunner:
                                duration=attempt.duration, timed_out=result.timed_out, error=attempt.error,
                                files_changed=files_count(files), files_note=files.get("note"),
                                model=attempt.model if attempt.tokens else None, tokens_in=attempt.tokens_in,
-                               tokens_out=attempt.tokens_out, cost=attempt.cost), **ids)
+                               tokens_out=attempt.tokens_out, cost=attempt.cost, mcp=result.mcp), **ids)
         if result.timed_out:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
         refused = refusal()
@@ -212,6 +221,10 @@ class TaskRunner:
             await self.outage.agent_interrupted(m, task, attempt, attempt.error or result.provider_error,
                                                 retryable=result.provider_error != "auth")
             return
+        if result.asks is not None:  # it stopped to ask a person: the task waits for the answer
+            self.questions.ask(tx, m, task, attempt, result.asks)
+            self.store.submit(tx)
+            return
         self.outage.clear(task.id)
         self.board.transition(tx, task, Trigger.FINISHED, attempt=n, exit_code=result.exit_code)
         self.store.submit(tx)
@@ -220,6 +233,8 @@ class TaskRunner:
             if task.terminal:  # not when it waits on hold for a larger budget
                 await self.isolation.release(m, task, self.slot_of(task).ignore_files)
             return
+        if slot.asks and await self.questions.from_output(m, task, attempt):
+            return  # its output is a question: it waits for the answer, and runs again with it
         await self._assess_and_decide(m, task, attempt, None)
 
     async def _resume_assessment(self, task: Task, handle: RunHandle) -> None:
@@ -381,14 +396,3 @@ class TaskRunner:
             self.board.transition(tx, task, Trigger.INTERRUPTED,
                                   "daemon shutting down; the attempt runs again on restart")
         self.store.submit(tx)
-
-
-def _siblings(m: Mission, task: Task) -> tuple[tuple[str, str], ...]:
-    """(title, status) of the mission's other tasks for an LLM agent's prompt, at most MAX_SIBLINGS of them."""
-    out = []
-    for t in m.tasks.values():
-        if t.id != task.id:
-            out.append((t.title, str(t.status)))
-            if len(out) >= MAX_SIBLINGS:
-                break
-    return tuple(out)

@@ -244,6 +244,7 @@ class AgentFinished(Payload):
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
+    mcp: dict[str, dict[str, float]] | None = None  # its MCP tool calls: {server: {calls, errors, seconds}}
 
 
 # per-task isolation (polpo.engine.isolation): a task in its own worktree, its work merged or in conflict
@@ -565,13 +566,16 @@ class DelayExpired(Payload):
 
 @_event("approval:requested")
 class ApprovalRequested(Payload):
-    """A task with ``approval: "before"`` waits for a person before its first attempt."""
+    """A task with ``approval: "before"`` waits for a person before its first attempt; or an LLM agent's call of a
+    tool ``approve_tools`` names (``tool``, with its ``arguments``) waits for one before it runs."""
 
     title: str
     approve: str  # the command that approves it
     reject: str  # and the one that rejects it
     timeout_at: str | None = None
     timeout_action: str | None = None
+    tool: str | None = None  # a tool call's name (server.tool)
+    arguments: dict[str, Any] | None = None  # and its arguments
 
 
 @_event("approval:resolved")
@@ -579,6 +583,31 @@ class ApprovalResolved(Payload):
     status: str  # approved | rejected | timeout
     by: str
     reason: str | None = None
+    tool: str | None = None  # a tool call's
+
+
+@_event("question:asked")
+class QuestionAsked(Payload):
+    """An agent asked a person a question (``ask_human``, or a command agent's output); the task waits for the
+    answer, which ``answer`` gives."""
+
+    question: str
+    source: str  # ask_human | output
+    agent: str
+    attempt: int
+    answer: str  # the command that answers it
+    timeout_at: str | None = None
+    on_timeout: str | None = None  # answer (a model) | continue | fail
+
+
+@_event("question:answered")
+class QuestionAnswered(Payload):
+    """The answer the task's next attempt receives."""
+
+    question: str
+    answer: str
+    by: str  # a person, "model:MODEL", or "timeout"
+    source: str  # person | model | timeout
 
 
 @_event("task:verdict:overridden")

@@ -12,6 +12,7 @@ same with or without colour (escape codes come only from here, never from an eve
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -186,6 +187,14 @@ def _budget(d: Data) -> str:
     return f"{who} budget" + (f" of {safe(d.get('period'))}" if d.get("period") else "")
 
 
+def _args(arguments: Any) -> str:
+    """A tool call's arguments on one line, each value cut short."""
+    if not isinstance(arguments, dict):
+        return ""
+    return ", ".join(f"{safe(k)}={safe(json.dumps(v, ensure_ascii=False, default=str)[:80])}"
+                     for k, v in arguments.items())
+
+
 def _spent(d: Data) -> str:
     return f"{_num(d.get('spent'), 'g')} of {_num(d.get('limit'), 'g')} {safe(d.get('measure'))}"
 
@@ -246,10 +255,13 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
     "delay:started": lambda d: f"delay {safe(d.get('delayName'))} started: blocked tasks wait until "
                                f"{safe(d.get('expiresAt'))}",
     "delay:expired": lambda d: f"delay {safe(d.get('delayName'))} expired",
-    "approval:requested": lambda d: f"{safe(d.get('title'))} waits for approval: {safe(d.get('approve'))} "
+    "approval:requested": lambda d: (f"{safe(d.get('tool'))}({_args(d.get('arguments'))})" if d.get("tool")
+                                     else safe(d.get("title"))) + f" waits for approval: {safe(d.get('approve'))} "
                                     f"or {safe(d.get('reject'))}",
-    "approval:resolved": lambda d: f"{safe(d.get('status'))} by {safe(d.get('by'))}"
-                                   + (f": {safe(d['reason'])}" if d.get("reason") else ""),
+    "approval:resolved": lambda d: (f"{safe(d['tool'])} " if d.get("tool") else "") + f"{safe(d.get('status'))} "
+                                   f"by {safe(d.get('by'))}" + (f": {safe(d['reason'])}" if d.get("reason") else ""),
+    "question:asked": lambda d: f"asks a person: {safe(d.get('question'))} — {safe(d.get('answer'))}",
+    "question:answered": lambda d: f"answered by {safe(d.get('by'))}: {safe(d.get('answer'))}",
     "task:verdict:overridden": lambda d: f"verdict overridden to {'pass' if d.get('passed') else 'fail'} by "
                                          f"{safe(d.get('by'))}: {safe(d.get('reason'))}",
     "quality:gate:failed": _gate,
@@ -316,8 +328,9 @@ _WARN = frozenset({"task:fix", "task:retry", "task:retry:blocked", "sla:warning"
                    "budget:exceeded", "escalation:triggered",
                    "mission:cancelled", "task:timeout", "task:recovered", "assessment:corrected", "mission:resumed",
                    "fault:paused", "checkpoint:reached", "approval:requested", "delay:started",
-                   "assessment:needs-person"})
+                   "assessment:needs-person", "question:asked"})
 _OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:approved", "fault:resumed",
+                 "question:answered",
                  "checkpoint:resumed", "delay:expired"})
 _INFO = frozenset({"agent:spawned", "orchestrator:started", "orchestrator:shutdown", "task:running",
                    "assessment:started", "assessment:check:started", "task:created"})

@@ -151,6 +151,10 @@ class Api:
         return await self._said("reject", request, request.path_params["task_id"], read.task, "task",
                                 ("reason", "score"))
 
+    async def answer(self, request: Request) -> Response:
+        """An agent's question answered: ``{"answer": "…"}`` (and ``by``)."""
+        return await self._said("answer", request, request.path_params["task_id"], read.task, "task", ("answer",))
+
     async def override(self, request: Request) -> Response:
         return await self._said("override", request, request.path_params["task_id"], read.task, "task",
                                 ("passed", "reason", "score"))

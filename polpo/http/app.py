@@ -73,6 +73,7 @@ def build_app(ctx: ApiContext, token: str | None) -> Starlette:
         Route("/api/schedules/{schedule_id}/{action}", schedules.act, methods=["POST"]),
         Route("/api/missions/{mission_id}/resume", api.resume, methods=["POST"]),
         Route("/api/tasks/{task_id}/reject", api.reject, methods=["POST"]),
+        Route("/api/tasks/{task_id}/answer", api.answer, methods=["POST"]),
         Route("/api/tasks/{task_id}/override", api.override, methods=["POST"]),
         Route("/api/events", api.events, methods=["GET"]),
         Route("/api/events/stream", stream, methods=["GET"]),

@@ -87,8 +87,8 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
      {200: ("done", _COMMAND), 400: ("a budget that is not a positive number", _ERROR), 404: ("unknown", _ERROR),
       409: ("refused, with the reason", _REFUSED)}),
     ("post", "/api/tasks/{task_id}/approve",
-     "Let a task awaiting approval start or run its fix or retry; pass one awaiting review (optional body: note, "
-     "score 1..5, by)",
+     "Let a task awaiting approval go on (its first run, its fix or retry, or its agent's tool call), or pass one "
+     "awaiting review (optional body: note, score 1..5 for a review, by)",
      [("path", "task_id", "task id")],
      {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("get", "/api/schedules", "Scheduled missions with their next run (docs/how-to/schedules.md)", [],
@@ -101,7 +101,11 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
      [("path", "mission_id", "mission id or name")],
      {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("post", "/api/tasks/{task_id}/reject",
-     "Reject a task awaiting approval before it starts, or fail one awaiting review (body: reason, score 1..5, by)",
+     "Reject a task awaiting approval before it starts, its agent's tool call, or fail one awaiting review (body: "
+     "reason, score 1..5 for a review, by)",
+     [("path", "task_id", "task id")],
+     {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
+    ("post", "/api/tasks/{task_id}/answer", "Answer the question a task's agent asked (body: answer, by)",
      [("path", "task_id", "task id")],
      {200: ("done", _COMMAND), 404: ("unknown", _ERROR), 409: ("refused, with the reason", _REFUSED)}),
     ("post", "/api/tasks/{task_id}/override",

@@ -114,6 +114,7 @@ class Task:
     judge_used: bool = False
     expectations: list[dict[str, Any]] | None = None  # judge-corrected expectations (JSON), else the spec's
     waiting_for: str | None = None  # what it waits for from a person (lifecycle.waiting_for), None when it does not
+    questions: int = 0  # questions asked and tool calls that waited for approval (polpo.model.questions)
     # derived from the mission's tasks and gates, not stored (tuples: most are empty, and () is shared)
     deps: tuple[str, ...] = ()
     dependents: tuple[str, ...] = ()

@@ -17,7 +17,8 @@ class TaskStatus(StrEnum):
     ASSIGNED = "assigned"              # picked by the dispatcher; attempt row written
     IN_PROGRESS = "in_progress"        # the agent runs
     REVIEW = "review"                  # the agent finished; checks run
-    AWAITING_APPROVAL = "awaiting_approval"  # sideEffects: a person must approve a re-run
+    AWAITING_APPROVAL = "awaiting_approval"  # a person must approve: a sideEffects re-run, a first run, a tool call
+    AWAITING_ANSWER = "awaiting_answer"  # its agent asked a person a question (polpo.model.questions)
     ON_HOLD = "on_hold"                # the judge (or the agent's model) stayed unreachable: `polpo retry` resumes
     AWAITING_REVIEW = "awaiting_review"  # the judge cannot tell: a person passes or fails the work
     DONE = "done"

@@ -17,10 +17,10 @@ REJECTED_SHOWN = 100  # the newest rejected files listed
 
 
 def waiting_tasks(con: Conn) -> list[dict[str, Any]]:
-    """Tasks of open missions that wait for a person (awaiting approval or review, on hold)."""
+    """Tasks of open missions that wait for a person (awaiting an answer, approval or review, on hold)."""
     return [dict(r) for r in con.execute(
         "SELECT id, mission_id, title, agent, status, waiting_for, reason, updated_at FROM tasks "
-        f"WHERE mission_id IN ({_OPEN}) AND (waiting_for IS NOT NULL OR status IN ('awaiting_approval', 'awaiting_review', 'on_hold')) "
+        f"WHERE mission_id IN ({_OPEN}) AND (waiting_for IS NOT NULL OR status IN ('awaiting_answer', 'awaiting_approval', 'awaiting_review', 'on_hold')) "
         "ORDER BY updated_at, id")]
 
 

@@ -19,7 +19,7 @@ import orjson
 
 from polpo.clock import iso, parse_iso
 
-__all__ = ["FLAG", "JSON", "PLAIN", "TIME", "TIME_OR_NONE", "Codec", "Col", "Columns", "enum", "loaded_json",
+__all__ = ["FLAG", "FLAG_OR_NONE", "JSON", "PLAIN", "TIME", "TIME_OR_NONE", "Codec", "Col", "Columns", "enum", "loaded_json",
            "loaded_time", "stored_json", "stored_time"]
 
 
@@ -53,6 +53,7 @@ TIME = Codec("iso({})", "parse_iso({})", {"iso": iso, "parse_iso": parse_iso})
 TIME_OR_NONE = Codec("stored_time({})", "loaded_time({})",  # None stays NULL
                      {"stored_time": stored_time, "loaded_time": loaded_time})
 FLAG = Codec("int({})", "bool({})")
+FLAG_OR_NONE = Codec("(None if {0} is None else int({0}))", "(None if {0} is None else bool({0}))")  # None: NULL
 JSON = Codec("stored_json({})", "loaded_json({})",  # None stays NULL
              {"stored_json": stored_json, "loaded_json": loaded_json})
 

@@ -18,6 +18,7 @@ import orjson
 
 from polpo.checks.base import CheckOutcome
 from polpo.events.catalog import Event
+from polpo.model.questions import Question
 from polpo.model.records import Assessment, Mission
 from polpo.model.schedule import Schedule, ScheduleStatus
 from polpo.model.spend import AttemptSpend
@@ -36,7 +37,12 @@ def _of_mission(task_id: Any, mission_id: Any) -> bool:
     return bool(str(task_id).rpartition(":")[0] == mission_id)
 
 
-_OPS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, ">": operator.gt, "of": _of_mission}
+def _before(value: Any, bound: Any) -> bool:
+    """SQL's ``value < bound``: NULL is never less than anything."""
+    return value is not None and bool(value < bound)
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, ">": operator.gt, "<": _before, "of": _of_mission}
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,8 @@ class Select:
 
     table: str
     cols: tuple[str, ...] = ()  # () = every column
-    # ``"column"`` (= ?), ``"column >"`` (> ?) or ``"task_id of"`` (a task of mission ?), the arguments in order
+    # ``"column"`` (= ?), ``"column >"`` (> ?), ``"column <"`` (< ?, NULL never) or ``"task_id of"`` (a task of
+    # mission ?), the arguments in order
     where: tuple[str, ...] = ()
     among: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each ``column IN (constants)``
     order: tuple[str, ...] = ()
@@ -112,6 +119,9 @@ TASK_ASSESSMENTS = Select("assessments", ("attempt_id", "status", "global_score"
 TASK_REVIEW_SPEND = Select("reviews", REVIEW_SPEND.cols, ("task_id",))
 SPEND_OF_DAY = Select("spend", where=("period",))  # the agents' and the daemon's accounts of a UTC day
 SPEND_OF_MISSION = Select("spend", where=("mission_id",))  # a mission's account and its tasks'
+TASK_QUESTIONS = Select("questions", where=("task_id",), order=("asked_at", "id"))
+DUE_QUESTIONS = Select("questions", ("id", "task_id", "mission_id", "kind"), ("expires_at <",),
+                       among=(("status", ("asked",)),), order=("id",))
 EVENTS_AFTER = Select("events", R.EVENTS.cols, ("seq >",), order=("seq",))
 EVENTS_PAGE = Select("events", R.EVENTS.cols, ("seq >",), order=("seq",), limit=True)
 
@@ -212,6 +222,14 @@ class NamedReads:
 
     async def task_baselines(self, task_id: str) -> dict[int, float]:
         return {r["check_idx"]: r["value"] for r in await self._select(BASELINES, task_id)}
+
+    async def task_questions(self, task_id: str) -> list[Question]:
+        """The task's questions and tool calls that waited for approval, oldest first."""
+        return [R.question_from_row(r) for r in await self._select(TASK_QUESTIONS, task_id)]
+
+    async def due_questions(self, now: str) -> list[tuple[str, str, str, str]]:
+        """``(id, task_id, mission_id, kind)`` of the questions still asked whose expiry is before ``now`` (ISO)."""
+        return [(r["id"], r["task_id"], r["mission_id"], r["kind"]) for r in await self._select(DUE_QUESTIONS, now)]
 
     async def queued_commands(self) -> list[CommandRecord]:
         return [CommandRecord(r["id"], r["kind"], r["target"]) for r in await self._select(QUEUED_COMMANDS)]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polpo.store.errors import StoreError
 from polpo.store.fencing import FENCE_FUNCTION
-from polpo.store.schema import SCHEDULES_TABLE
+from polpo.store.schema import QUESTIONS_TABLE, SCHEDULES_TABLE
 
 if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
     from asyncpg import Connection
@@ -345,6 +345,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN waiting_for {T};
     ALTER TABLE sources ADD COLUMN reason {T};
     ALTER TABLE attempts ADD COLUMN node {T};
+    """,
+    # v13: the SQLite schema v14: what agents ask of people (questions, tool calls awaiting approval).
+    QUESTIONS_TABLE.format(T=T, I="BIGINT") + """
+    ALTER TABLE tasks ADD COLUMN questions BIGINT NOT NULL DEFAULT 0;
     """,
 ]
 

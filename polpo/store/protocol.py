@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from polpo.checks.base import CheckOutcome
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
+from polpo.model.questions import Question
 from polpo.model.records import Assessment, Attempt, Mission
 from polpo.model.schedule import Schedule
 from polpo.model.status import SourceOutcome
@@ -151,6 +152,14 @@ class Store(Protocol):
 
     async def task_baselines(self, task_id: str) -> dict[int, float]:
         """Each metric's value before the task's first attempt, by its position in the task's expectations."""
+        ...
+
+    async def task_questions(self, task_id: str) -> list[Question]:
+        """The task's questions and tool calls that waited for approval, oldest first (polpo.model.questions)."""
+        ...
+
+    async def due_questions(self, now: str) -> list[tuple[str, str, str, str]]:
+        """``(id, task_id, mission_id, kind)`` of the questions still asked whose expiry is before ``now`` (ISO)."""
         ...
 
     async def queued_commands(self) -> list[CommandRecord]: ...

@@ -20,6 +20,7 @@ from polpo.checks.base import CheckOutcome
 from polpo.clock import iso, parse_iso
 from polpo.model.doc import MissionDoc
 from polpo.model.holds import HoldKind, HoldState, HoldStatus
+from polpo.model.questions import Question, QuestionKind, QuestionStatus
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.schedule import Schedule, ScheduleStatus
 from polpo.model.spend import AttemptSpend
@@ -33,6 +34,7 @@ from polpo.model.status import (
 )
 from polpo.store.columns import (
     FLAG,
+    FLAG_OR_NONE,
     JSON,
     TIME,
     TIME_OR_NONE,
@@ -77,7 +79,7 @@ TASK_COLUMNS = Columns(
     "fix_attempts", "total_fixes", "interruptions", Col("next_kind", enum(AttemptKind)), "feedback",
     Col("updated_at", TIME), Col("started_at", TIME_OR_NONE), Col("finished_at", TIME_OR_NONE), "score",
     "escalation_level", "model", Col("judge_used", FLAG), Col("expectations", JSON),
-    "waiting_for")
+    "waiting_for", "questions")
 """A task's columns, declared once (:mod:`polpo.store.columns`): :data:`TASKS`, :func:`task_row`, task_from_row."""
 TASKS = Table("tasks", TASK_COLUMNS.names, ("id",), ("mission_id", "idx"))
 ATTEMPTS = Table("attempts", ("id", "task_id", "mission_id", "number", "kind", "agent", "status", "pid", "pid_ticks",
@@ -96,6 +98,15 @@ HOLDS = Table("holds", ("mission_id", "kind", "name", "status", "at", "expires_a
               ("mission_id", "kind", "name"))
 OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "judge_passed", "judge_score", "attempt_id",
                                 "reason", "by_person", "created_at"), ("task_id",))
+QUESTION_COLUMNS = Columns(
+    "id", "task_id", "mission_id", "attempt_id", Col("kind", enum(QuestionKind)), "source", "text",
+    Col("arguments", JSON), Col("snapshot", JSON), Col("status", enum(QuestionStatus)), Col("asked_at", TIME),
+    Col("expires_at", TIME_OR_NONE), "answer", Col("approved", FLAG_OR_NONE), "answered_by",
+    Col("answered_at", TIME_OR_NONE), "delivered_in", "result")
+"""What agents ask of people (polpo.model.questions): the table's names, question_row and question_from_row."""
+QUESTIONS = Table("questions", QUESTION_COLUMNS.names, ("id",),
+                  ("task_id", "mission_id", "attempt_id", "kind", "source", "text", "arguments", "snapshot",
+                   "asked_at"))  # the snapshot (a conversation) is written once
 SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at", "reason"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
 REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
@@ -114,7 +125,8 @@ COMMANDS_DONE = Table("commands", ("id", "status", "result", "handled_at"), ("id
 EVENTS = Table("events", ("seq", "ts", "event", "mission_id", "task_id", "data", "node"), ("seq",))
 
 UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHECKS, GATES, SOURCES, TRANSCRIPTS,
-                                    REVIEWS, DIMENSIONS, BASELINES, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES)
+                                    REVIEWS, DIMENSIONS, BASELINES, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES,
+                                    QUESTIONS)
 
 
 # --------------------------------------------------------------------------------------------- to rows
@@ -210,6 +222,10 @@ def schedule_from_row(r: Mapping[str, Any]) -> Schedule:
                     timezone=r["timezone"], status=ScheduleStatus(r["status"]), anchor=parse_iso(r["anchor"]),
                     updated_at=parse_iso(r["updated_at"]), cursor=loaded_time(r["cursor_at"]), queued=r["queued"],
                     last_run=r["last_run"])
+
+
+question_row: Callable[[Question], Row] = QUESTION_COLUMNS.to_row()
+question_from_row: Callable[[Mapping[str, Any]], Question] = QUESTION_COLUMNS.from_row(Question)
 
 
 def hold_row(mission_id: str, h: HoldState) -> Row:

@@ -23,6 +23,32 @@ SCHEDULES_TABLE = """
     );
 """  # shared with the PostgreSQL migration (polpo.store.postgres_schema)
 
+QUESTIONS_TABLE = """
+    CREATE TABLE questions (
+        id           {T} PRIMARY KEY,         -- the asking attempt's id + "/q"
+        task_id      {T} NOT NULL,
+        mission_id   {T} NOT NULL,
+        attempt_id   {T} NOT NULL,            -- the attempt that asked
+        kind         {T} NOT NULL,            -- question | tool (a call awaiting approval)
+        source       {T} NOT NULL,            -- ask_human | output (a command agent's) | tool
+        text         {T} NOT NULL,            -- the question, or a tool call's name
+        arguments    {T},                     -- a tool call's arguments (JSON)
+        snapshot     {T},                     -- an LLM agent's conversation up to the call (JSON)
+        status       {T} NOT NULL,            -- asked | answered | delivered | withdrawn
+        asked_at     {T} NOT NULL,
+        expires_at   {T},
+        answer       {T},                     -- the answer, or a refused call's reason
+        approved     {I},                     -- a tool call: 1 approved, 0 refused
+        answered_by  {T},                     -- a person, "model:MODEL" or "timeout"
+        answered_at  {T},
+        delivered_in {T},                     -- the attempt that received it
+        result       {T}                      -- an approved call's result, once it ran
+    );
+    CREATE INDEX questions_task ON questions(task_id);
+    CREATE INDEX questions_status ON questions(status);
+"""
+"""What agents ask of people (polpo.model.questions), the same on SQLite and PostgreSQL (``T`` text, ``I`` integer)."""
+
 MIGRATIONS: list[str] = [
     # v1: the foundation.
     """
@@ -316,6 +342,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN waiting_for TEXT;
     ALTER TABLE sources ADD COLUMN reason TEXT;
     ALTER TABLE attempts ADD COLUMN node TEXT;               -- the node that ran it (the mission's timeline)
+    """,
+    # v14: what agents ask of people (polpo.model.questions): questions and tool calls awaiting approval, each with
+    # what the agent needs to go on and what came back; a task counts its questions (Polpo's questionRounds).
+    QUESTIONS_TABLE.format(T="TEXT", I="INTEGER") + """
+    ALTER TABLE tasks ADD COLUMN questions INTEGER NOT NULL DEFAULT 0;
     """,
 ]
 

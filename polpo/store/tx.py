@@ -15,6 +15,7 @@ from polpo.checks.base import CheckOutcome
 from polpo.clock import iso
 from polpo.events.catalog import Event, Payload
 from polpo.model.holds import HoldState
+from polpo.model.questions import Question
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.schedule import Schedule
 from polpo.model.status import GateStatus, SourceOutcome
@@ -92,6 +93,11 @@ class Tx:
 
     def hold(self, mission_id: str, h: HoldState) -> Tx:
         self.ops.append((R.HOLDS, R.hold_row(mission_id, h)))
+        return self
+
+    def question(self, q: Question) -> Tx:
+        """A question or a tool call awaiting approval (polpo.model.questions), in its current state."""
+        self.ops.append((R.QUESTIONS, R.question_row(q)))
         return self
 
     def override(self, row: R.Row) -> Tx:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from polpo.store import mission_list, read, rejudge_rows, spend_read
+from polpo.store import mission_list, questions_read, read, rejudge_rows, spend_read
 from polpo.store.read import Conn
 
 __all__ = ["camel", "mission_view", "missions_view", "quality", "task_view"]
@@ -33,6 +33,7 @@ def task_view(con: Conn, ident: str, *, full: bool) -> dict[str, Any] | None:
     t["baselines"] = _baselines(con, t["id"])
     t["override"] = read.override(con, t["id"])
     t["rejudgements"] = rejudge_rows.rejudgements(con, t["id"])
+    t["questions"] = questions_read.task_questions(con, t["id"])  # what its agent asked a person, and the answers
     return t
 
 
@@ -60,6 +61,7 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
     m["quality"] = quality({**m, "tasks": tasks})
     m["spend"] = spend_read.spend(con, [m["id"]])[m["id"]]
     m["timeline"] = read.timeline(con, m["id"])
+    m["waiting"] = questions_read.waiting(con, m["id"])  # questions and tool calls waiting for a person
     if camel_case:
         m = camel(m)
     m["tasks"] = tasks
@@ -91,7 +93,7 @@ def quality(m: dict[str, Any]) -> dict[str, Any]:
 
 _WORD = re.compile(r"_([a-z0-9])")
 _NESTED = frozenset({"tasks", "gates", "holds", "attempts", "assessments", "checks", "override", "rejudgements",
-                     "timeline"})
+                     "timeline", "questions", "waiting"})
 
 
 @lru_cache(maxsize=512)

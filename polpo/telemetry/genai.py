@@ -3,7 +3,9 @@
 Made from the attempt's stored transcript once ``agent:finished`` is written (as the reviewer spans are made from
 their stored traces): one ``chat {model}`` span per model answer, with ``gen_ai.usage.input_tokens`` /
 ``output_tokens``, ``gen_ai.provider.name`` and the price (``polpo.cost_usd``, absent when unknown), and one
-``execute_tool {name}`` span per tool call, children of the attempt span. The attribute names come from the
+``execute_tool {name}`` span per tool call, children of the attempt span; an MCP server's tool call (``git.status``)
+also carries ``mcp.method.name`` (``tools/call``), ``gen_ai.tool.type`` ``extension`` and the server's name
+(``polpo.mcp.server``), and a question to a person its own ``polpo.question`` span. The attribute names come from the
 ``opentelemetry-semantic-conventions`` package, so they follow the conventions as that package names them.
 A transcript entry's ``ts`` is when it was recorded (the call's end); a model call lasts its ``duration``, a tool
 call runs from the previous entry to its own.
@@ -16,6 +18,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv._incubating.attributes import mcp_attributes as mcp
 from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
@@ -65,9 +68,16 @@ def agent_call_spans(tracer: Tracer, parent: Span, turns: Sequence[Mapping[str, 
             span = tracer.start_span(f"{EXECUTE_TOOL} {name}", context=ctx, start_time=start, attributes={
                 gen_ai.GEN_AI_OPERATION_NAME: EXECUTE_TOOL, gen_ai.GEN_AI_TOOL_NAME: name,
                 gen_ai.GEN_AI_TOOL_CALL_ID: str(entry.get("callId") or "")})
+            server = (entry.get("data") or {}).get("server")
+            if isinstance(server, str):
+                span.set_attributes({mcp.MCP_METHOD_NAME: "tools/call", "polpo.mcp.server": server,
+                                     gen_ai.GEN_AI_TOOL_TYPE: "extension"})
             if not entry.get("ok"):
                 span.set_attribute(error_attributes.ERROR_TYPE, str(entry.get("error") or "error"))
                 span.set_status(Status(StatusCode.ERROR, str(entry.get("error") or "error")[:200]))
+        elif kind == "question":
+            span = tracer.start_span("polpo.question", context=ctx, start_time=end, attributes={
+                "polpo.question.kind": str(entry.get("kind") or ""), "polpo.question.text": str(entry.get("text"))})
         else:
             previous_end = end
             continue

@@ -94,6 +94,16 @@ class Metrics:
         self.notify_failed = Counter("polpo_notification_failures", "Notifications that could not be delivered",
                                      ["channel"], registry=r)
         self.notify_sent = Counter("polpo_notifications_sent", "Notifications delivered", ["channel"], registry=r)
+        self.mcp_calls = Counter("polpo_mcp_calls", "LLM agents' MCP tool calls, by server and outcome (ok | error)",
+                                 ["server", "outcome"], registry=r)
+        self.mcp_seconds = Counter("polpo_mcp_call_seconds", "Time in LLM agents' MCP tool calls, by server",
+                                   ["server"], registry=r)
+        self.questions = Counter("polpo_questions", "Questions agents asked a person, by source (ask_human | "
+                                 "output: a command agent's)", ["source"], registry=r)
+        self.answers = Counter("polpo_answers", "Answers to agents' questions, by who gave them (person | model | "
+                               "timeout)", ["source"], registry=r)
+        self.tool_approvals = Counter("polpo_tool_approvals", "Tool calls that waited for a person (approve_tools), "
+                                      "by how it ended (approved | rejected | timeout)", ["status"], registry=r)
         self.follow = Follow()
         self._event_counters: dict[str, Any] = {}  # name -> its labelled child: labels() costs more than inc()
         self.review_queue = ReviewQueue(reviews, self._reviews)
@@ -133,6 +143,14 @@ class Metrics:
         elif name == "agent:finished":
             if d.get("model") is not None:
                 self._spend(str(d["model"]), "agent", d)
+            for server, c in (d.get("mcp") or {}).items():
+                self._mcp(str(server), c)
+        elif name == "question:asked":
+            self.questions.labels(str(d.get("source"))).inc()
+        elif name == "question:answered":
+            self.answers.labels(str(d.get("source"))).inc()
+        elif name == "approval:resolved" and d.get("tool"):
+            self.tool_approvals.labels(str(d.get("status"))).inc()
         elif (name == "assessment:judged" and not d.get("skipped")) or name == "assessment:corrected":
             if ev.task_id is not None:
                 self.review_queue.put(ev.task_id, JUDGE_CHECK)
@@ -155,6 +173,15 @@ class Metrics:
                 self.llm_tokens.labels(model, kind, role).inc(d[key])
         if isinstance(d.get("cost"), int | float):
             self.llm_cost.labels(model, role).inc(d["cost"])
+
+    def _mcp(self, server: str, c: Mapping[str, Any]) -> None:
+        calls, errors = int(c.get("calls") or 0), int(c.get("errors") or 0)
+        if calls - errors > 0:
+            self.mcp_calls.labels(server, "ok").inc(calls - errors)
+        if errors:
+            self.mcp_calls.labels(server, "error").inc(errors)
+        if isinstance(c.get("seconds"), int | float):
+            self.mcp_seconds.labels(server).inc(c["seconds"])
 
     def _reviews(self, task_id: str, check_idx: int, traces: list[dict[str, Any]]) -> None:
         for t in traces:

@@ -37,7 +37,7 @@ from polpo.clock import Clock
 from polpo.tools.proctable import kill_group, terminate_group
 
 __all__ = ["MINIMAL_ENV_KEYS", "RUNNING", "WATCH", "GroupWatch", "ProcResult", "kill_running", "minimal_env",
-           "run_process"]
+           "run_process", "spawn_error"]
 
 RUNNING: set[int] = set()
 """Pids of the programs run_process started and has not seen reaped (the orphan sweep never touches them)."""
@@ -166,7 +166,8 @@ def _printable(text: str) -> str:
     return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _spawn_error(argv: Sequence[str], cwd: Path, exc: OSError) -> str:
+def spawn_error(argv: Sequence[str], cwd: Path, exc: OSError) -> str:
+    """Why ``argv`` could not be started in ``cwd``, as a person reads it (the program, or the folder)."""
     program = argv[0]
     filename = exc.filename
     cwd_failed = filename is not None and os.fsdecode(filename) == os.fspath(cwd)
@@ -254,7 +255,7 @@ async def run_process(
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
-        return _not_started(_spawn_error(args, cwd, exc), clock.monotonic() - start,
+        return _not_started(spawn_error(args, cwd, exc), clock.monotonic() - start,
                             permanent=exc.errno == errno.E2BIG)
     except ValueError as exc:  # a NUL byte or a lone surrogate in argv, env or cwd: nothing can be started
         return _not_started(f"cannot start {_printable(args[0])}: {_printable(str(exc))}", clock.monotonic() - start,

@@ -282,15 +282,34 @@ class ToolRegistry:
     ) -> ToolOutput:
         """Run tool ``name`` with the model's ``arguments`` (JSON text or a mapping); never raises but for
         cancellation: every failure is an ``ok=False`` output with ``data["tool"] == name``."""
+        bound = self.bound(name, arguments)
+        if isinstance(bound, ToolOutput):
+            return bound
+        return await self.run(ctx, *bound)
+
+    def bound(self, name: str, arguments: str | Mapping[str, Any] | None) -> tuple[Tool[Any], ToolArgs] | ToolOutput:
+        """The tool and its bound arguments, or the failed output that says why not (unknown tool, bad
+        arguments): a caller may look at a call before it runs (an approval)."""
         tool = self._tools.get(name)
         if tool is None:
             return fail(
                 f"unknown tool {name!r}; available tools: {', '.join(self._tools)}", "unknown_tool", tool=name
             )
         try:
-            output = await tool.handler(ctx, bind(tool, arguments))
+            return tool, bind(tool, arguments)
+        except ToolError as exc:
+            return _named(error_output(name, exc), name)
+
+    async def run(self, ctx: ToolContext, tool: Tool[Any], args: ToolArgs) -> ToolOutput:
+        """Run a bound call; every failure is an ``ok=False`` output naming the tool."""
+        try:
+            output = await tool.handler(ctx, args)
         except Exception as exc:  # ToolError/SandboxError/OSError keep their kind; anything else is "internal"
-            output = error_output(name, exc)
-        if not output.ok and "tool" not in output.data:
-            output = ToolOutput(ok=False, text=output.text, data={**output.data, "tool": name})
-        return output
+            output = error_output(tool.name, exc)
+        return _named(output, tool.name)
+
+
+def _named(output: ToolOutput, name: str) -> ToolOutput:
+    if not output.ok and "tool" not in output.data:
+        return ToolOutput(ok=False, text=output.text, data={**output.data, "tool": name})
+    return output

@@ -43,6 +43,11 @@ type = "llm"
 model = "openai/docs-model"
 api_base = "http://127.0.0.1:9/v1"
 
+[agents.asker]
+type = "command"
+command = ["bash", "-c", "{description}"]
+ask_human = true
+
 [channels.ops]
 type = "file"
 path = "ops-notifications.jsonl"

@@ -45,8 +45,10 @@ PROVIDERS_JUDGE = ("docs/how-to/providers.md", ".venv/bin/python scripts/fake_ll
 TUTORIAL_AGENT = ("docs/tutorial/llm-agent.md", ".venv/bin/python scripts/fake_llm_server.py")
 TUTORIAL_JUDGE = ("docs/tutorial/judged-task.md", ".venv/bin/python scripts/fake_llm_server.py")
 HTTP_CURL = ("docs/reference/http-api.md", "export POLPO_HTTP_TOKEN=")
+QUESTION_SUBMIT = ("docs/how-to/questions.md", ".venv/bin/polpo submit ask.json")
+QUESTION_ANSWER = ("docs/how-to/questions.md", ".venv/bin/polpo status")
 RUNS = (README_WATCH, TUTORIAL_SUBMIT, TEMPLATE_SUBMIT, CALIBRATE, PROVIDERS_JUDGE, TUTORIAL_AGENT, TUTORIAL_JUDGE,
-        HTTP_CURL)
+        HTTP_CURL, QUESTION_SUBMIT, QUESTION_ANSWER)
 
 MODEL_PORT = 8766  # the docs' scripted model server (scripts/fake_llm_server.py)
 API_PORT = 8765  # the docs' HTTP API examples
@@ -273,3 +275,32 @@ def test_http_api_curl_examples_against_a_daemon_with_a_token(tmp_path: Path) ->
     events = [json.loads(line[len("data: "):]) for line in stream.splitlines() if line.startswith("data: ")]
     assert events and {e["missionId"] for e in events} == {"calc"}, ran
     assert events[0]["event"] == "mission:accepted", ran
+
+
+# -- questions -------------------------------------------------------------------------------------------------
+
+def test_a_command_agents_question_is_asked_shown_and_answered_as_the_page_says(tmp_path: Path) -> None:
+    """The page's config block joins the quick start's config, its mission is saved as ask.json; the submit block
+    runs, the question is asked; the status-and-answer block shows it and answers it; the task runs again with
+    the answer in $POLPO_ANSWER and completes."""
+    submit = block(QUESTION_SUBMIT)
+    root = sandbox(tmp_path, "config")
+    (root / "missions").mkdir()
+    with open(root / "config" / "polpo.toml", "a") as f:
+        f.write("\n" + neighbour(submit, "toml", after=False).body)  # "In config/polpo.toml"
+    (root / "ask.json").write_text(neighbour(submit, "json", after=False).body)  # "Save this as ask.json"
+    with daemon_in(root, env=block_env()):
+        ran = run_block(submit.body, root, env=block_env())
+        assert ran.status == 0 and "accepted: mission ask" in ran.out, ran
+        wait_events(root / ".polpo", lambda es: any(e["event"] == "question:asked" for e in es), timeout=60)
+        answered = run_block(block(QUESTION_ANSWER).body, root, env=block_env())
+        assert answered.status == 0, answered
+        assert "ask:1 asks: Which database should I use, PostgreSQL or SQLite?" in answered.out, answered
+        assert 'polpo answer ask:1 "…"' in answered.out, answered
+        assert "answered ask:1: its agent goes on with the answer" in answered.out, answered
+        evs = wait_events(root / ".polpo", lambda es: any(e["event"] == "mission:completed" for e in es),
+                          timeout=60)
+    assert [e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"] == ["completed"]
+    assert (root / ".polpo" / "workspaces" / "ask" / "database.txt").read_text() == "PostgreSQL\n"
+    said = next(e["data"] for e in evs if e["event"] == "question:answered")
+    assert (said["by"], said["answer"]) == ("you", "PostgreSQL")

@@ -305,3 +305,40 @@ async def test_a_loaded_mission_carries_the_spend_its_rows_record(backend: Backe
     assert spend["total"] == {"tokensIn": 1970, "tokensOut": 197, "usd": 0.875, "costUnknown": ["local"]}
     assert {p: t["usd"] for p, t in spend["byPhase"].items()} == {"agent": 0.25, "review": 0.5, "fixes": 0.125,
                                                                   "retries": 0.0}
+
+
+async def test_questions_are_stored_updated_and_read_back_and_only_asked_ones_fall_due(backend: Backend) -> None:
+    from datetime import timedelta
+
+    from polpo.clock import iso
+    from polpo.model.questions import Question, QuestionKind, QuestionStatus
+
+    store = await backend.open()
+    m1 = mission("m1", 1)
+    t1 = task(m1, 0, TaskStatus.AWAITING_ANSWER, questions=2)
+    snapshot = {"messages": [{"role": "user", "content": "go"}], "pending": [], "turn": 3, "outcomes": []}
+    asked = Question("m1:1/2/q", t1.id, "m1", "m1:1/2", QuestionKind.QUESTION, "ask_human", "Which port?",
+                     T0 + timedelta(seconds=5), snapshot=snapshot, expires_at=T0 + timedelta(seconds=60))
+    tool = Question("m1:1/1/q", t1.id, "m1", "m1:1/1", QuestionKind.TOOL, "tool", "git.git_commit", T0,
+                    arguments={"message": "v1"}, expires_at=T0 + timedelta(seconds=30), approved=False,
+                    status=QuestionStatus.ANSWERED, answer="no", answered_by="bob", answered_at=T0)
+    async with writing(store):
+        await store.commit(store.tx().mission(m1).task(t1).question(tool).question(asked))
+        asked.status, asked.answer, asked.delivered_in, asked.result = QuestionStatus.DELIVERED, "8080", "m1:1/3", "r"
+        asked.snapshot = {"changed": True}  # insert-only: the conversation is written once
+        await store.commit(store.tx().question(asked))
+        both = await store.task_questions(t1.id)
+        assert [(q.id, q.kind, q.status, q.approved) for q in both] == [
+            ("m1:1/1/q", QuestionKind.TOOL, QuestionStatus.ANSWERED, False),
+            ("m1:1/2/q", QuestionKind.QUESTION, QuestionStatus.DELIVERED, None)]
+        assert both[0].arguments == {"message": "v1"} and both[0].expires_at == T0 + timedelta(seconds=30)
+        assert (both[1].answer, both[1].delivered_in, both[1].result, both[1].snapshot) == ("8080", "m1:1/3", "r",
+                                                                                            snapshot)
+        loaded = await store.load_mission("m1")
+        assert loaded is not None and loaded.mission.tasks[t1.id].questions == 2
+        later = Question("m1:1/4/q", t1.id, "m1", "m1:1/4", QuestionKind.QUESTION, "output", "Which db?", T0,
+                         expires_at=T0 + timedelta(seconds=10))
+        await store.commit(store.tx().question(later))
+        assert await store.due_questions(iso(T0 + timedelta(seconds=11))) == [
+            ("m1:1/4/q", t1.id, "m1", "question")]  # answered and delivered ones never fall due
+        assert await store.due_questions(iso(T0 + timedelta(seconds=9))) == []

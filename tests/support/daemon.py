@@ -57,6 +57,24 @@ check_timeout = 30
 def mission_files(folder: Path) -> list[Path]:
     """What is in a missions folder but the daemons' lock file (polpo.missions_lock) and other dot-files."""
     return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+def llm_agent(base_url: str, *keys: str, name: str = "coder", key_env: str = "POLPO_TEST_FAKE_LLM_KEY") -> str:
+    """An ``[agents.NAME]`` LLM agent whose provider is the tests' FakeLLM at ``base_url``, with more ``keys``
+    (``"ask_human = true"``…) and ``[llm] max_retries = 0``; its time limit leaves room for a loaded machine's
+    first start of an MCP server."""
+    lines = "\n".join(keys)
+    return f"""
+[agents.{name}]
+type = "llm"
+model = "openai/fake-model"
+api_base = "{base_url}"
+api_key_env = "{key_env}"
+max_turns = 10
+timeout = 120
+{lines}
+
+[llm]
+max_retries = 0
+"""
 
 
 def mission_json(*tasks: dict[str, Any], **top: Any) -> str:

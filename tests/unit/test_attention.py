@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from polpo.attention.items import Source, gather, mission_state, task_state
-from polpo.attention.sources import SOURCES, approvals, checkpoints, on_hold, rejected_files, reviews
+from polpo.attention.sources import (
+    SOURCES,
+    approvals,
+    checkpoints,
+    on_hold,
+    questions,
+    rejected_files,
+    reviews,
+)
 from polpo.engine.lifecycle import WAITS_FOR, Trigger, waiting_for
 from polpo.model.status import TaskStatus
 
@@ -26,6 +34,19 @@ def test_side_effects_are_approved_or_the_mission_cancelled_never_rejected() -> 
     [item] = approvals([task("m:3", "awaiting_approval", "side_effects")])
     assert item.commands == ("polpo approve m:3", "polpo cancel m")
     assert [a.label for a in item.actions] == ["Approve"]
+
+
+def test_an_agents_question_is_answered_and_its_tool_call_approved_or_refused() -> None:
+    [asked] = questions([task("m:1", "awaiting_answer", "question"), task("m:2", "awaiting_approval", "tool")])
+    assert (asked.kind, asked.state, asked.commands) == ("question", "waiting for an answer", ('polpo answer m:1 "…"',))
+    assert [(a.label, a.path, a.field, a.required) for a in asked.actions] == [
+        ("Answer", "/api/tasks/m%3A1/answer", "answer", True)]
+    [call] = approvals([task("m:2", "awaiting_approval", "tool")])
+    assert "tool call" in call.todo and call.commands == ("polpo approve m:2", "polpo reject m:2 --reason TEXT")
+    assert [a.label for a in call.actions] == ["Approve", "Refuse"]
+    assert waiting_for(TaskStatus.IN_PROGRESS, Trigger.ASK) == "question"
+    assert waiting_for(TaskStatus.IN_PROGRESS, Trigger.ASK_TOOL) == "tool"
+    assert waiting_for(TaskStatus.REVIEW, Trigger.ASK_REVIEW) == "review"
 
 
 def test_work_the_judge_could_not_tell_is_passed_or_failed_by_a_person() -> None:
@@ -108,7 +129,7 @@ def test_what_a_task_waits_for_follows_its_step_and_ends_with_the_next() -> None
     from polpo.engine.lifecycle import next_state
 
     for (state, trigger), why in WAITS_FOR.items():  # every wait is a step into a state a person must act on
-        assert next_state(state, trigger) in (S.AWAITING_APPROVAL, S.ON_HOLD), why
+        assert next_state(state, trigger) in (S.AWAITING_APPROVAL, S.AWAITING_ANSWER, S.AWAITING_REVIEW, S.ON_HOLD), why
 
 
 def test_validate_warns_of_a_review_without_a_judge_and_a_channel_not_configured_yet() -> None:

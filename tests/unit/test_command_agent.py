@@ -210,6 +210,7 @@ async def test_json_request_on_stdin(tmp_path: Path) -> None:
         "attempt": {"id": "att-42", "number": 2, "kind": "fix"},
         "expectations": [{"type": "file_exists", "paths": ["hello.txt"]}],
         "expectedOutcomes": [],
+        "clarifications": [],
     }
 
 

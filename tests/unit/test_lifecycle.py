@@ -59,6 +59,17 @@ EXPECTED = {
     ("in_progress", "internal_error"): "failed",
     ("review", "internal_error"): "failed",
     ("awaiting_approval", "internal_error"): "failed",
+    # an agent that asks a person (polpo.model.questions)
+    ("in_progress", "ask"): "awaiting_answer",  # ask_human: the attempt stops at the question
+    ("review", "ask"): "awaiting_answer",  # a command agent's output is a question
+    ("in_progress", "ask_tool"): "awaiting_approval",  # a call approve_tools names
+    ("awaiting_answer", "answer"): "pending",
+    ("awaiting_approval", "refuse"): "pending",  # the call refused: the agent goes on without it
+    ("awaiting_answer", "unanswered"): "failed",
+    ("awaiting_approval", "unanswered"): "failed",
+    ("awaiting_answer", "cancel"): "failed",
+    ("awaiting_answer", "sla_fail"): "failed",
+    ("awaiting_answer", "internal_error"): "failed",
 }
 
 

@@ -275,6 +275,10 @@ async function renderMission(id) {
       { id: "cancel", label: "Cancel mission",
         path: `/api/missions/${enc(m.id)}/cancel`, confirm: `Cancel mission ${m.id}? Its running agents are stopped.` }] : []));
   const parts = [summary];
+  if ((m.waiting || []).length) parts.push(el("h2", {}, "Waiting for a person"), el("ul", { id: "waiting" },
+    m.waiting.map((q) => el("li", { "data-task-id": q.taskId, "data-kind": q.kind },
+      link(`#/task/${enc(q.taskId)}`, q.taskId), " ",
+      q.kind === "question" ? `asks: ${q.text}` : `waits for approval of ${q.text}`))));
   if (m.tasks.length <= GRAPH_MAX_TASKS) parts.push(graph(m));
   else parts.push(el("p", { class: "muted" }, `${m.tasks.length} tasks: the graph is drawn up to ${GRAPH_MAX_TASKS}.`));
   parts.push(el("h2", {}, "Tasks"), taskTable(m));
@@ -444,7 +448,7 @@ function graph(m) {
       "data-from": from, "data-to": to }));
   }
   const colour = (s) => getComputedStyle(document.documentElement).getPropertyValue(
-    `--${{ assigned: "running", in_progress: "running", awaiting_approval: "waiting", awaiting_review: "waiting",
+    `--${{ assigned: "running", in_progress: "running", awaiting_approval: "waiting", awaiting_review: "waiting", awaiting_answer: "waiting",
       passed: "done" }[s] || s}`).trim() || "#999";
   nodes.forEach((n) => {
     const status = n.kind === "task" ? n.task.status : n.status;
@@ -476,9 +480,13 @@ async function renderTask(id) {
       el("span", {}, el("b", {}, "elapsed "), elapsed(t.startedAt, t.finishedAt))),
     t.reason && t.status !== "done" ? el("p", { class: "muted" }, t.reason) : null,
     whatItDoes(t),
+    waitingFor(t),
     actions(`task/${t.id}`, [
       ...(t.status === "failed" || t.status === "on_hold"
         ? [{ id: "retry", label: "Retry", path: `/api/tasks/${enc(t.id)}/retry` }] : []),
+      ...(t.status === "awaiting_answer"
+        ? [{ id: "reply", label: "Answer", field: "answer", placeholder: "your answer (required)",
+             path: `/api/tasks/${enc(t.id)}/answer` }] : []),
       ...(t.status === "awaiting_approval"
         ? [{ id: "approve", label: "Approve", path: `/api/tasks/${enc(t.id)}/approve` },
            ...(t.waitingFor === "side_effects" ? [] : [{ id: "reject", label: "Reject", field: "reason",
@@ -497,7 +505,8 @@ async function renderTask(id) {
       ? "reviewed by a person (the judge could not tell) " : "verdict overridden "),
       `to ${t.override.passed ? "pass" : "fail"} by ${t.override.byPerson}: ${t.override.reason}`) : null);
   const waiting = t.status === "awaiting_review" ? reviewWait(t) : null;
-  $view.replaceChildren(head, ...(waiting ? [waiting] : []), ...t.attempts.slice().reverse().map(attemptCard));
+  $view.replaceChildren(head, ...(waiting ? [waiting] : []), ...questionList(t.questions || []),
+    ...t.attempts.slice().reverse().map(attemptCard));
 }
 
 // A task awaiting review: what a person needs to decide — why the judge could not tell, the panel's score, the
@@ -536,6 +545,30 @@ function whatItDoes(t) {
   return el("dl", { class: "what", id: "what" },
     el("dt", {}, "description"), el("dd", {}, el("pre", { id: "description" }, t.description || "–")),
     el("dt", {}, `agent ${t.agent}${a ? ` (${a.type})` : ""}: ${how[0]}`), el("dd", {}, el("code", { id: "agent-how" }, how[1])));
+}
+
+// What the task's agent waits for from a person: its question, or the tool call (with its arguments) to approve.
+function waitingFor(t) {
+  const open = (t.questions || []).filter((q) => q.status === "asked");
+  const q = open[open.length - 1];
+  if (!q || !["awaiting_answer", "awaiting_approval"].includes(t.status)) return null;
+  if (q.kind === "question")
+    return el("div", { class: "waiting", id: "question", "data-question": q.id },
+      el("b", {}, "The agent asks: "), q.text, el("div", { class: "muted" }, `until ${q.expiresAt || "–"}`));
+  return el("div", { class: "waiting", id: "tool-call", "data-question": q.id },
+    el("b", {}, "The agent waits for approval to call "), el("code", {}, q.text),
+    el("pre", {}, JSON.stringify(q.arguments || {}, null, 2)), el("div", { class: "muted" }, `until ${q.expiresAt || "–"}`));
+}
+
+function questionList(questions) {
+  const done = questions.filter((q) => q.status !== "asked");
+  if (!done.length) return [];
+  return [el("h2", {}, "Questions and approvals"), el("ul", { id: "questions" }, done.map((q) =>
+    el("li", { "data-question": q.id, "data-kind": q.kind },
+      q.kind === "question" ? [el("b", {}, "Q: "), q.text, el("br"), el("b", {}, "A: "), q.answer || "",
+        el("span", { class: "muted" }, ` — ${q.answeredBy}`)]
+        : [el("code", {}, q.text), ` ${q.approved ? "approved" : "refused"} by ${q.answeredBy}`,
+           q.answer ? `: ${q.answer}` : ""])))];
 }
 
 function attemptCard(a) {
@@ -616,6 +649,9 @@ function describe(ev) {
     case "assessment:complete": return `${d.passed ? "passed" : "failed"}${d.globalScore != null ? ` (score ${fmtScore(d.globalScore)})` : ""}`;
     case "agent:spawned": return `attempt ${d.attempt} (${d.kind}) by ${d.agentName}`;
     case "task:fix": case "task:retry": return `attempt ${d.attempt}${d.check ? ` after ${d.check} failed` : ""}`;
+    case "question:asked": return `asks: ${d.question}`;
+    case "question:answered": return `answered by ${d.by}: ${d.answer}`;
+    case "approval:requested": return d.tool ? `waits for approval of ${d.tool}` : `${d.title} waits for approval`;
     default: return "";
   }
 }
