@@ -44,10 +44,10 @@ async def test_spend_and_its_flags_are_read_back_after_a_restart(backend: Backen
         await store.commit(store.tx().mission(mission()))  # an open mission: its accounts are loaded at start
         spend = book(store, clock)
         meter = spend.meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
-        ticket = meter.admit("openai/fake-model", lambda: (100, 200))
+        ticket = await meter.admit("openai/fake-model", lambda: (100, 200))
         meter.record(ticket, "openai/fake-model", 120, 80, None)
         with pytest.raises(Exception, match="cannot fit the next call"):
-            meter.admit("openai/fake-model", lambda: (100, 201))  # 200 spent + 301 > 500 tokens
+            await meter.admit("openai/fake-model", lambda: (100, 201))  # 200 spent + 301 > 500 tokens
         spend.raise_task("m:2", "m", Limit(0.5, None))  # `polpo retry m:2 --budget 0.5`
         await store.flush()
     store = await backend.open()
@@ -138,3 +138,35 @@ async def test_polpo_retry_budget_queues_the_raised_budget_in_the_inbox(tmp_path
     bad = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(
         retry, ["m:1", "--budget", "-1", "--config", str(path)]))
     assert bad.exit_code != 0 and "--budget" in bad.output
+
+
+async def test_a_calls_estimate_is_stored_before_the_call_and_a_crash_leaves_it_counted(backend: Backend) -> None:
+    """A call that a budget applies to: its estimate is in the rows when ``admit`` returns (before the request is
+    sent); its reply settles it to what it used. A daemon that died between a reply and its settlement leaves the
+    estimate counted, and the next daemon's budget counts it."""
+    if backend.kind == "memory":
+        pytest.skip("nothing survives a memory store")
+    clock = backend.clock
+    assert isinstance(clock, FakeClock)
+    store = await backend.open()
+    async with writing(store):
+        await store.commit(store.tx().mission(mission()))
+        meter = book(store, clock).meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+        ticket = await meter.admit("openai/fake-model", lambda: (30, 100))
+        [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+        assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (30, 100, 1)  # durable before the call
+        meter.record(ticket, "openai/fake-model", 20, 40, None)  # the reply: settled to what it used
+        await store.flush()
+        [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+        assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (20, 40, 1)
+        await meter.admit("openai/fake-model", lambda: (50, 200))  # served; the daemon dies before the reply is told
+    store = await backend.open()
+    async with writing(store):
+        again = book(store, clock)
+        await again.load()
+        task = again.spend_of("task", "m:1")
+        assert (task.tokens, task.calls) == (310, 2)  # the unsettled call at its estimate: pessimistic
+        assert again.spend_of("daemon", "", "2026-01-01").tokens == 310
+        meter = await again.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+        with pytest.raises(Exception, match="cannot fit the next call"):
+            await meter.admit("openai/fake-model", lambda: (50, 150))  # 310 + 200 > 500 tokens
