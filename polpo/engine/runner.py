@@ -6,6 +6,7 @@ result before any check runs (a restart resumes the checks, never the agent), an
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,7 @@ from polpo.engine.lifecycle import Trigger
 from polpo.engine.outage import OutageKeeper
 from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
 from polpo.engine.stops import QualityStops, hold, refusal
+from polpo.engine.workspace_faults import WorkspaceFaults
 from polpo.events.catalog import (
     AgentFinished,
     AgentSpawned,
@@ -81,6 +83,7 @@ class TaskRunner:
         self.faults = FaultNotes(store, clock)  # passing faults of the environment (polpo.fsfaults)
         self.spend = spend  # budgets: every LLM call of a turn is metered (polpo.engine.spend_book)
         self.stops = QualityStops(store, board, spend)  # scores, the plateau, the end of a task over its budget
+        self.space = WorkspaceFaults(store, board, self.faults)  # an agent failed by a full or read-only disk
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         m = self.board.mission_of(task)
@@ -204,8 +207,9 @@ class TaskRunner:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
         refused = refusal()
         if refused is not None and refused in DAILY:  # a daily budget: the attempt waits for the next day
-            self.stops.interrupted(tx, task, attempt)
-            return
+            return self.stops.interrupted(tx, task, attempt)
+        if not (attempt.agent_ok or handle.stop_reason) and (code := await self.space.blamed(ws)) is not None:
+            return await self.space.wait_out(tx, task, attempt, ws, code)  # a full disk: not the agent's fault
         if result.provider_error is not None:  # the model provider failed, not the agent: see engine/outage.py
             attempt.status = AttemptStatus.INTERRUPTED
             self.store.submit(tx.attempt(attempt))
@@ -391,10 +395,5 @@ def _stored_prompt(prompt: str, description: str) -> str:
 
 def _siblings(m: Mission, task: Task) -> tuple[tuple[str, str], ...]:
     """(title, status) of the mission's other tasks for an LLM agent's prompt, at most MAX_SIBLINGS of them."""
-    out = []
-    for t in m.tasks.values():
-        if t.id != task.id:
-            out.append((t.title, str(t.status)))
-            if len(out) >= MAX_SIBLINGS:
-                break
-    return tuple(out)
+    others = ((t.title, str(t.status)) for t in m.tasks.values() if t.id != task.id)
+    return tuple(itertools.islice(others, MAX_SIBLINGS))

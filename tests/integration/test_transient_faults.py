@@ -135,6 +135,35 @@ def test_a_full_workspaces_disk_holds_the_mission_until_space_is_freed(tmp_path:
         assert _named(evs, "fault:resumed", work="intake")
 
 
+def test_an_agent_failed_by_its_full_workspace_waits_for_space_and_runs_again_without_a_retry(
+        tmp_path: Path, mnt: Mounts) -> None:
+    """The agent's own write fails with ENOSPC (its output says so, as any program's could); the workspace's file
+    system, asked right after, refuses a new file too: the attempt is interrupted, not failed, and the task runs
+    again once space is freed — no retry or fix used, the task done."""
+    cfg = load(write_config(tmp_path))
+    marker, go = tmp_path / "ran.log", tmp_path / "go"
+    workspaces = cfg.state_dir / "workspaces"
+    mnt.tmpfs(workspaces, size_kb=64, inodes=16)
+    script = f'echo "$POLPO_TASK_ID" >> "{marker}"; while [ ! -f "{go}" ]; do sleep 0.05; done; echo data > out.txt'
+    with daemon_process(_config(cfg)) as proc:
+        _started(proc, cfg.state_dir)
+        submit(cfg, "job.json", mission_json(shell_task("write", script, expectations=[
+            {"type": "file_exists", "path": "out.txt"}])))
+        wait_events(cfg.state_dir, _has("agent:spawned"))
+        filler = mnt.fill(workspaces)
+        go.touch()
+        evs = wait_events(cfg.state_dir, _has("fault:paused", work="task agent"))
+        assert "ENOSPC" in _named(evs, "fault:paused", work="task agent")[0]["data"]["error"]
+        interrupted = _named(evs, "task:transition", to="pending", trigger="interrupted")
+        assert interrupted and "refused writes" in interrupted[0]["data"]["reason"]
+        mnt.free(filler)
+        evs = wait_events(cfg.state_dir, _has("mission:completed"))
+    assert _named(evs, "mission:completed")[0]["data"]["outcome"] == "completed"
+    assert _named(evs, "fault:resumed", work="task agent")
+    assert _runs(marker) == ["job:1", "job:1"]  # it ran again after the space came back
+    assert not [e for e in evs if e["event"] in ("task:retry", "task:fix", "task:max-retries")]
+
+
 def test_an_event_log_on_a_full_disk_catches_up_with_the_store_without_a_lost_or_doubled_line(
         tmp_path: Path, mnt: Mounts) -> None:
     cfg = load(write_config(tmp_path))
