@@ -63,6 +63,11 @@ class PgProxy:
             await self._server.wait_closed()
 
     async def _handle(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+        # a handler cancelled when the proxy closes returns quietly (asyncio logs an error for a cancelled one)
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve(c_reader, c_writer)
+
+    async def _serve(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         self._streams.add(c_writer)
         await self._flowing.wait()  # a connection made during a cut never reaches the server
         try:
