@@ -190,6 +190,7 @@ async def http_floor(srv: FakeLLM, bodies: list[Mapping[str, Any]], seconds: flo
 async def budget_store(kind: str) -> AsyncIterator[Any]:
     """A store of ``kind`` (memory, sqlite: a file in a temp folder, postgres: a private server), written to."""
     from polpo.clock import FakeClock
+    from tests.support.stores import writing
 
     clock = FakeClock()
     with contextlib.ExitStack() as stack:
@@ -206,14 +207,8 @@ async def budget_store(kind: str) -> AsyncIterator[Any]:
             from tests.support.postgres import running_cluster
             pg = stack.enter_context(running_cluster())
             store = await PostgresStore.open(StoreSettings(url=pg.url(pg.create_database("budget"))), clock=clock)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(store.run_writer)
-            try:
-                yield store
-            finally:
-                await store.flush()
-                tg.cancel_scope.cancel()
-        await store.close()
+        async with writing(store):
+            yield store
 
 
 @contextlib.asynccontextmanager

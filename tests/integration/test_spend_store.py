@@ -20,6 +20,7 @@ from polpo.engine.spend_rules import Limit
 from polpo.mission.schema import MissionSpec
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.store import spend_writes
+from polpo.store.core import StoreCore
 from polpo.store.sqlite import SqliteStore
 from tests.support.stores import Backend, mission, task, writing
 
@@ -29,17 +30,21 @@ SPEC = MissionSpec.model_validate({"settings": {"budget": {"usd": 1.0}},
                                    "tasks": [{"title": "t", "description": "d", "budget": {"tokens": 500}}]})
 
 
+async def reopened(backend: Backend) -> tuple[StoreCore, FakeClock]:
+    """A store that outlives its daemon (not the memory one), opened; and its clock."""
+    if backend.kind == "memory":
+        pytest.skip("nothing survives a memory store (its reads are in tests/integration/test_budgets.py)")
+    assert isinstance(backend.clock, FakeClock)
+    return await backend.open(), backend.clock
+
+
 def book(store: object, clock: FakeClock) -> SpendBook:
     cfg = Config.model_validate({"budget": {"daily_tokens": 10_000}})
     return SpendBook(cfg, store, clock)  # type: ignore[arg-type]
 
 
 async def test_spend_and_its_flags_are_read_back_after_a_restart(backend: Backend) -> None:
-    if backend.kind == "memory":
-        pytest.skip("nothing survives a memory store (its reads are in tests/integration/test_budgets.py)")
-    clock = backend.clock
-    assert isinstance(clock, FakeClock)
-    store = await backend.open()
+    store, clock = await reopened(backend)
     async with writing(store):
         await store.commit(store.tx().mission(mission()))  # an open mission: its accounts are loaded at start
         spend = book(store, clock)
@@ -144,11 +149,7 @@ async def test_a_calls_estimate_is_stored_before_the_call_and_a_crash_leaves_it_
     """A call that a budget applies to: its estimate is in the rows when ``admit`` returns (before the request is
     sent); its reply settles it to what it used. A daemon that died between a reply and its settlement leaves the
     estimate counted, and the next daemon's budget counts it."""
-    if backend.kind == "memory":
-        pytest.skip("nothing survives a memory store")
-    clock = backend.clock
-    assert isinstance(clock, FakeClock)
-    store = await backend.open()
+    store, clock = await reopened(backend)
     async with writing(store):
         await store.commit(store.tx().mission(mission()))
         meter = book(store, clock).meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
