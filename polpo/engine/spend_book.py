@@ -14,11 +14,12 @@ before a call it must fit every account's budget with what is already spent, wha
 its own estimate (prompt tokens + the model's most output, priced by :func:`~polpo.llm.prices.price`); otherwise it
 is refused (``budget:exceeded``, once per account and crossing) and, for a task or mission budget, every later
 call of the turn is refused too, so a tool loop stops at its next turn boundary. A call that a budget applies to
-holds its estimate in the stored rows before it is sent (:mod:`polpo.engine.spend_accounts`: one commit), so a crash
-never makes a budget forget it. After the call its real usage is counted and the rows are written (the state, then
-``budget:warning`` at ``[budget] warn_at``): the settlement of the hold, or the call's spend when no budget applied. What the runner and
-the dispatcher do with a refusal is theirs: a task or mission budget ends the task (``failed``, reason budget), a
-daily one pauses new work until the day ends (:meth:`SpendBook.keeper` wakes the dispatcher then).
+holds its estimate in the stored rows before it is sent (:mod:`polpo.engine.spend_accounts`: one commit), so a
+crash never makes a budget forget it. After the call its real usage is counted and the rows are written (the
+state, then ``budget:warning`` at ``[budget] warn_at``): the hold's settlement, or the call's spend when no budget
+applied. What the runner and the dispatcher do with a refusal is theirs: a task or mission budget ends the task
+(``failed``, reason budget), a daily one pauses new work until the day ends (:meth:`SpendBook.keeper` wakes the
+dispatcher then).
 
 Several daemons on one PostgreSQL store count into the same rows: each call's spend is added to what a row holds
 (:mod:`polpo.store.spend_writes`), never written over it, so a mission whose tasks ran on three nodes, or a task
