@@ -59,7 +59,8 @@ class WorkspaceFaults:
         self.board = board
         self.notes = notes
 
-    async def blamed(self, workspace: Path) -> int | None:
+    @staticmethod
+    async def blamed(workspace: Path) -> int | None:
         """After an agent's failure: the errno (ENOSPC, EDQUOT, EROFS) of the workspace's file system refusing
         a new file now, or None (it takes writes: the failure is the agent's)."""
         try:

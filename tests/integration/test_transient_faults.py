@@ -9,6 +9,7 @@ cleared, that nothing was rejected or failed for it, and that the pause and its 
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import signal
@@ -19,9 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from polpo.config import Config
+from polpo.engine.workspace_faults import WorkspaceFaults
 from tests.support.daemon import (
     daemon_process,
     load,
@@ -162,6 +165,27 @@ def test_an_agent_failed_by_its_full_workspace_waits_for_space_and_runs_again_wi
     assert _named(evs, "fault:resumed", work="task agent")
     assert _runs(marker) == ["job:1", "job:1"]  # it ran again after the space came back
     assert not [e for e in evs if e["event"] in ("task:retry", "task:fix", "task:max-retries")]
+
+
+def test_the_workspace_probe_blames_a_full_or_read_only_file_system_and_never_one_with_room(
+        tmp_path: Path, mnt: Mounts) -> None:
+    """What tells a full disk from an agent's own bug: the file system's answer after the failure, not the agent's
+    output. With room the failure is the agent's (it spends a retry as before), full it is ENOSPC, read-only
+    EROFS, freed it is the agent's again; the probe leaves nothing in the workspace."""
+    ws = tmp_path / "ws"
+    mnt.tmpfs(ws, size_kb=256, inodes=64)
+    blamed = WorkspaceFaults.blamed
+    assert anyio.run(blamed, ws) is None
+    filler = mnt.fill(ws)
+    assert anyio.run(blamed, ws) == errno.ENOSPC
+    mnt.free(filler)
+    assert anyio.run(blamed, ws) is None
+    mnt.read_only(ws)
+    assert anyio.run(blamed, ws) == errno.EROFS
+    mnt.writable(ws)
+    assert anyio.run(blamed, ws) is None
+    assert anyio.run(blamed, ws / "gone") is None  # a workspace that is not there: not the disk's fault
+    assert list(ws.iterdir()) == []
 
 
 def test_an_event_log_on_a_full_disk_catches_up_with_the_store_without_a_lost_or_doubled_line(
