@@ -209,6 +209,24 @@ async def test_a_new_leader_waits_for_a_cut_off_leaders_open_transaction_until_t
             await a.store.commit(a.store.tx().decided().event(started()))
 
 
+async def test_every_session_a_node_opens_is_ended_by_the_server_when_left_idle_in_a_transaction(
+        postgres_url: str) -> None:
+    """The store's pool, the heartbeat's connection and the election's: each carries ``idle_in_transaction`` (half
+    the lease, capped), so a cut-off node's open transaction holds no other node's writes for long, whichever of
+    its sessions was cut (the test above shows the server ending one)."""
+    async with node(postgres_url, "a", lease=2.0) as a:
+        member = Membership(a.store.pool, "a", 2.0, a.store.target)
+        lead = Leadership(a.store.target, "a", member.incarnation, 2.0)
+        own = [await member._connect(), await lead._connect()]
+        try:
+            async with a.store.pool.acquire() as pooled:
+                for conn in [pooled, *own]:
+                    assert await conn.fetchval("SHOW idle_in_transaction_session_timeout") == "1s"
+        finally:
+            for conn in own:
+                await conn.close()
+
+
 async def test_a_node_whose_heartbeat_hangs_stops_by_its_own_clock_before_its_lease_runs_out(
         postgres_url: str) -> None:
     store = await PostgresStore.open(StoreSettings(url=postgres_url), clock=FakeClock())
