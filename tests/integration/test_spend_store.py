@@ -17,11 +17,14 @@ from polpo.config import Config, load_config
 from polpo.engine.commands import retry_target
 from polpo.engine.spend_book import EXCEEDED, SpendBook
 from polpo.engine.spend_rules import Limit
+from polpo.llm.client import LLMClient, LLMError, ModelSettings
+from polpo.llm.spend import metering
 from polpo.mission.schema import MissionSpec
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.store import spend_writes
 from polpo.store.core import StoreCore
 from polpo.store.sqlite import SqliteStore
+from tests.support.fake_llm import FakeLLM, error, text
 from tests.support.stores import Backend, mission, task, writing
 
 pytestmark = pytest.mark.anyio
@@ -171,3 +174,27 @@ async def test_a_calls_estimate_is_stored_before_the_call_and_a_crash_leaves_it_
         meter = await again.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
         with pytest.raises(Exception, match="cannot fit the next call"):
             await meter.admit("openai/fake-model", lambda: (50, 150))  # 310 + 200 > 500 tokens
+
+
+async def test_a_call_the_provider_fails_takes_its_hold_back_and_one_it_answers_counts_what_it_used(
+        backend: Backend) -> None:
+    """Through the LLM client: a failed call's hold (in the rows before it was sent) is settled to nothing — a
+    budget is not spent by a provider's errors — and an answered one to its reply's usage."""
+    store = await backend.open()
+    with FakeLLM() as srv:
+        srv.script(error(500), text("ok", usage={"prompt_tokens": 20, "completion_tokens": 10}))
+        model = ModelSettings(model="openai/fake-model", api_base=srv.base_url, max_tokens=100)
+        client, hi = LLMClient(max_retries=0), [{"role": "user", "content": "hi"}]
+        async with writing(store):
+            await store.commit(store.tx().mission(mission()))
+            meter = book(store, backend.clock).meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+            with metering(meter):
+                with pytest.raises(LLMError):
+                    await client.chat(model, hi)
+                await store.flush()
+                [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+                assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (0, 0, 0)
+                await client.chat(model, hi)
+            await store.flush()
+            [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+            assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (20, 10, 1)
