@@ -248,10 +248,10 @@ class Daemon:
                     monitor.start()
                     role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps, engine.schedules.run])
 
-                async def deposed(_reason: str) -> None:  # its lock is gone: no decision from now on, at once
+                async def deposed(_reason: str) -> None:  # its term ended: no decision from now on, at once
                     role.abdicate()  # (and the term's loops end)
                     assert cluster is not None
-                    cluster.fence.leader_pid = None  # its own writes go on under its lease alone
+                    cluster.fence.leader_term = None  # its own writes go on under its lease alone
                     await monitor.shutdown(0.0)
 
                 tg.start_soon(cluster.membership.run, self._lost)

@@ -10,12 +10,34 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
+MAX_NAME = 1000
+"""Characters a title, a name or a model may have. Each is written into every event and log line about it and
+onto agents' command lines (``{title}``) and environments, where Linux refuses an argument over 128 KiB: a long
+one is refused when the file is read, with its JSON path, not taken in and failed at its first run."""
+MAX_MESSAGE = 10_000
+"""Characters of a message a person is shown (a checkpoint's, a delay's): it is in their events too."""
+
+
+def _at_most(limit: int, what: str) -> AfterValidator:
+    def check(v: str) -> str:
+        if len(v) > limit:
+            raise ValueError(f"too long: {len(v)} characters, at most {limit} ({what})")
+        return v
+    return AfterValidator(check)
+
+
+_SHORT = _at_most(MAX_NAME, "titles, names and models go into every event about them and onto agents' command "
+                            "lines")
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 # Titles and names are matched against each other, so all of them are stripped the same way.
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), _SHORT]
+Short = Annotated[str, _SHORT]
+"""A string that ends up in events or on command lines (a mission's name, a model)."""
+ShortNonEmpty = Annotated[str, StringConstraints(min_length=1), _SHORT]
+Message = Annotated[str, _at_most(MAX_MESSAGE, "a message is shown in full in its events and notifications")]
 
 
 class Model(BaseModel):

@@ -15,12 +15,16 @@ import os
 import random
 from collections.abc import Callable
 
-__all__ = ["INPUT_PASSING", "PASSING", "Pause", "errno_in", "errno_name", "passing"]
+__all__ = ["INPUT_PASSING", "PASSING", "WORKSPACE_FULL", "Pause", "errno_in", "errno_name", "passing"]
 
 PASSING: frozenset[int] = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE,
                                      errno.EACCES})
 """On polpo's own folders (the state folder, workspaces, worktrees, the event log): they pass when the disk is
 remounted writable, space is freed, descriptors are closed or permissions are fixed."""
+
+WORKSPACE_FULL: frozenset[int] = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""An agent's workspace refusing writes: an agent that failed while its file system says so waits, as polpo's own
+writes do, instead of spending a retry (:mod:`polpo.engine.workspace_faults`)."""
 
 INPUT_PASSING: frozenset[int] = frozenset({errno.EMFILE, errno.ENFILE})
 """Reading a mission file: only a lack of file descriptors passes. A file polpo may not read is the user's to

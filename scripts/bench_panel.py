@@ -1,10 +1,12 @@
 """Review panel wall time: three reviewers in parallel vs. one reviewer doing the same work, against FakeLLM.
 
-Usage: .venv/bin/python scripts/bench_panel.py [--runs 5] [--delay 0.1] [--keep-nagle] [--budget]
+Usage: .venv/bin/python scripts/bench_panel.py [--runs 5] [--delay 0.1] [--keep-nagle]
+       [--budget [memory|sqlite|postgres]]
 
 ``--budget`` runs every call under a task's turn meter with a task, a mission and a daily budget (the engine's
-real :class:`~polpo.engine.spend_book.SpendBook` on a memory store whose writer runs): each call is estimated,
-priced, checked, counted and written, as in the daemon.
+real :class:`~polpo.engine.spend_book.SpendBook` on a store whose writer runs: memory by default, a SQLite file,
+or a private PostgreSQL server): each call is estimated, priced, checked, its estimate held in the store before
+it is sent (one commit), counted and written, as in the daemon.
 
 Every reviewer follows the same script, each reply held ``--delay`` seconds by FakeLLM (standing in for the
 model's own time): phase 1 reads a file, greps, then writes its analysis (3 calls, with real tool dispatch on a
@@ -187,9 +189,35 @@ async def http_floor(srv: FakeLLM, bodies: list[Mapping[str, Any]], seconds: flo
 
 
 @contextlib.asynccontextmanager
-async def metered(on: bool) -> AsyncIterator[None]:
-    """With ``on``: every call of the block under a real turn meter with budgets, its rows written as it goes."""
-    if not on:
+async def budget_store(kind: str) -> AsyncIterator[Any]:
+    """A store of ``kind`` (memory, sqlite: a file in a temp folder, postgres: a private server), written to."""
+    from polpo.clock import FakeClock
+    from tests.support.stores import writing
+
+    clock = FakeClock()
+    with contextlib.ExitStack() as stack:
+        if kind == "memory":
+            from polpo.store.memory import MemoryStore
+            store: Any = MemoryStore(clock)
+        elif kind == "sqlite":
+            from polpo.store.sqlite import SqliteStore
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="polpo-bench-budget-")))
+            store = await SqliteStore.open(tmp / "polpo.db", clock=clock)
+        else:
+            from polpo.config import StoreSettings
+            from polpo.store.postgres import PostgresStore
+            from tests.support.postgres import running_cluster
+            pg = stack.enter_context(running_cluster())
+            store = await PostgresStore.open(StoreSettings(url=pg.url(pg.create_database("budget"))), clock=clock)
+        async with writing(store):
+            yield store
+
+
+@contextlib.asynccontextmanager
+async def metered(kind: str | None) -> AsyncIterator[None]:
+    """With a store ``kind``: every call of the block under a real turn meter with budgets, its rows written to
+    that store as it goes (each call's estimate held in it before the call)."""
+    if kind is None:
         yield
         return
     from polpo.clock import FakeClock
@@ -197,25 +225,17 @@ async def metered(on: bool) -> AsyncIterator[None]:
     from polpo.engine.spend_book import SpendBook
     from polpo.llm.spend import metering
     from polpo.mission.schema import MissionSpec
-    from polpo.store.memory import MemoryStore
 
-    clock = FakeClock()
-    store = MemoryStore(clock)
     spec = MissionSpec.model_validate({"settings": {"budget": {"usd": 1e5, "tokens": 10**11}}, "tasks": [
         {"title": "t", "description": "d", "budget": {"usd": 1e5, "tokens": 10**11}}]})
-    book = SpendBook(Config.model_validate({"budget": {"daily_tokens": 10**11}}), store, clock)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(store.run_writer)
-        try:
-            with metering(book.meter("m:1", "m", "coder", spec.tasks[0], spec)):
-                yield
-        finally:
-            await store.flush()
-            tg.cancel_scope.cancel()
-    print(f"metered: {book.spend_of('task', 'm:1').calls} calls counted", file=sys.stderr)
+    async with budget_store(kind) as store:
+        book = SpendBook(Config.model_validate({"budget": {"daily_tokens": 10**11}}), store, FakeClock())
+        with metering(book.meter("m:1", "m", "coder", spec.tasks[0], spec)):
+            yield
+    print(f"metered ({kind}): {book.spend_of('task', 'm:1').calls} calls counted", file=sys.stderr)
 
 
-async def bench(runs: int, seconds: float, budget: bool = False) -> dict[str, Any]:
+async def bench(runs: int, seconds: float, budget: str | None = None) -> dict[str, Any]:
     async with metered(budget):
         return await _bench(runs, seconds)
 
@@ -255,7 +275,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--delay", type=float, default=0.1, help="server delay per reply, seconds (default 0.1)")
     ap.add_argument("--keep-nagle", action="store_true", help="leave Nagle on in FakeLLM (adds ~40 ms per call)")
-    ap.add_argument("--budget", action="store_true", help="every call metered under budgets (polpo.engine.spend_book)")
+    ap.add_argument("--budget", nargs="?", const="memory", choices=("memory", "sqlite", "postgres"),
+                    help="every call metered under budgets (polpo.engine.spend_book), its spend in this store "
+                         "(default memory)")
     args = ap.parse_args()
     if args.runs < 1 or args.delay < 0:
         ap.error("--runs must be ≥ 1 and --delay ≥ 0")

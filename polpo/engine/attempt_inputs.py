@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from polpo.model.records import Mission, Task
 
 __all__ = ["MAX_SIBLINGS", "PROMPT_DESCRIPTION_MAX", "siblings", "stored_prompt"]
@@ -20,10 +22,5 @@ def stored_prompt(prompt: str, description: str) -> str:
 
 def siblings(m: Mission, task: Task) -> tuple[tuple[str, str], ...]:
     """(title, status) of the mission's other tasks for an LLM agent's prompt, at most MAX_SIBLINGS of them."""
-    out = []
-    for t in m.tasks.values():
-        if t.id != task.id:
-            out.append((t.title, str(t.status)))
-            if len(out) >= MAX_SIBLINGS:
-                break
-    return tuple(out)
+    others = ((t.title, str(t.status)) for t in m.tasks.values() if t.id != task.id)
+    return tuple(itertools.islice(others, MAX_SIBLINGS))

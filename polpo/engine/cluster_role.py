@@ -171,9 +171,9 @@ class ClusterRole:
         tg.start_soon(leading)
 
     def abdicate(self) -> None:
-        """Leadership lost (the lock's connection dropped): no mission decision is made here from now on — the
+        """Leadership lost (its term ended at the database): no mission decision is made here from now on — the
         missions leave the board at once; this node's running turns go on as any node's do. It competes for the
-        lock again; if it wins, :meth:`lead` loads and settles everything as at start-up."""
+        term again; if it wins, :meth:`lead` loads and settles everything as at start-up."""
         self._term.cancel()
         self.store.term = 0  # what this term decided and has not written yet is not written (Tx.decided)
         if not self.leader:

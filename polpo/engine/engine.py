@@ -117,6 +117,7 @@ class Engine:
     def _forget(self, m: Mission) -> None:
         self.dispatcher.forget(m)
         self.spend.forget_mission(m.id, list(m.tasks))
+        self.schedules.ended(m)
 
     async def apply_command(self, kind: str, target: str) -> tuple[str, str]:
         """A command from this node's HTTP API (the leader applies it; another node relays it to the leader)."""

@@ -38,6 +38,7 @@ from polpo.engine.person_review import wait_for_person
 from polpo.engine.questions import Questions
 from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
 from polpo.engine.stops import QualityStops, hold, refusal
+from polpo.engine.workspace_faults import WorkspaceFaults
 from polpo.events.catalog import (
     AgentFinished,
     AgentSpawned,
@@ -81,6 +82,7 @@ class TaskRunner:
         self.stops = QualityStops(store, board, spend)  # scores, the plateau, the end of a task over its budget
         self.baselines = Baselines(cfg, store, clock, board)  # metrics' values before a task's first attempt
         self.questions = questions  # what its agent asks a person, and the answers (polpo.engine.questions)
+        self.space = WorkspaceFaults(store, board, self.faults)  # an agent failed by a full or read-only disk
 
     async def run(self, task: Task, handle: RunHandle) -> None:
         m = self.board.mission_of(task)
@@ -213,8 +215,9 @@ class TaskRunner:
             tx.event(TaskTimeout(elapsed=attempt.duration, timeout=timeout), **ids)
         refused = refusal()
         if refused is not None and refused in DAILY:  # a daily budget: the attempt waits for the next day
-            self.stops.interrupted(tx, task, attempt)
-            return
+            return self.stops.interrupted(tx, task, attempt)
+        if not (attempt.agent_ok or handle.stop_reason) and (code := await self.space.blamed(ws)) is not None:
+            return await self.space.wait_out(tx, task, attempt, ws, code)  # a full disk: not the agent's fault
         if result.provider_error is not None:  # the model provider failed, not the agent: see engine/outage.py
             attempt.status = AttemptStatus.INTERRUPTED
             self.store.submit(tx.attempt(attempt))
@@ -245,8 +248,7 @@ class TaskRunner:
         await self._assess_and_decide(self.board.mission_of(task), task, attempt, existing)
 
     # -- assessment and decision ----------------------------------------------------------------------------
-    async def _assess_and_decide(self, m: Mission, task: Task, attempt: Attempt,
-                                 existing: Assessment | None) -> None:
+    async def _assess_and_decide(self, m: Mission, task: Task, attempt: Attempt, existing: Assessment | None) -> None:
         if existing is None:
             existing = Assessment(id=f"{attempt.id}/1", attempt_id=attempt.id, task_id=task.id,
                                   trigger=attempt.kind, status=AssessmentStatus.RUNNING, created_at=self.clock.now())

@@ -72,6 +72,12 @@ class Scheduler:
     def wake(self) -> None:
         self._wake.set()
 
+    def ended(self, m: Mission) -> None:
+        """A mission ended: a firing queued behind it (overlap "queue") starts now, not at the next firing (the
+        loop sleeps until then), so a backlog — firings caught up after a downtime — drains run after run."""
+        if any(s.queued and s.source == m.source for s in self.by_id.values()):
+            self.wake()
+
     def of_source(self, source: str) -> Schedule | None:
         return next((s for s in self.by_id.values() if s.source == source and s.open), None)
 

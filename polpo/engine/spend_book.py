@@ -13,10 +13,13 @@ A turn's :class:`TurnMeter` is what :mod:`polpo.llm.client` asks (through :data:
 before a call it must fit every account's budget with what is already spent, what calls in flight reserved, and
 its own estimate (prompt tokens + the model's most output, priced by :func:`~polpo.llm.prices.price`); otherwise it
 is refused (``budget:exceeded``, once per account and crossing) and, for a task or mission budget, every later
-call of the turn is refused too, so a tool loop stops at its next turn boundary. After the call its real usage is
-counted and the rows are written (the state, then ``budget:warning`` at ``[budget] warn_at``). What the runner and
-the dispatcher do with a refusal is theirs: a task or mission budget ends the task (``failed``, reason budget), a
-daily one pauses new work until the day ends (:meth:`SpendBook.keeper` wakes the dispatcher then).
+call of the turn is refused too, so a tool loop stops at its next turn boundary. A call that a budget applies to
+holds its estimate in the stored rows before it is sent (:mod:`polpo.engine.spend_accounts`: one commit), so a
+crash never makes a budget forget it. After the call its real usage is counted and the rows are written (the
+state, then ``budget:warning`` at ``[budget] warn_at``): the hold's settlement, or the call's spend when no budget
+applied. What the runner and the dispatcher do with a refusal is theirs: a task or mission budget ends the task
+(``failed``, reason budget), a daily one pauses new work until the day ends (:meth:`SpendBook.keeper` wakes the
+dispatcher then).
 
 Several daemons on one PostgreSQL store count into the same rows: each call's spend is added to what a row holds
 (:mod:`polpo.store.spend_writes`), never written over it, so a mission whose tasks ran on three nodes, or a task
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +41,8 @@ import anyio
 
 from polpo.clock import Clock, iso
 from polpo.config import Config
+from polpo.engine import spend_accounts as holds
+from polpo.engine.spend_accounts import Account, Hold, projected
 from polpo.engine.spend_rules import (
     NO_LIMIT,
     Limit,
@@ -56,6 +61,7 @@ from polpo.mission.schema import MissionSpec, TaskSpec
 from polpo.store import spend_writes
 from polpo.store.protocol import Store
 from polpo.store.spend_writes import RAISE
+from polpo.store.tx import Tx
 
 __all__ = ["DAILY", "Account", "SpendBook", "TurnMeter"]
 
@@ -63,25 +69,6 @@ log = logging.getLogger("polpo.budget")
 
 DAILY = frozenset({"agent", "daemon"})
 WARNED, EXCEEDED = 1, 2
-
-
-@dataclass(slots=True)
-class Account:
-    scope: str
-    key: str
-    period: str
-    mission_id: str | None
-    spend: Spend = field(default_factory=Spend)
-    flags: int = 0
-    raised: Limit | None = None  # a task's budget as `polpo retry --budget` raised it
-    reserved_usd: float = 0.0
-    reserved_tokens: int = 0
-
-    @property
-    def label(self) -> str:
-        who = {"task": f"task {self.key}", "mission": f"mission {self.key}", "agent": f"agent {self.key}'s daily",
-               "daemon": "the daemon's daily"}[self.scope]
-        return who + " budget"
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -114,9 +101,11 @@ class SpendBook:
         """A stored row into its account: what every node counted, or what this one did when more (its own
         last calls may still be on their way to the store)."""
         a = self.account(r["scope"], r["key"], r["period"], r["mission_id"])
-        s = a.spend
-        a.spend = Spend(max(s.tokens_in, int(r["tokens_in"])), max(s.tokens_out, int(r["tokens_out"])),
-                        max(s.usd, float(r["usd"])), s.usd_known and bool(r["usd_known"]), max(s.calls, int(r["calls"])))
+        a.prune()
+        s, t = a.spend, projected(Spend(int(r["tokens_in"]), int(r["tokens_out"]), float(r["usd"]),
+                                        bool(r["usd_known"]), int(r["calls"])), a.holds)
+        a.spend = Spend(max(s.tokens_in, t.tokens_in), max(s.tokens_out, t.tokens_out), max(s.usd, t.usd),
+                        s.usd_known and t.usd_known, max(s.calls, t.calls))
         stored = int(r["flags"])
         if stored // RAISE > a.flags // RAISE:  # a raise this node has not seen: its budget, crossings anew
             a.flags = stored
@@ -217,8 +206,24 @@ class SpendBook:
             log.warning("%s is spent: new work waits for the next UTC day", a.label)
             self._paused.set()
 
-    def write(self, accounts: list[tuple[Account, Limit]], call: Spend) -> None:
-        """One call's spend (``call``) added to each account's row, and the crossings it made."""
+    async def hold(self, accounts: list[tuple[Account, Limit]], est: Spend) -> Hold:
+        """A call's estimate added to each account's row and made durable before the call is sent."""
+        h = Hold(est)
+        tx = self.store.tx()
+        for a, _ in accounts:
+            spend_writes.add(tx, self._row(a, est))
+            a.holds.append(h)
+        try:
+            await self.store.commit(tx)
+        except BaseException:
+            for a, _ in accounts:
+                a.holds.remove(h)
+            raise
+        return h
+
+    def write(self, accounts: list[tuple[Account, Limit]], call: Spend) -> Tx:
+        """``call`` (one call's spend, or a hold's settlement) added to each account's row, and the crossings the
+        accounts' spend made; the transaction, submitted."""
         tx = self.store.tx()
         for a, lim in accounts:
             spend_writes.add(tx, self._row(a, call))
@@ -238,7 +243,7 @@ class SpendBook:
                                         period=a.period or None), **_ids(a))
                 if a.scope in DAILY:
                     self._paused.set()
-        self.store.submit(tx)
+        return self.store.submit(tx)
 
     def _row(self, a: Account, call: Spend | None) -> tuple[object, ...]:
         """``a``'s row of :mod:`polpo.store.spend_writes`: one call's spend to add (none: only its flags)."""
@@ -272,11 +277,10 @@ class SpendBook:
 
 @dataclass(frozen=True, slots=True)
 class _Ticket:
-    """What a call in flight reserved in each account it was checked against."""
+    """A call in flight: its hold, in each of its accounts (the day's as of the call)."""
 
     accounts: list[tuple[Account, Limit]]
-    usd: float
-    tokens: int
+    hold: Hold
 
 
 class TurnMeter:
@@ -312,7 +316,7 @@ class TurnMeter:
         self.book = None
         self._fixed = None
 
-    def admit(self, model: str, estimate: Estimate) -> object:
+    async def admit(self, model: str, estimate: Estimate) -> object:
         book = self.book
         if book is None:
             return None  # a call made after its turn (from a task a library started in it): not the turn's
@@ -334,27 +338,31 @@ class TurnMeter:
                     f"{a.label} cannot fit the next call ({describe(a.spend, lim)}; the call could need {need})"
                     + _next_step(a), scope=a.scope)
                 raise self.refused
-        for a, _ in limited:
-            a.reserved_usd += usd or 0.0
-            a.reserved_tokens += tokens
-        return _Ticket(limited, usd or 0.0, tokens)
+        accounts = [*self.fixed, *book.daily(self.agent)]
+        return _Ticket(accounts, await book.hold(accounts, holds.estimate(tokens_in, most_out, usd)))
 
     def record(self, ticket: object, model: str, tokens_in: int, tokens_out: int, usd: float | None) -> None:
         book = self.book
         if book is None:
             return
-        if isinstance(ticket, _Ticket):
-            for a, _ in ticket.accounts:
-                a.reserved_usd -= ticket.usd
-                a.reserved_tokens -= ticket.tokens
-        if not tokens_in and not tokens_out:
-            return  # the call failed: nothing the provider reported using
-        accounts = [*self.fixed, *book.daily(self.agent)]
         call = Spend()
-        call.add(tokens_in, tokens_out, usd)
+        if tokens_in or tokens_out:  # (a failed call: nothing the provider reported using)
+            call.add(tokens_in, tokens_out, usd)
+        if isinstance(ticket, _Ticket):  # its estimate is in the rows: settled by the difference
+            accounts, h = ticket.accounts, ticket.hold
+            h.actual = call
+            delta = holds.settlement(h.est, call)
+        elif call.calls:
+            accounts, delta = [*self.fixed, *book.daily(self.agent)], call
+        else:
+            return
         for a, _ in accounts:
-            a.spend.add(tokens_in, tokens_out, usd)
-        book.write(accounts, call)
+            if call.calls:
+                a.spend.add(tokens_in, tokens_out, usd)
+            a.prune()
+        tx = book.write(accounts, delta)
+        if isinstance(ticket, _Ticket):
+            ticket.hold.settled = tx
 
 
 def _next_step(a: Account) -> str:

@@ -242,8 +242,8 @@ class LLMClient:
         if meter is None:
             return await self._send(litellm, settings, kwargs, bound)
         try:  # the turn's budgets: a call that cannot fit is never sent (polpo.llm.spend)
-            ticket = meter.admit(settings.model, lambda: (estimate_tokens(kwargs["messages"], tools),
-                                                          kwargs.get("max_tokens") or DEFAULT_MAX_OUTPUT))
+            ticket = await meter.admit(settings.model, lambda: (estimate_tokens(kwargs["messages"], tools),
+                                                                kwargs.get("max_tokens") or DEFAULT_MAX_OUTPUT))
         except BudgetRefused as e:
             raise LLMError("budget", str(e)) from None
         reply: ChatReply | None = None

@@ -7,7 +7,8 @@ out, USD, and whether every call in it had a known price. The engine keeps the a
 The metering is a context variable, not a parameter: the runner sets the turn's :class:`Meter` once and every call
 made under it — the agent's turns, each reviewer, samples, the expectation judge, dimension generation, in
 whatever task group they run — goes through :meth:`polpo.llm.client.LLMClient.chat`, which asks the meter before
-the call (:meth:`Meter.admit`, which may refuse) and tells it after (:meth:`Meter.record`). No caller has to
+the call (:meth:`Meter.admit`, which may refuse, and otherwise holds the call's estimate in the store) and tells
+it after (:meth:`Meter.record`). No caller has to
 remember to pass a budget along, and a call outside any turn (``polpo calibrate``) is simply not metered.
 
 Prices are the one price book's (:mod:`polpo.llm.prices`: ``[prices]``, then litellm's map): a call is counted at
@@ -67,9 +68,10 @@ Estimate = Callable[[], tuple[int, int]]
 class Meter(Protocol):
     """A turn's accounts, as the LLM client sees them."""
 
-    def admit(self, model: str, estimate: Estimate) -> object:
-        """Before a call: a reservation to hand back to :meth:`record`, or :class:`BudgetRefused`. ``estimate``
-        gives (prompt tokens, most output tokens); it is called only when a budget applies."""
+    async def admit(self, model: str, estimate: Estimate) -> object:
+        """Before a call: a reservation to hand back to :meth:`record` (durable before it returns, when a budget
+        applies), or :class:`BudgetRefused`. ``estimate`` gives (prompt tokens, most output tokens); it is called
+        only when a budget applies."""
         ...
 
     def record(self, ticket: object, model: str, tokens_in: int, tokens_out: int, usd: float | None) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_snake
 
+from polpo.docmodel import MAX_NAME
 from polpo.suggest import Suggester
 
 __all__ = ["Loc", "Suggester", "as_list", "get", "name_of", "sort_key"]
@@ -36,8 +37,12 @@ def get(obj: Any, camel: str) -> tuple[str, Any]:
 
 
 def name_of(v: Any) -> str | None:
-    """A reference as the schema stores it (stripped); None for anything the field validation reports."""
-    return v.strip() or None if isinstance(v, str) else None
+    """A reference as the schema stores it (stripped); None for anything the field validation reports (not a
+    string, empty, longer than :data:`~polpo.docmodel.MAX_NAME`)."""
+    if not isinstance(v, str):
+        return None
+    v = v.strip()
+    return v if 0 < len(v) <= MAX_NAME else None
 
 
 def as_list(v: Any) -> list[Any]:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from polpo.checks.registry import EXPECTATION_TYPES, Expectation
-from polpo.docmodel import Model, Name, NonEmpty
+from polpo.docmodel import Message, Model, Name, NonEmpty, Short, ShortNonEmpty
 from polpo.durations import Deadline as _Deadline
 from polpo.durations import Duration as _Duration
 from polpo.mission.notifications import RULE_TOLERATED, current_event_name
@@ -95,12 +95,12 @@ Isolation = Literal["none", "worktree"]
 class RetryPolicy(Model):
     escalate_after: int | None = Field(None, ge=1, le=MAX_COUNT)
     fallback_agent: Name | None = None
-    escalate_model: NonEmpty | None = None
+    escalate_model: ShortNonEmpty | None = None
 
 
 class ExpectedOutcome(Model):
     type: Literal["file", "text", "url", "json", "media"]
-    label: NonEmpty
+    label: ShortNonEmpty
     description: str | None = None
     path: str | None = None
     mime_type: str | None = None
@@ -205,8 +205,8 @@ class TeamAgent(Model):
     TOLERATED_PREFIXES = ("enable",)
     name: Name
     type: Literal["command", "llm"] | None = None
-    role: str | None = None
-    model: str | None = None
+    role: Short | None = None
+    model: Short | None = None
     command: list[NonEmpty] | None = None
     timeout: Duration | None = None
     max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
@@ -246,7 +246,7 @@ class Checkpoint(Model):
     name: Name
     after_tasks: list[Name] = Field(min_length=1)
     blocks_tasks: list[Name] = Field(min_length=1)
-    message: str | None = None
+    message: Message | None = None
     notify_channels: list[str] = []
 
 
@@ -257,7 +257,7 @@ class Delay(Model):
     after_tasks: list[Name] = Field(min_length=1)
     blocks_tasks: list[Name] = Field(min_length=1)
     duration: Duration
-    message: str | None = None
+    message: Message | None = None
     notify_channels: list[str] = []
 
 
@@ -287,7 +287,7 @@ class MissionSettings(Model):
 class MissionSpec(ScheduleFields):  # schedule, timezone, endDate, overlap, catchUp, misfireGrace
     TOLERATED = frozenset({"expectedOutcomes", "prompt"})
     schema_version: Literal[1] | None = None
-    name: str | None = None
+    name: Short | None = None
     description: str | None = None
     tasks: list[TaskSpec] = Field(min_length=1)
     team: list[TeamAgent] = []

@@ -202,7 +202,7 @@ class StoreCore:
                 batch = self._in_term(batch)
             try:
                 await self._write_batch(batch)
-            except Deposed as e:  # the database refused the leader's lock: its decisions go, the rest is written
+            except Deposed as e:  # the database ended the leader's term: its decisions go, the rest is written
                 log.warning("this node no longer leads (%s): its queued decisions are dropped; the next leader "
                             "settles from the store", e)
                 self.term = 0

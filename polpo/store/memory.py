@@ -51,7 +51,7 @@ class MemoryDatabase:
     events: list[Event] = field(default_factory=list)
     stores: list[MemoryStore] = field(default_factory=list)
     next_command: int = 0
-    leader: str | None = None  # the node holding the leader's lock (PostgreSQL's advisory lock)
+    leader: str | None = None  # the node the leader's row names (PostgreSQL's ``leader`` table)
     claims: ClaimTable = field(init=False)
     owners: dict[str, TableOwner] = field(init=False)  # table name -> what applies its rows
 
@@ -79,8 +79,8 @@ class MemoryStore(NamedReads, StoreCore):
         self.on_remote: Callable[[list[Event]], None] | None = None  # other stores' events, after their commit
 
     async def _apply(self, rows: dict[R.Table, list[R.Row]], events: list[Event]) -> Sequence[int] | None:
-        if self.term and self.db.leader != self.node:  # as polpo_fence's PLF02: the lock is gone, the lease holds
-            raise Deposed(f"node {self.node} no longer holds the leader's lock")
+        if self.term and self.db.leader != self.node:  # as polpo_fence's PLF02: the term ended, the lease holds
+            raise Deposed(f"node {self.node} no longer leads")
         for table, group in rows.items():  # validated first, applied after: all or nothing
             for row in group:
                 if len(row) != len(table.cols):

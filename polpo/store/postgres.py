@@ -22,7 +22,9 @@ On a cluster node every batch is fenced (:mod:`polpo.store.fencing`): its BEGIN 
 a node whose lease the database no longer grants writes nothing (the batch fails with :class:`Fenced`).
 
 The pool's release reset is a no-op (it saves a round trip per acquire), which is safe only because this store
-never changes session state: no SET, no session-level advisory locks, no LISTEN on pooled connections.
+never changes session state: no SET, no session-level advisory locks, no LISTEN on pooled connections. Its
+sessions start with :func:`~polpo.store.fencing.session_settings`: one cut off in the middle of a transaction is
+ended by the server, not kept with its locks until TCP gives up.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from polpo.events.catalog import Event
 from polpo.store import rows as R
 from polpo.store.core import StoreCore
 from polpo.store.errors import StoreUnavailable
-from polpo.store.fencing import Fence
+from polpo.store.fencing import Fence, session_settings
 from polpo.store.named_reads import NamedReads, Select
 from polpo.store.postgres_conn import PgTarget, target
 from polpo.store.postgres_faults import is_outage
@@ -110,7 +112,8 @@ class PostgresStore(NamedReads, StoreCore):
         t = target(settings)
         try:
             pool = await asyncpg.create_pool(t.url, password=t.password, min_size=1, max_size=settings.pool_size,
-                                             reset=_keep_session, timeout=15)
+                                             reset=_keep_session, timeout=15,
+                                             server_settings=session_settings(settings.lease.total_seconds()))
         except Exception as e:
             raise t.error("connect to", e) from None
         try:

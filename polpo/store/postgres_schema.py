@@ -8,6 +8,8 @@ the database's default locale is. JSON stays TEXT: stored and returned as writte
 Migrations run in one transaction under a transaction-level advisory lock, so two nodes starting at once do not
 race: the second waits, then finds the schema current. Version numbers are PostgreSQL's own (v1 is the SQLite
 schema as of its v3); a change to the tables is a new entry here and one in ``schema.py``.
+
+Longer than 400 lines because a shipped migration's text never changes: the file is the schema's history.
 """
 
 from __future__ import annotations
@@ -250,8 +252,29 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO meta (key, value) VALUES ('store_id', gen_random_uuid()::text);
     """,
-    # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease.
-    FENCE_FUNCTION,
+    # v5: the cluster's fence (polpo.store.fencing): a node's transactions go on only while it holds its lease
+    # (a leader's also while its session advisory lock, 0x706F6C706F + 1, was held; replaced in v10).
+    f"""
+    CREATE FUNCTION polpo_fence(p_node text, p_incarnation text, p_lease double precision, p_leader integer)
+    RETURNS void LANGUAGE plpgsql AS $fence$
+    BEGIN
+        PERFORM 1 FROM nodes WHERE name = p_node AND incarnation = p_incarnation
+            AND clock_timestamp() - heartbeat_at < make_interval(secs => p_lease) FOR KEY SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'node % (incarnation %) no longer holds its lease: its tasks are being taken over',
+                p_node, p_incarnation USING ERRCODE = 'PLF01';
+        END IF;
+        IF p_leader IS NOT NULL THEN
+            PERFORM pg_advisory_xact_lock_shared({LOCK_KEY + 2});
+            IF NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = p_leader AND granted
+                           AND classid = {(LOCK_KEY + 1) >> 32} AND objid = {(LOCK_KEY + 1) & 0xFFFFFFFF}) THEN
+                RAISE EXCEPTION 'node % no longer leads: the connection holding its leader lock is gone',
+                    p_node USING ERRCODE = 'PLF02';
+            END IF;
+        END IF;
+    END
+    $fence$;
+    """,
     # v6: the SQLite schema v7: scheduled missions (polpo.schedules).
     SCHEDULES_TABLE.format(T=T, I="BIGINT"),
     # v7: the SQLite schema v8: checkpoints, delays and approvals (polpo.engine.holds), verdict overrides.
@@ -349,6 +372,21 @@ MIGRATIONS: list[str] = [
     # v13: the SQLite schema v14: what agents ask of people (questions, tool calls awaiting approval).
     QUESTIONS_TABLE.format(T=T, I="BIGINT") + """
     ALTER TABLE tasks ADD COLUMN questions BIGINT NOT NULL DEFAULT 0;
+    """,
+    # v14: leadership as a term held by a live incarnation (polpo.store.cluster.leadership), no longer a session
+    # lock a half-open connection could keep: the one row names the leader; the fence checks it. Every node must
+    # run this polpo: an older one's fence (with the lock's backend) is gone, so its writes fail.
+    f"""
+    CREATE TABLE leader (
+        one          BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+        node         {T} NOT NULL,
+        incarnation  {T} NOT NULL,
+        term         BIGINT NOT NULL,
+        since        TIMESTAMPTZ NOT NULL
+    );
+    INSERT INTO leader (node, incarnation, term, since) VALUES ('', '', 0, clock_timestamp());
+    DROP FUNCTION polpo_fence(text, text, double precision, integer);
+    {FENCE_FUNCTION}
     """,
 ]
 

@@ -54,7 +54,7 @@ class Tx:
     def decided(self) -> Tx:
         """This transaction is a leader's decision about a mission (a cascade, a gate, a completion, an offer),
         not a turn's own writes: on a cluster node it is written only while the leadership term it was decided in
-        lasts (the store drops it once that term has ended, or when the database refuses the leader's lock), and
+        lasts (the store drops it once that term has ended, or when the database refuses the leader's write), and
         the next leader decides again from the store."""
         self.decision = True
         return self

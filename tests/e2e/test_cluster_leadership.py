@@ -1,6 +1,6 @@
-"""A leader whose lock connection is dropped (pg_terminate_backend of its advisory-lock backend, as an idle-session
-timeout or a network blip would do) steps down without exiting and competes again: two drops in a row, both
-nodes stay up, a leader is elected after each, and the mission completes with every task run once."""
+"""A leader whose term is ended at the database while its lease holds (the leader's row handed on) steps down without
+exiting and competes again: two depositions in a row, both nodes stay up, a leader is elected after each, and the
+mission completes with every task run once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.cluster import DROP_LEADER_LOCK, Cluster, cluster_on, gapless, overlapping_runs
+from tests.support.cluster import END_LEADER_TERM, Cluster, cluster_on, gapless, overlapping_runs
 from tests.support.postgres import PgCluster
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ def leaders(evs: list[dict[str, object]]) -> list[object]:
     return [e["node"] for e in evs if e["event"] == "cluster:leader"]
 
 
-def test_a_leader_whose_lock_connection_drops_steps_down_and_the_cluster_goes_on(
+def test_a_deposed_leader_steps_down_and_the_cluster_goes_on(
         cluster: tuple[Cluster, PgCluster, str]) -> None:
     c, pg, db = cluster
     for name in ("a", "b"):
@@ -39,8 +39,8 @@ def test_a_leader_whose_lock_connection_drops_steps_down_and_the_cluster_goes_on
     (c.missions / "lead.json").write_text(json.dumps(
         {"name": "lead", "workspace": str(c.shared / "lead"), "settings": {"affinity": "any"}, "tasks": tasks}))
     c.wait("a", lambda evs: sum(e["event"] == "agent:spawned" for e in evs) >= 3, 60)
-    for n in (2, 3):  # drop the leader's lock connection twice: a new election each time
-        assert pg.psql(DROP_LEADER_LOCK, db).strip() == "1"  # the one lock connection, terminated
+    for n in (2, 3):  # end the leader's term twice: a new election each time
+        assert pg.psql(END_LEADER_TERM, db).strip() == "1"
         c.wait("a", lambda evs, n=n: len(leaders(evs)) >= n, 30)
         c.wait("a", lambda evs, n=n: sum(e["event"] == "agent:spawned" for e in evs) >= 3 + 4 * (n - 1), 60)
     evs = c.wait("a", lambda evs: any(e["event"] == "mission:completed" for e in evs), 120)

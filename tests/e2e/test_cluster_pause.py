@@ -1,6 +1,6 @@
 """Paused nodes cannot act (issue 19: fencing, guards): real daemons on a real PostgreSQL, lease 2 s.
 
-A worker SIGSTOPped 8 s while it runs tasks, or the leader paused with its lock's connection terminated: by the
+A worker SIGSTOPped 8 s while it runs tasks, or the leader paused (its connections open): by the
 agents' own log no task runs on two nodes at once (overlap <= 0.5 s), the resumed node writes nothing about a task
 after the take-over and leaves (exit 1), the mission completes with every task done, and every node's log is the
 same gapless sequence. And the guard kills the agents of a paused daemon and of a killed one."""
@@ -116,9 +116,11 @@ def test_a_worker_paused_past_its_lease_never_runs_a_task_twice_at_once(cluster:
     check_story(c, victim, "paused", 12)
 
 
-def test_a_leader_paused_with_its_lock_connection_terminated_never_runs_a_task_twice_at_once(
+def test_a_paused_leader_is_replaced_and_never_runs_a_task_twice_at_once(
         cluster: tuple[Cluster, PgCluster, str]) -> None:
-    c, pg, db = cluster
+    """Its connections stay open (a session lock held by one kept the cluster without a leader before issue 28):
+    its term ends with its lease, on the database's clock."""
+    c, _, _ = cluster
     c.add("x", concurrency=4, lease=LEASE)
     c.start("x")
     started(c, "x")  # alone: it leads, and runs four tasks itself
@@ -130,9 +132,6 @@ def test_a_leader_paused_with_its_lock_connection_terminated_never_runs_a_task_t
         c.start(name)
         started(c, name)
     c.pause(head)
-    killed = pg.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
-                     f"AND granted AND objid = {(0x706F6C706F + 1) & 0xFFFFFFFF}", db)
-    assert killed.strip() == "1"
     time.sleep(PAUSE)
     c.resume(head)
     assert c.exited(head, 30) == 1

@@ -30,7 +30,7 @@ from polpo.store.postgres import PostgresStore
 from polpo.store.postgres_faults import is_outage
 from polpo.store.readers import ReaderPool
 from tests.support.engine import EngineRun, ScriptAgent, config
-from tests.support.pg_proxy import CommitLosingProxy
+from tests.support.pg_proxy import PgProxy
 from tests.support.postgres import PgCluster, running_cluster
 
 pytestmark = pytest.mark.anyio
@@ -161,7 +161,7 @@ async def test_reads_during_an_outage_say_so_in_one_line_and_a_read_open_across_
 async def test_a_claim_whose_commit_answer_was_lost_is_given_back_and_its_task_runs(
         own_cluster: PgCluster, tmp_path: Path) -> None:
     url = own_cluster.url(own_cluster.create_database("lost"))
-    proxy = CommitLosingProxy(own_cluster.port)
+    proxy = PgProxy(own_cluster.port)
     await proxy.start()
     pool = await asyncpg.create_pool(url.replace(f":{own_cluster.port}/", f":{proxy.port}/") + "?sslmode=disable",
                                      min_size=1, max_size=2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 
 import anyio
 import asyncpg
@@ -16,9 +17,11 @@ from polpo.clock import FakeClock
 from polpo.config import StoreSettings
 from polpo.events import catalog as E
 from polpo.store.cluster.claims import ClaimQueue, DeadClaim
+from polpo.store.cluster.leadership import Leadership
 from polpo.store.cluster.membership import Membership
-from polpo.store.fencing import LEADER_KEY, Fence, Fenced
+from polpo.store.fencing import Fence, Fenced, session_settings
 from polpo.store.postgres import PostgresStore
+from tests.support.cluster import END_LEADER_TERM
 from tests.support.stores import big_mission, offered
 
 pytestmark = pytest.mark.anyio
@@ -36,12 +39,12 @@ class Node:
 
 
 @asynccontextmanager
-async def node(url: str, name: str) -> AsyncIterator[Node]:
+async def node(url: str, name: str, lease: float = LEASE) -> AsyncIterator[Node]:
     """A node as ClusterNode wires one: its membership joined, one fence shared by the writer and its claims."""
-    store = await PostgresStore.open(StoreSettings(url=url), clock=FakeClock())
-    member = Membership(store.pool, name, LEASE)
+    store = await PostgresStore.open(StoreSettings(url=url, lease=timedelta(seconds=lease)), clock=FakeClock())
+    member = Membership(store.pool, name, lease)
     await member.join()
-    fence = Fence(name, member.incarnation, LEASE)
+    fence = Fence(name, member.incarnation, lease)
     fenced: list[str] = []
     fence.on_fenced += [store.fence, fenced.append]
     store.lease_fence = fence
@@ -49,7 +52,7 @@ async def node(url: str, name: str) -> AsyncIterator[Node]:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(store.run_writer)
-            yield Node(store, member, fence, ClaimQueue(store.pool, name, member.incarnation, LEASE, fence), fenced)
+            yield Node(store, member, fence, ClaimQueue(store.pool, name, member.incarnation, lease, fence), fenced)
             tg.cancel_scope.cancel()
     finally:
         await store.close()
@@ -133,35 +136,95 @@ async def test_a_node_that_renewed_before_the_take_over_keeps_its_claim(postgres
         await a.store.commit(a.store.tx().event(started()))  # still its lease: it writes
 
 
-async def test_a_leader_whose_lock_connection_is_gone_is_deposed_and_writes_on_under_its_lease_alone(
-        postgres_url: str) -> None:
-    """The refusal for the lock alone (PLF02) is a deposition, not a fence: the node stops claiming leadership in
-    its writes and is not stopped (its lease holds), and the leader's decisions queued in the refused batch are
-    dropped while its own writes go on; a fenced lease still stops it (the other tests)."""
-    async with node(postgres_url, "a") as a:
-        lock = await asyncpg.connect(postgres_url)
-        assert await lock.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_KEY)
-        a.fence.leader_pid = lock.get_server_pid()
-        a.store.term = 1  # its first term as leader (ClusterRole.lead)
+@asynccontextmanager
+async def leading(a: Node) -> AsyncIterator[list[str]]:
+    """``a`` elected the leader by its Leadership loop (as ClusterNode runs it); the reasons it was deposed for."""
+    elected, deposed = anyio.Event(), []
+
+    async def on_elected() -> None:
+        a.store.term = (a.store.term or 0) + 1  # its term as ClusterRole.lead starts it
+        elected.set()
+
+    async def on_deposed(why: str) -> None:
+        a.store.term = 0
+        a.fence.leader_term = None
+        deposed.append(why)
+
+    lead = Leadership(a.store.target, a.fence.node, a.fence.incarnation, a.fence.lease, a.fence)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lead.run, on_elected, on_deposed)
+        with anyio.fail_after(10):
+            await elected.wait()
+        yield deposed
+        tg.cancel_scope.cancel()
+
+
+async def end_term(url: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(END_LEADER_TERM)
+    finally:
+        await conn.close()
+
+
+async def test_a_leader_whose_term_ended_is_deposed_and_writes_on_under_its_lease_alone(postgres_url: str) -> None:
+    """The refusal for the leadership alone (PLF02) is a deposition, not a fence: the node stops claiming
+    leadership in its writes and is not stopped (its lease holds), and the leader's decisions queued in the refused
+    batch are dropped while its own writes go on; a fenced lease still stops it (the other tests)."""
+    async with node(postgres_url, "a") as a, leading(a) as deposed:
+        assert a.fence.leader_term is not None
         await a.store.commit(a.store.tx().event(started()))  # leads, holds its lease: writes
         await a.store.commit(a.store.tx().decided().event(started()))  # and decides
         before = await event_count(postgres_url)
-        admin = await asyncpg.connect(postgres_url)
-        try:
-            assert await admin.fetchval("SELECT pg_terminate_backend($1)", lock.get_server_pid())
-            with anyio.fail_after(10):
-                while await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
-                                           lock.get_server_pid()):
-                    await anyio.sleep(0.05)
-        finally:
-            await admin.close()
-            lock.terminate()
+        await end_term(postgres_url)
         decision = a.store.submit(a.store.tx().decided().event(started()))  # queued before it noticed
         await a.store.commit(a.store.tx().event(started()))  # in the same batch: its turn's own write
-        assert a.fence.leader_pid is None and a.fence.fenced is None
+        assert a.fence.leader_term is None and a.fence.fenced is None
         assert await event_count(postgres_url) == before + 1
         assert decision.finished and decision.error is not None and decision.events == []
         assert a.store.term == 0
+        with anyio.fail_after(10):  # and its Leadership steps down too (it may be elected again later)
+            while not deposed:
+                await anyio.sleep(0.05)
+
+
+async def test_a_new_leader_waits_for_a_cut_off_leaders_open_transaction_until_the_server_ends_it(
+        postgres_url: str) -> None:
+    """The half-open network: the old leader's session is left idle inside a fenced transaction (it holds the
+    leader-writes lock shared) and its lease runs out. The next election waits for that transaction — its writes
+    must commit before a new term begins — and the server ends it after ``idle_in_transaction``, not when TCP
+    gives up; what the old leader sends afterwards is refused."""
+    async with node(postgres_url, "a", lease=2.0) as a, node(postgres_url, "b", lease=2.0) as b, leading(a):
+        term = a.fence.leader_term
+        cut = await asyncpg.connect(postgres_url, server_settings=session_settings(2.0))
+        await cut.execute(f"BEGIN; {a.fence.call(term)}")  # the leader's next batch, begun; then the cable is cut
+        await expire(postgres_url, "a")
+        start = anyio.current_time()
+        async with leading(b):
+            waited = anyio.current_time() - start
+            assert b.fence.leader_term == (term or 0) + 1
+        assert waited >= 0.5  # it did wait for the open transaction (the server ends it after 1 s)
+        assert cut.is_closed()  # the server ended that session
+        with pytest.raises(Fenced):  # and the old leader's next write is refused
+            await a.store.commit(a.store.tx().decided().event(started()))
+
+
+async def test_every_session_a_node_opens_is_ended_by_the_server_when_left_idle_in_a_transaction(
+        postgres_url: str) -> None:
+    """The store's pool, the heartbeat's connection and the election's: each carries ``idle_in_transaction`` (half
+    the lease, capped), so a cut-off node's open transaction holds no other node's writes for long, whichever of
+    its sessions was cut (the test above shows the server ending one)."""
+    async with node(postgres_url, "a", lease=2.0) as a:
+        member = Membership(a.store.pool, "a", 2.0, a.store.target)
+        lead = Leadership(a.store.target, "a", member.incarnation, 2.0)
+        own = [await member._connect(), await lead._connect()]
+        try:
+            async with a.store.pool.acquire() as pooled:
+                for conn in [pooled, *own]:
+                    assert await conn.fetchval("SHOW idle_in_transaction_session_timeout") == "1s"
+        finally:
+            for conn in own:
+                await conn.close()
 
 
 async def test_a_node_whose_heartbeat_hangs_stops_by_its_own_clock_before_its_lease_runs_out(

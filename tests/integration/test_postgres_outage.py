@@ -26,7 +26,7 @@ from polpo.store.errors import StoreError
 from polpo.store.postgres import PostgresStore
 from polpo.store.postgres_conn import target
 from polpo.store.postgres_faults import is_outage
-from tests.support.pg_proxy import CommitLosingProxy
+from tests.support.pg_proxy import PgProxy
 from tests.support.postgres import PgCluster, running_cluster
 from tests.support.stores import writing
 
@@ -83,9 +83,9 @@ def _assert_each_once(stored: list[tuple[int, str]], n: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _proxy(postgres_url: str) -> AsyncIterator[tuple[CommitLosingProxy, str]]:
+async def _proxy(postgres_url: str) -> AsyncIterator[tuple[PgProxy, str]]:
     port = int(postgres_url.rsplit(":", 1)[1].split("/", 1)[0])
-    proxy = CommitLosingProxy(port)
+    proxy = PgProxy(port)
     await proxy.start()
     try:
         yield proxy, postgres_url.replace(f":{port}/", f":{proxy.port}/") + "?sslmode=disable"

@@ -52,7 +52,7 @@ async def spend(book: SpendBook, task_id: str, idx: int, tokens_in: int, tokens_
                 spec: MissionSpec = SPEC) -> None:
     """One call of ``task_id``'s turn, estimated at what it then uses; flushed, so the other node can read it."""
     meter = await book.open_meter(task_id, "m", "coder", spec.tasks[idx], spec)
-    ticket = meter.admit(MODEL, lambda: (tokens_in, tokens_out))
+    ticket = await meter.admit(MODEL, lambda: (tokens_in, tokens_out))
     meter.record(ticket, MODEL, tokens_in, tokens_out, None)
     meter.close()
     await book.store.flush()
@@ -71,13 +71,13 @@ async def test_a_mission_budget_and_a_task_budget_count_every_nodes_calls(backen
         # task 1 retried on node two: its first attempt's 300 tokens count against its 400
         meter = await two.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
         with pytest.raises(BudgetRefused, match="task m:1 budget cannot fit"):
-            meter.admit(MODEL, lambda: (100, 50))
+            await meter.admit(MODEL, lambda: (100, 50))
         meter.close()
 
         # the mission's 1000: node one has seen only its own 300, node two's 500 are in the store
         meter = await one.open_meter("m:2", "m", "coder", SPEC.tasks[1], SPEC)
         with pytest.raises(BudgetRefused, match="mission m budget cannot fit"):
-            meter.admit(MODEL, lambda: (150, 100))
+            await meter.admit(MODEL, lambda: (150, 100))
         meter.close()
 
 
@@ -92,7 +92,7 @@ async def test_the_days_budget_is_the_clusters(backend: Backend) -> None:
         await spend(two, "m:1", 0, 400, 200, FREE)  # 1400 of the day's 1500, across two nodes
         meter = await one.open_meter("m:1", "m", "coder", FREE.tasks[0], FREE)
         with pytest.raises(BudgetRefused, match="the daemon's daily budget cannot fit"):
-            meter.admit(MODEL, lambda: (100, 100))
+            await meter.admit(MODEL, lambda: (100, 100))
         meter.close()
         await a.flush()
         assert two.paused_key("coder") is None  # node two has not read the crossing yet
@@ -113,7 +113,7 @@ async def test_a_raised_budget_reaches_the_node_that_runs_the_retry_and_a_stale_
         await spend(worker, "m:1", 0, 300, 50)  # task 1's first attempt on the worker: 350 of its 400
         meter = await worker.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
         with pytest.raises(BudgetRefused):
-            meter.admit(MODEL, lambda: (100, 100))  # the next call does not fit: the task's budget is spent
+            await meter.admit(MODEL, lambda: (100, 100))  # the next call does not fit: the task's budget is spent
         meter.close()
         await b.flush()
         assert worker.spent_fixed(worker.meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)) is not None
@@ -127,7 +127,7 @@ async def test_a_raised_budget_reaches_the_node_that_runs_the_retry_and_a_stale_
 
         there = await worker.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)  # the retry runs on the worker
         assert there.limits[0] == Limit(None, 900) and worker.spent_fixed(there) is None
-        ticket = there.admit(MODEL, lambda: (100, 100))  # 350 + 200 fits the raised 900
+        ticket = await there.admit(MODEL, lambda: (100, 100))  # 350 + 200 fits the raised 900
         there.record(ticket, MODEL, 100, 100, None)
         there.close()
         await b.flush()

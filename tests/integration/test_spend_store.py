@@ -17,10 +17,14 @@ from polpo.config import Config, load_config
 from polpo.engine.commands import retry_target
 from polpo.engine.spend_book import EXCEEDED, SpendBook
 from polpo.engine.spend_rules import Limit
+from polpo.llm.client import LLMClient, LLMError, ModelSettings
+from polpo.llm.spend import metering
 from polpo.mission.schema import MissionSpec
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.store import spend_writes
+from polpo.store.core import StoreCore
 from polpo.store.sqlite import SqliteStore
+from tests.support.fake_llm import FakeLLM, error, text
 from tests.support.stores import Backend, mission, task, writing
 
 pytestmark = pytest.mark.anyio
@@ -29,25 +33,29 @@ SPEC = MissionSpec.model_validate({"settings": {"budget": {"usd": 1.0}},
                                    "tasks": [{"title": "t", "description": "d", "budget": {"tokens": 500}}]})
 
 
+async def reopened(backend: Backend) -> tuple[StoreCore, FakeClock]:
+    """A store that outlives its daemon (not the memory one), opened; and its clock."""
+    if backend.kind == "memory":
+        pytest.skip("nothing survives a memory store (its reads are in tests/integration/test_budgets.py)")
+    assert isinstance(backend.clock, FakeClock)
+    return await backend.open(), backend.clock
+
+
 def book(store: object, clock: FakeClock) -> SpendBook:
     cfg = Config.model_validate({"budget": {"daily_tokens": 10_000}})
     return SpendBook(cfg, store, clock)  # type: ignore[arg-type]
 
 
 async def test_spend_and_its_flags_are_read_back_after_a_restart(backend: Backend) -> None:
-    if backend.kind == "memory":
-        pytest.skip("nothing survives a memory store (its reads are in tests/integration/test_budgets.py)")
-    clock = backend.clock
-    assert isinstance(clock, FakeClock)
-    store = await backend.open()
+    store, clock = await reopened(backend)
     async with writing(store):
         await store.commit(store.tx().mission(mission()))  # an open mission: its accounts are loaded at start
         spend = book(store, clock)
         meter = spend.meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
-        ticket = meter.admit("openai/fake-model", lambda: (100, 200))
+        ticket = await meter.admit("openai/fake-model", lambda: (100, 200))
         meter.record(ticket, "openai/fake-model", 120, 80, None)
         with pytest.raises(Exception, match="cannot fit the next call"):
-            meter.admit("openai/fake-model", lambda: (100, 201))  # 200 spent + 301 > 500 tokens
+            await meter.admit("openai/fake-model", lambda: (100, 201))  # 200 spent + 301 > 500 tokens
         spend.raise_task("m:2", "m", Limit(0.5, None))  # `polpo retry m:2 --budget 0.5`
         await store.flush()
     store = await backend.open()
@@ -138,3 +146,55 @@ async def test_polpo_retry_budget_queues_the_raised_budget_in_the_inbox(tmp_path
     bad = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(
         retry, ["m:1", "--budget", "-1", "--config", str(path)]))
     assert bad.exit_code != 0 and "--budget" in bad.output
+
+
+async def test_a_calls_estimate_is_stored_before_the_call_and_a_crash_leaves_it_counted(backend: Backend) -> None:
+    """A call that a budget applies to: its estimate is in the rows when ``admit`` returns (before the request is
+    sent); its reply settles it to what it used. A daemon that died between a reply and its settlement leaves the
+    estimate counted, and the next daemon's budget counts it."""
+    store, clock = await reopened(backend)
+    async with writing(store):
+        await store.commit(store.tx().mission(mission()))
+        meter = book(store, clock).meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+        ticket = await meter.admit("openai/fake-model", lambda: (30, 100))
+        [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+        assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (30, 100, 1)  # durable before the call
+        meter.record(ticket, "openai/fake-model", 20, 40, None)  # the reply: settled to what it used
+        await store.flush()
+        [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+        assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (20, 40, 1)
+        await meter.admit("openai/fake-model", lambda: (50, 200))  # served; the daemon dies before the reply is told
+    store = await backend.open()
+    async with writing(store):
+        again = book(store, clock)
+        await again.load()
+        task = again.spend_of("task", "m:1")
+        assert (task.tokens, task.calls) == (310, 2)  # the unsettled call at its estimate: pessimistic
+        assert again.spend_of("daemon", "", "2026-01-01").tokens == 310
+        meter = await again.open_meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+        with pytest.raises(Exception, match="cannot fit the next call"):
+            await meter.admit("openai/fake-model", lambda: (50, 150))  # 310 + 200 > 500 tokens
+
+
+async def test_a_call_the_provider_fails_takes_its_hold_back_and_one_it_answers_counts_what_it_used(
+        backend: Backend) -> None:
+    """Through the LLM client: a failed call's hold (in the rows before it was sent) is settled to nothing — a
+    budget is not spent by a provider's errors — and an answered one to its reply's usage."""
+    store = await backend.open()
+    with FakeLLM() as srv:
+        srv.script(error(500), text("ok", usage={"prompt_tokens": 20, "completion_tokens": 10}))
+        model = ModelSettings(model="openai/fake-model", api_base=srv.base_url, max_tokens=100)
+        client, hi = LLMClient(max_retries=0), [{"role": "user", "content": "hi"}]
+        async with writing(store):
+            await store.commit(store.tx().mission(mission()))
+            meter = book(store, backend.clock).meter("m:1", "m", "coder", SPEC.tasks[0], SPEC)
+            with metering(meter):
+                with pytest.raises(LLMError):
+                    await client.chat(model, hi)
+                await store.flush()
+                [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+                assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (0, 0, 0)
+                await client.chat(model, hi)
+            await store.flush()
+            [row] = [r for r in await store.spend_now("m", None) if r["scope"] == "task"]
+            assert (row["tokens_in"], row["tokens_out"], row["calls"]) == (20, 10, 1)

@@ -9,6 +9,7 @@ cleared, that nothing was rejected or failed for it, and that the pause and its 
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import signal
@@ -19,9 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from polpo.config import Config
+from polpo.engine.workspace_faults import WorkspaceFaults
 from tests.support.daemon import (
     daemon_process,
     load,
@@ -133,6 +136,56 @@ def test_a_full_workspaces_disk_holds_the_mission_until_space_is_freed(tmp_path:
         mnt.free(filler)
         evs = _ran_once_after_the_fault(cfg.state_dir, cfg.db_path, marker, "job")
         assert _named(evs, "fault:resumed", work="intake")
+
+
+def test_an_agent_failed_by_its_full_workspace_waits_for_space_and_runs_again_without_a_retry(
+        tmp_path: Path, mnt: Mounts) -> None:
+    """The agent's own write fails with ENOSPC (its output says so, as any program's could); the workspace's file
+    system, asked right after, refuses a new file too: the attempt is interrupted, not failed, and the task runs
+    again once space is freed — no retry or fix used, the task done."""
+    cfg = load(write_config(tmp_path))
+    marker, go = tmp_path / "ran.log", tmp_path / "go"
+    workspaces = cfg.state_dir / "workspaces"
+    mnt.tmpfs(workspaces, size_kb=64, inodes=16)
+    script = f'echo "$POLPO_TASK_ID" >> "{marker}"; while [ ! -f "{go}" ]; do sleep 0.05; done; echo data > out.txt'
+    with daemon_process(_config(cfg)) as proc:
+        _started(proc, cfg.state_dir)
+        submit(cfg, "job.json", mission_json(shell_task("write", script, expectations=[
+            {"type": "file_exists", "path": "out.txt"}])))
+        wait_events(cfg.state_dir, _has("agent:spawned"))
+        filler = mnt.fill(workspaces)
+        go.touch()
+        evs = wait_events(cfg.state_dir, _has("fault:paused", work="task agent"))
+        assert "ENOSPC" in _named(evs, "fault:paused", work="task agent")[0]["data"]["error"]
+        interrupted = _named(evs, "task:transition", to="pending", trigger="interrupted")
+        assert interrupted and "refused writes" in interrupted[0]["data"]["reason"]
+        mnt.free(filler)
+        evs = wait_events(cfg.state_dir, _has("mission:completed"))
+    assert _named(evs, "mission:completed")[0]["data"]["outcome"] == "completed"
+    assert _named(evs, "fault:resumed", work="task agent")
+    assert _runs(marker) == ["job:1", "job:1"]  # it ran again after the space came back
+    assert not [e for e in evs if e["event"] in ("task:retry", "task:fix", "task:max-retries")]
+
+
+def test_the_workspace_probe_blames_a_full_or_read_only_file_system_and_never_one_with_room(
+        tmp_path: Path, mnt: Mounts) -> None:
+    """What tells a full disk from an agent's own bug: the file system's answer after the failure, not the agent's
+    output. With room the failure is the agent's (it spends a retry as before), full it is ENOSPC, read-only
+    EROFS, freed it is the agent's again; the probe leaves nothing in the workspace."""
+    ws = tmp_path / "ws"
+    mnt.tmpfs(ws, size_kb=256, inodes=64)
+    blamed = WorkspaceFaults.blamed
+    assert anyio.run(blamed, ws) is None
+    filler = mnt.fill(ws)
+    assert anyio.run(blamed, ws) == errno.ENOSPC
+    mnt.free(filler)
+    assert anyio.run(blamed, ws) is None
+    mnt.read_only(ws)
+    assert anyio.run(blamed, ws) == errno.EROFS
+    mnt.writable(ws)
+    assert anyio.run(blamed, ws) is None
+    assert anyio.run(blamed, ws / "gone") is None  # a workspace that is not there: not the disk's fault
+    assert list(ws.iterdir()) == []
 
 
 def test_an_event_log_on_a_full_disk_catches_up_with_the_store_without_a_lost_or_doubled_line(

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polpo.store.cluster.leadership import LEADER_KEY
 from tests.support.postgres import PgCluster
 
 AGENT = """
@@ -57,7 +56,9 @@ class Cluster:
     def shared(self) -> Path:
         return self.root / "shared"
 
-    def add(self, name: str, *, concurrency: int = 4, lease: float = 2.0, retries: int = 1, fixes: int = 2) -> Node:
+    def add(self, name: str, *, concurrency: int = 4, lease: float = 2.0, retries: int = 1, fixes: int = 2,
+            url: str | None = None) -> Node:
+        """A node's config and folders (``url``: its own way to the database, a proxy's; else the cluster's)."""
         (self.root / name).mkdir(parents=True, exist_ok=True)
         self.missions.mkdir(exist_ok=True)
         self.shared.mkdir(exist_ok=True)
@@ -71,7 +72,7 @@ shutdown_grace = 2
 node = "{name}"
 
 [store]
-url = "{self.url}"
+url = "{url or self.url}"
 lease = {lease}
 
 [security]
@@ -239,9 +240,9 @@ def orphans(marker: Path) -> list[int]:
     return found
 
 
-# The SQL that drops the leader's advisory-lock backend, as an idle-session timeout or a network blip would.
-DROP_LEADER_LOCK = (f"SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
-                    f"AND granted AND classid = {LEADER_KEY >> 32} AND objid = {LEADER_KEY & 0xFFFFFFFF}")
+# The SQL that ends the leader's term at the database while its lease holds (a person's hand on the row, as a new
+# election would): the row names nobody, in a new term; the deposed leader steps down, and any node may be elected.
+END_LEADER_TERM = "UPDATE leader SET node = '', incarnation = '', term = term + 1 RETURNING 1"
 
 
 @contextmanager

@@ -17,6 +17,9 @@
 * Every chat request is recorded in ``srv.requests`` *before* its reply is produced (so a delayed reply is already
   visible): each is the parsed JSON body (a ``dict``) with ``.headers`` (lower-case names), ``.path`` and
   ``.received_at`` (``time.monotonic()``).
+* ``srv.after_reply(request)`` (if set) runs once a reply has been written and flushed: a provider that kills
+  its client right after answering (``os.kill(pid, SIGKILL)``), so the reply was served and billed but the client
+  may never act on it.
 * Every success reply carries ``usage`` (prompt/completion/total tokens, estimated at ~4 characters per token
   unless given) and ``finish_reason`` ``"tool_calls"`` when it has tool calls, else ``"stop"``.
 
@@ -458,6 +461,7 @@ class FakeLLM:
         self.context_window = context_window
         self.prompt_tokens: list[int] = []  # each request's prompt estimate (with context_window)
         self.responder: Responder | None = None
+        self.after_reply: Callable[[RecordedRequest], None] | None = None
         self.unscripted = 0  # requests answered with "no scripted reply left"
         self.errors: list[str] = []  # exceptions raised while answering (a bug in a responder, …)
         self._host = host
@@ -758,6 +762,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(500, "FakeLLM: no scripted reply left", "fake_llm_exhausted")
             return
         self._answer(req, reply)
+        if self.fake.after_reply is not None:
+            self.fake.after_reply(req)
 
     def _endless(self, reply: EndlessReply, stream: bool) -> None:
         self.close_connection = True

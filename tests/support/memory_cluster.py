@@ -97,7 +97,7 @@ class MemoryCluster(SeenEvents):
         node = self.nodes[name]
         assert node.engine.cluster is not None
         role = node.engine.cluster
-        self.db.leader = name  # it holds the leader's lock
+        self.db.leader = name  # the leader's row names it
         await role.lead(node.engine.load)
         assert node.tg is not None
 

@@ -33,8 +33,7 @@ def test_a_node_stops_when_it_did_not_run_longer_than_its_guards_deadline() -> N
 def test_the_fence_statement_quotes_its_values_and_names_the_leader() -> None:
     f = Fence("it's\\node", "abc", 2.0)
     assert f.call() == "SELECT polpo_fence(E'it\\'s\\\\node', E'abc', 2.0::float8, NULL)"
-    f.leader_pid = 4242
-    assert f.call().endswith(", 4242)")
+    assert f.call(4242).endswith(", 4242::int8)")
 
 
 def test_a_fence_trips_once_and_then_refuses_everything() -> None:

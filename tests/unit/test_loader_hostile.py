@@ -147,3 +147,25 @@ def test_the_work_of_validation_is_bounded() -> None:
     many = {"tasks": [{**TASK, "title": f"t{i}", "dependsOn": list(range(25))} for i in range(MAX_VALUES // 25)]}
     assert _load(many) == [("$", f"too many values: at most {MAX_VALUES} strings, numbers, lists and objects in "
                                  "one mission file")]
+
+
+@pytest.mark.parametrize(("doc", "path"), [
+    ({"tasks": [{**TASK, "title": "x" * 1_000_000}]}, "$.tasks[0].title"),
+    ({"name": "n" * 1001, "tasks": [TASK]}, "$.name"),
+    ({"tasks": [TASK], "team": [{"name": "a", "model": "m" * 5000}]}, "$.team[0].model"),
+    ({"tasks": [TASK, {**TASK, "title": "u", "dependsOn": ["t" * 2000]}]}, "$.tasks[1].dependsOn[0]"),
+    ({"tasks": [TASK, {**TASK, "title": "u"}], "checkpoints": [
+        {"name": "c", "afterTasks": ["t"], "blocksTasks": ["u"], "message": "m" * 10_001}]},
+     "$.checkpoints[0].message"),
+])
+def test_strings_bound_for_events_and_command_lines_are_refused_when_too_long(doc: Any, path: str) -> None:
+    """A 1 MB title was taken in, then its task failed at its first run ("command line too long"): titles, names
+    and models (in every event about them, on agents' command lines) and messages are bounded at load."""
+    problems = _load(doc)
+    assert [p for p, _ in problems] == [path]
+    assert problems[0][1].startswith("too long: ") and "at most" in problems[0][1]
+    assert len(problems[0][1]) < 300  # the value itself is not repeated
+
+
+def test_a_title_at_the_limit_loads() -> None:
+    assert load_mission(json.dumps({"tasks": [{**TASK, "title": "x" * 1000}]}).encode(), known_agents=None).ok

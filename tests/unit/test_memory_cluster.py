@@ -288,7 +288,7 @@ async def test_a_finish_the_leader_had_not_followed_is_decided_once_when_it_take
 
 
 async def test_leadership_lost_and_regained_without_stopping_decides_each_thing_once(tmp_path: Path) -> None:
-    """A leader whose lock connection dropped stops deciding at once but keeps running its turn; the new leader
+    """A leader whose term ended stops deciding at once but keeps running its turn; the new leader
     loads and settles (the start-up path); later the first node is elected again, and the mission completes
     once, every task run once."""
     tally = Tally()

@@ -20,6 +20,7 @@ import pytest
 
 from polpo.agents.base import AgentRequest
 from polpo.clock import FakeClock
+from polpo.engine.schedules import MAX_SLEEP
 from polpo.intake.handler import IntakeHandler
 from polpo.store.memory import MemoryStore
 from tests.support.engine import EngineRun, ScriptAgent, config, engine_on_memory
@@ -149,6 +150,28 @@ async def test_queue_runs_the_waiting_firing_when_the_run_ends(tmp_path: Path) -
         assert triggered(run) == ["report", "report#2"]
         assert run.store.rows("schedules")[0]["queued"] == 0
         await run.wait_event("mission:completed", mission_id="report#2")
+
+
+async def test_queued_firings_start_as_each_run_ends_and_a_backlog_drains(tmp_path: Path) -> None:
+    """The daemon's loop sleeps until the next firing (at most MAX_SLEEP); a queued firing starts when the run
+    before it ends, not at the next firing (which queued one more each time: a backlog never drained), so three
+    firings queued behind a long run (as after a downtime) run one after the other while the clock stands still."""
+    gate = Gate()
+    async with engine(tmp_path, agent=ScriptAgent(gate)) as run:
+        await register(run, scheduled(overlap="queue"))
+        await at(run, minute(1))
+        await run.wait_event("agent:spawned")
+        for n in (2, 3, 4):
+            await at(run, minute(n))
+        assert run.store.rows("schedules")[0]["queued"] == 3
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.engine.schedules.run)  # the daemon's loop; the next firing is a minute away
+            gate.release.set()
+            for mid in ("report", "report#2", "report#3", "report#4"):
+                await run.wait_event("mission:completed", mission_id=mid, timeout=MAX_SLEEP - 1)
+            tg.cancel_scope.cancel()
+        assert triggered(run) == ["report", "report#2", "report#3", "report#4"]
+        assert run.store.rows("schedules")[0]["queued"] == 0
 
 
 async def test_cancel_previous_cancels_the_active_run_and_starts_anew(tmp_path: Path) -> None:

@@ -1,14 +1,23 @@
 """The leader: the one node that accepts mission files and coordinates missions (dependencies, gates, completion,
-SLA, commands). It holds a session advisory lock on a connection of its own; PostgreSQL releases the lock when
-that connection ends — the process died, was killed, or lost the network — and another node takes it within a
-second or two. A leader that loses its connection steps down at once (``on_deposed``: it cannot know whether
-another node already leads, so it decides nothing more) and competes for the lock again, without exiting: a
-PostgreSQL restart or a dropped connection costs a new election, not the node. While it leads, its writes are
-fenced on that lock too (:mod:`polpo.store.fencing`); a write refused for the lock alone deposes the node
-instead of stopping it (its lease still holds: its own turns go on).
+SLA, commands).
 
-A leader paused with its connection open keeps the lock (PostgreSQL cannot tell a frozen process from a slow one):
-its missions wait, nothing runs twice. TCP keepalives or ``idle_session_timeout`` on the server bound that wait.
+Leadership is a term held by a live incarnation, on the database's clock: the one ``leader`` row names a node, its
+incarnation and the term's number, and the term lasts while that incarnation holds its lease (its heartbeat,
+:mod:`.membership`). No connection holds it. A session lock did before, and PostgreSQL keeps a session as long as
+TCP does: a leader cut off by a half-open network (a dead NAT, a cut cable, a migrated VM: no FIN, no RST) kept
+the lock for hours, and no other node could lead. Now a cut leader's lease runs out on the server's clock like any
+node's, its own clock stops it before that (:mod:`.timing`), and another node is elected.
+
+Every node reads the row every ``TRY_EVERY`` seconds (at most a sixth of the lease). A follower that finds the
+term vacant — its incarnation holds no lease: it ran out, the node left, or it started again as another — takes
+the row, in a fenced transaction that first takes the leader-writes lock exclusively: a previous leader's writes
+still in flight hold it shared (:data:`~polpo.store.fencing.FENCE_FUNCTION`) and commit before the new term
+begins; the ones that come after find the row changed (``PLF02``). The new term's number is the fence's: every
+write of the leader checks that the row still names it, in that term.
+
+A leader that finds the row naming another term is deposed (``on_deposed``: it decides nothing more at once) and
+competes again without exiting; its own turns go on under its lease. While its lease holds, only a person's hand
+on the row can do that; a write refused for the leadership alone (``PLF02``) deposes it the same way.
 """
 
 from __future__ import annotations
@@ -19,85 +28,118 @@ from typing import Any
 
 import anyio
 
-from polpo.store.fencing import LEADER_KEY, LEADER_WRITES_KEY, Fence
+from polpo.store.cluster.timing import RENEW, SELF_STOP
+from polpo.store.fencing import LEADER_WRITES_KEY, Fence, fenced_transaction, session_settings
+from polpo.store.identity import StoreLost
 from polpo.store.outage_wait import OutageWait
 from polpo.store.postgres_conn import PgTarget
 
 log = logging.getLogger("polpo.cluster")
 
-__all__ = ["LEADER_KEY", "Leadership"]
+__all__ = ["Leadership"]
 
-TRY_EVERY = 1.0  # seconds between two attempts of a follower to become the leader
+TRY_EVERY = 1.0  # seconds between two readings of the leader's row (at most a sixth of the lease)
+
+_LIVE = ("SELECT 1 FROM nodes n WHERE n.name = l.node AND n.incarnation = l.incarnation "
+         "AND clock_timestamp() - n.heartbeat_at < make_interval(secs => $1)")
+_READ = f"SELECT l.node, l.incarnation, l.term, NOT EXISTS ({_LIVE}) AS vacant FROM leader l"
+_ELECT = (f"UPDATE leader l SET node = $2, incarnation = $3, term = l.term + 1, since = clock_timestamp() "
+          f"WHERE l.term = $4 AND NOT EXISTS ({_LIVE}) RETURNING l.term")
 
 
 class Leadership:
-    def __init__(self, target: PgTarget, lease: float, fence: Fence | None = None) -> None:
+    def __init__(self, target: PgTarget, node: str, incarnation: str, lease: float, fence: Fence | None = None
+                 ) -> None:
         self.target = target
+        self.node = node
+        self.incarnation = incarnation
         self.lease = lease
-        self.leader = False
-        self.fence = fence  # once leading, every write of this node also checks that this lock is still held
+        self.term: int | None = None  # this node's term while it leads
+        self.fence = fence  # once leading, every write of this node also checks that its term still holds
+        self.every = min(TRY_EVERY, lease * RENEW)
+        self._announced = False  # on_elected has been called for this term
+
+    @property
+    def leader(self) -> bool:
+        return self.term is not None
 
     async def run(self, on_elected: Callable[[], Awaitable[None]],
-                   on_deposed: Callable[[str], Awaitable[None]]) -> None:
-        """Wait to be the leader (reconnecting as needed), lead until the lock's connection is lost, step down,
-        and wait again."""
+                  on_deposed: Callable[[str], Awaitable[None]]) -> None:
+        """Read the leader's row every ``every`` seconds: take a vacant term, step down from one that ended."""
         wait = OutageWait("the leadership election", log)
+        conn: Any = None
         while True:
             try:
-                conn = await self._connect()
+                if conn is None:
+                    conn = await self._connect()
+                with anyio.fail_after(self.lease * SELF_STOP):  # a connection that stopped answering is dropped
+                    ended = await self._look(conn)
                 wait.ok()
+            except StoreLost:  # this node was fenced: it is leaving
+                await _drop(conn)
+                return
             except Exception as e:  # an outage, or another refusal that may pass too (a password being fixed)
+                await _drop(conn)
+                conn = None
                 delay = wait.failed(e)
                 if delay is None:
-                    log.warning("cannot connect to wait for leadership (%s); trying again", e)
-                await anyio.sleep(TRY_EVERY * 5 if delay is None else delay)
+                    log.warning("cannot read the leader's row (%s: %s); trying again", type(e).__name__, e)
+                await anyio.sleep(self.every * 5 if delay is None else delay)
                 continue
-            try:
-                await self._lead(conn, on_elected)
-                reason = "the leader's database connection was lost"
-            except Exception as e:  # the waiting connection was lost, or the election's loading failed with it
-                reason = f"{type(e).__name__}: {e}"
-                if not self.leader:
-                    log.warning("lost the connection that waits for leadership (%s); reconnecting", e)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await conn.close(timeout=2)
-                    except Exception:
-                        conn.terminate()
-            if self.leader:
-                self.leader = False
-                log.warning("no longer the leader: %s; competing for the lock again", reason)
-                await on_deposed(reason)
-                await anyio.sleep(TRY_EVERY)
+            if ended is not None:
+                await self._step_down(ended, on_deposed)
+            elif self.term is not None and not self._announced:
+                self._announced = True
+                try:
+                    await on_elected()
+                except Exception as e:  # the election's loading failed (an outage): step down, try again
+                    log.warning("could not take up leadership (%s: %s); trying again", type(e).__name__, e)
+                    await self._step_down(f"{type(e).__name__}: {e}", on_deposed)
+            await anyio.sleep(self.every)
+
+    async def _look(self, conn: Any) -> str | None:
+        """One reading of the row (and an election when the term is vacant); why this node's term ended, if so."""
+        if self.term is not None and self.fence is not None and self.fence.leader_term != self.term:
+            return "the database refused its write as the leader: its term has ended"
+        row = await conn.fetchrow(_READ, self.lease)
+        mine = row["node"] == self.node and row["incarnation"] == self.incarnation
+        if self.term is not None:
+            return None if mine and row["term"] == self.term else (
+                f"the leader's row names {row['node'] or 'nobody'} in term {row['term']}")
+        if mine:  # this node's own election, whose commit's answer was lost: its term, as the database has it
+            self._elected(int(row["term"]))
+        elif row["vacant"]:
+            async with fenced_transaction(conn, self.fence):
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", LEADER_WRITES_KEY)
+                term = await conn.fetchval(_ELECT, self.lease, self.node, self.incarnation, row["term"])
+            if term is not None:
+                self._elected(int(term))
+        return None
+
+    def _elected(self, term: int) -> None:
+        self.term = term
+        self._announced = False
+        if self.fence is not None:  # from now on this node writes as the leader only while this term holds
+            self.fence.leader_term = term
+        log.info("elected the leader (term %d)", term)
+
+    async def _step_down(self, reason: str, on_deposed: Callable[[str], Awaitable[None]]) -> None:
+        self.term = None
+        log.warning("no longer the leader: %s; competing again", reason)
+        await on_deposed(reason)
+        await anyio.sleep(self.every)
 
     async def _connect(self) -> Any:
         import asyncpg  # the optional PostgreSQL extra; imported only by daemons that use it
 
-        return await asyncpg.connect(self.target.url, password=self.target.password, timeout=15)
+        return await asyncpg.connect(self.target.url, password=self.target.password, timeout=self.lease,
+                                     server_settings=session_settings(self.lease))
 
-    async def _lead(self, conn: Any, on_elected: Callable[[], Awaitable[None]]) -> None:
-        """Returns once the leader's connection is gone (leadership lost); raises while still a follower."""
-        lost = anyio.Event()
-        conn.add_termination_listener(lambda _c: lost.set())
-        while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_KEY):
-            with anyio.move_on_after(TRY_EVERY):
-                await lost.wait()
-            if lost.is_set():
-                raise OSError("connection closed")
-        if self.fence is not None:  # from now on this node writes only while this connection holds the lock
-            self.fence.leader_pid = conn.get_server_pid()
-        # a previous leader's writes still in flight (checked before its lock went) commit before this one leads
-        await conn.execute("SELECT pg_advisory_lock($1), pg_advisory_unlock($1)", LEADER_WRITES_KEY)
-        self.leader = True
-        await on_elected()
-        while not lost.is_set():  # a dead connection is noticed within a third of the lease
-            with anyio.move_on_after(self.lease / 3):
-                await lost.wait()
-            if lost.is_set():
-                break
+
+async def _drop(conn: Any) -> None:
+    if conn is not None:
+        with anyio.CancelScope(shield=True):
             try:
-                with anyio.fail_after(self.lease / 3):
-                    await conn.fetchval("SELECT 1")
+                await conn.close(timeout=1)
             except Exception:
-                break
+                conn.terminate()

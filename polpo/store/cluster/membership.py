@@ -20,6 +20,7 @@ import anyio
 
 from polpo.store.cluster.timing import RENEW, SELF_STOP, must_stop, now
 from polpo.store.errors import StoreError
+from polpo.store.fencing import session_settings
 from polpo.store.postgres_conn import PgTarget
 
 log = logging.getLogger("polpo.cluster")
@@ -155,7 +156,8 @@ class Membership:
             return _PoolConn(self.pool)
         import asyncpg
 
-        return await asyncpg.connect(self.target.url, password=self.target.password, timeout=self.lease)
+        return await asyncpg.connect(self.target.url, password=self.target.password, timeout=self.lease,
+                                     server_settings=session_settings(self.lease))
 
     @staticmethod
     async def _drop(conn: Any) -> None:

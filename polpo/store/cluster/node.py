@@ -36,7 +36,7 @@ class ClusterNode:
         self.fence = Fence(node, self.membership.incarnation, lease)
         self.fence.on_fenced += [store.fence, self._stop_runs]
         store.lease_fence = self.fence
-        self.leadership = Leadership(store.target, lease, self.fence)
+        self.leadership = Leadership(store.target, node, self.membership.incarnation, lease, self.fence)
         self.queue = ClaimQueue(store.pool, node, self.membership.incarnation, lease, self.fence)
         self.fence.local = self.membership.why_not
         self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self._may_start)
