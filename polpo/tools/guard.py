@@ -75,7 +75,7 @@ def _now() -> float:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     deadline, daemon = float(args[0]), args[1] if len(args) > 1 else "?"
-    poll = max(0.01, deadline / 6)
+    poll = None if deadline == float("inf") else max(0.01, deadline / 6)  # inf: only the daemon's death kills
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the pipe tells this guard to go
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     held = Held()
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
                 held.apply(line)
-        elif held.groups and _now() - last > deadline:
+        elif poll is not None and held.groups and _now() - last > deadline:
             n = held.kill_all()
             print(f"polpo guard: the daemon (pid {daemon}) has not beaten for {_now() - last:.1f} s "
                   f"(deadline {deadline:g} s); killed {n} agent process group(s)", file=sys.stderr, flush=True)

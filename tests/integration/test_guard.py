@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from polpo.clock import SystemClock
 from polpo.tools import procs
-from polpo.tools.guard_link import GuardLink
+from polpo.tools.guard_link import LOSSES, GuardLink
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +82,42 @@ async def test_a_program_started_when_the_node_may_no_longer_act_is_killed_at_on
     finally:
         procs.WATCH.remove(link)
     assert result.signal == signal.SIGKILL and result.exit_code is None
+
+
+async def test_a_guard_that_dies_is_replaced_holding_the_same_groups_and_its_daemon_death_still_kills() -> None:
+    link = GuardLink(60)
+    link.start()
+    p = sleeper()
+    try:
+        link.started(p.pid)
+        first = link.proc
+        assert first is not None
+        first.kill()
+        with anyio.fail_after(10):  # its pidfd is heard in the event loop: replaced at once
+            while link.proc is None or link.proc is first:
+                await anyio.sleep(0.01)
+        assert link.losses and link.lost is None
+        assert p.poll() is None  # the agent goes on under the new guard
+        assert link.proc.stdin is not None
+        link.proc.stdin.close()  # the daemon's death, as the new guard sees it
+        assert gone_within(p, 10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        link.close()
+
+
+async def test_a_node_that_cannot_keep_a_guard_is_told_why() -> None:
+    lost: list[str] = []
+    link = GuardLink(60, on_lost=lost.append, program=[sys.executable, "-c", "import sys; sys.exit(3)"])
+    link.start()
+    try:
+        with anyio.fail_after(20):
+            while not lost:
+                await anyio.sleep(0.02)
+    finally:
+        link.close()
+    assert len(lost) == 1 and "cannot keep a guard" in lost[0] and "exited with code 3" in lost[0]
+    assert len(link.losses) == LOSSES
+    assert not link.started(123456)  # nothing more may start on this node

@@ -57,7 +57,9 @@ class Cluster:
     def shared(self) -> Path:
         return self.root / "shared"
 
-    def add(self, name: str, *, concurrency: int = 4, lease: float = 2.0, retries: int = 1, fixes: int = 2) -> Node:
+    def add(self, name: str, *, concurrency: int = 4, lease: float = 2.0, retries: int = 1, fixes: int = 2,
+            url: str | None = None) -> Node:
+        """A node's config (``url``: its own way to the database, e.g. through a :class:`TcpProxy`)."""
         (self.root / name).mkdir(parents=True, exist_ok=True)
         self.missions.mkdir(exist_ok=True)
         self.shared.mkdir(exist_ok=True)
@@ -71,7 +73,7 @@ shutdown_grace = 2
 node = "{name}"
 
 [store]
-url = "{self.url}"
+url = "{url or self.url}"
 lease = {lease}
 
 [security]
@@ -90,9 +92,9 @@ check_timeout = 60
 
     def start(self, name: str) -> None:
         node = self.nodes[name]
-        log = open(self.root / name / "daemon.out", "ab")  # noqa: SIM115 - the child holds it
-        node.proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(node.config)],
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.root / name / "daemon.out", "ab") as log:  # (the child has its own descriptor)
+            node.proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(node.config)],
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:
         """kill -9 of the daemon alone (its guard then kills its agents)."""
