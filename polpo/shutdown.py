@@ -58,10 +58,14 @@ class StopSteps:
 
     async def step(self, what: str, fn: Callable[[], Awaitable[object]], *, extra: float = 0.0) -> bool:
         """Run ``fn`` for at most :data:`STEP` seconds (plus ``extra``: a grace the step itself keeps), within
-        what is left of the budget; False (and a warning) when its time ran out."""
+        what is left of the budget; False (and a warning) when its time ran out or it failed."""
         most = self.step_max if not self.abandoned else AFTER_ABANDONED
         with anyio.move_on_after(min(most, self.left()) + extra) as scope:
-            await fn()
+            try:
+                await fn()
+            except Exception as e:  # (the database went away meanwhile…): the stop goes on
+                log.warning("stopping: %s failed (%s: %s); going on without it", what, type(e).__name__, e)
+                return False
         if scope.cancelled_caught:
             self.abandoned.append(what)
             log.warning("stopping: %s did not finish in time (a database or a network that does not answer?); "

@@ -67,3 +67,14 @@ def test_a_node_keeps_a_guard_until_too_many_are_lost_within_the_window() -> Non
     assert not keeps_guard([*recent, 105.0], 110.0)
     old = [100.0 + i for i in range(LOSSES)]
     assert keeps_guard(old, 100.0 + LOSS_WINDOW + LOSSES)  # losses long ago no longer count
+
+
+@pytest.mark.anyio
+async def test_a_step_that_fails_does_not_stop_the_stop() -> None:
+    steps = StopSteps(SystemClock(), budget=5.0, step=1.0)
+
+    async def fails() -> None:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    assert not await steps.step("the event log's last read", fails)
+    assert steps.abandoned == []  # (it answered: the next steps keep their time)
