@@ -39,7 +39,7 @@ from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
 from polpo.sdnotify import notify as sd_notify
-from polpo.shutdown import BUDGET, MARGIN, LastResort, StopSteps
+from polpo.shutdown import MARGIN, LastResort, StopSteps
 from polpo.sla.monitor import SlaMonitor
 from polpo.stop_signals import StopControls, receive_signals
 from polpo.store import read
@@ -282,8 +282,8 @@ class Daemon:
             await self._stop.wait()
             sd_notify("STOPPING=1")
             grace = 0.0 if self._fatal else cfg.daemon.shutdown_grace.total_seconds()
-            self._last_resort.arm(grace + BUDGET + MARGIN, lambda: self._fatal or "asked to stop")
             steps = self._steps = StopSteps.of(cfg, self.clock)  # each step has a deadline (a half-open network…)
+            self._last_resort.arm(grace + steps.budget + MARGIN, lambda: self._fatal or "asked to stop")
             intake.stop()
             await steps.step("the SLA monitor", monitor.shutdown)
             await steps.step("stopping the runs", lambda: engine.stop(grace), extra=grace)

@@ -5,7 +5,7 @@ cable, a dead NAT: no FIN, no RST) leaves a read on its socket waiting until the
 a node fenced by its own clock then stayed alive, half stopped, until the network healed. So every step of the
 stop after the runs have stopped (the shutdown event, the follower's last read, leaving the cluster, the
 notifier, the API, the readers, the store's pool) gets at most :data:`STEP` seconds and together at most
-:data:`BUDGET`: a step whose time is up is abandoned with a warning naming it, and the next one goes on (what
+:data:`BUDGET` (on a cluster node, half its lease and three leases): a step whose time is up is abandoned with a warning naming it, and the next one goes on (what
 it would have written, the next start recovers from the store, as after a crash) with :data:`AFTER_ABANDONED`
 seconds at most, since what did not answer will most likely not answer the next step either.
 
@@ -43,15 +43,18 @@ class StopSteps:
     def __init__(self, clock: Clock, budget: float = BUDGET, step: float = STEP) -> None:
         self.clock = clock
         self.step_max = step
+        self.budget = budget
         self.ends_at = clock.monotonic() + budget
         self.abandoned: list[str] = []  # the steps whose time ran out, in order
 
     @classmethod
     def of(cls, cfg: Config, clock: Clock) -> StopSteps:
-        """A cluster node's steps get at most half its lease each: a database that has not answered for that
-        long is one this node is being fenced from anyway (its heartbeat goes over it too)."""
-        lease = cfg.store.lease.total_seconds() if cfg.store.url is not None else None
-        return cls(clock, step=STEP if lease is None else min(STEP, lease / 2))
+        """A cluster node's steps get at most half its lease each, three leases in all: a database that has not
+        answered for that long is one this node is being fenced from anyway (its heartbeat goes over it too)."""
+        if cfg.store.url is None:
+            return cls(clock)
+        lease = cfg.store.lease.total_seconds()
+        return cls(clock, budget=min(BUDGET, 3 * lease), step=min(STEP, lease / 2))
 
     def left(self) -> float:
         return max(0.0, self.ends_at - self.clock.monotonic())
