@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from polpo.tools import procs
-from polpo.tools.proctable import process_start_ticks
+from polpo.tools.proctable import process_start_ticks, process_state
 
 log = logging.getLogger("polpo.guard")
 
@@ -42,17 +42,6 @@ def keeps_guard(losses: Sequence[float], at: float) -> bool:
 
 def _held_line(pgid: int, ticks: int | None) -> bytes:
     return f"+{pgid} {'-' if ticks is None else ticks}\n".encode()
-
-
-def _state(pid: int) -> bytes | None:
-    """The process's state letter (``R``, ``S``, ``T`` stopped…), None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2:].split()
-    return fields[0] if fields else None
 
 
 class GuardLink:
@@ -131,7 +120,7 @@ class GuardLink:
             return
         if self.proc.poll() is not None:
             self._replace(self._end_of(self.proc))
-        elif _state(self.proc.pid) in (b"T", b"t"):
+        elif process_state(self.proc.pid) in ("T", "t"):
             self._replace("it was stopped (SIGSTOP)")
 
     async def run(self) -> None:

@@ -12,12 +12,12 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.support.cluster import Cluster, cluster_on, orphans, ticking
 from tests.support.postgres import PgCluster
+from tests.support.procs import guards_of, is_dead
 
 pytestmark = pytest.mark.slow
 
@@ -35,29 +35,8 @@ def cluster(postgres_cluster: PgCluster) -> Iterator[Cluster]:
                     os.kill(node.proc.pid, signal.SIGCONT)
 
 
-def guards_of(daemon: int) -> list[int]:
-    """The daemon's live guard processes (its children running polpo.tools.guard)."""
-    found = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_bytes()
-            cmd = (p / "cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[1]) == daemon and b"polpo.tools.guard" in cmd and fields[0] not in (b"Z", b"X"):
-            found.append(int(p.name))
-    return found
-
-
 def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:].split()[0] not in (b"Z", b"X")
+    return not is_dead(pid)
 
 
 def within(seconds: float, cond: object) -> bool:
@@ -88,16 +67,20 @@ def replaced(daemon: int, old: int) -> int:
     return new
 
 
-def test_a_killed_or_stopped_guard_is_replaced_and_the_agents_die_with_their_daemon(cluster: Cluster) -> None:
-    c = cluster
-    pids = running_agents(c, 2)
+def lose_guard(c: Cluster, sig: int) -> int:
+    """Send ``sig`` to node g's guard; the pid of the guard its daemon starts in its place."""
     node = c.nodes["g"]
     assert node.proc is not None
     [guard] = guards_of(node.proc.pid)
-    os.kill(guard, signal.SIGSTOP)  # a stopped guard kills nothing: the daemon ends it and starts another
-    guard = replaced(node.proc.pid, guard)
-    os.kill(guard, signal.SIGKILL)
-    replaced(node.proc.pid, guard)
+    os.kill(guard, sig)
+    return replaced(node.proc.pid, guard)
+
+
+def test_a_killed_or_stopped_guard_is_replaced_and_the_agents_die_with_their_daemon(cluster: Cluster) -> None:
+    c = cluster
+    pids = running_agents(c, 2)
+    lose_guard(c, signal.SIGSTOP)  # a stopped guard kills nothing: the daemon ends it and starts another
+    lose_guard(c, signal.SIGKILL)
     assert all(alive(p) for p in pids)  # the agents go on: only the guard changed
     c.kill("g")  # kill -9 of the daemon: its (new) guard kills the agents
     assert within(10, lambda: not any(alive(p) for p in pids)), "agents outlived their daemon"
@@ -107,11 +90,7 @@ def test_a_killed_or_stopped_guard_is_replaced_and_the_agents_die_with_their_dae
 def test_a_killed_guard_then_a_daemon_paused_past_its_lease_still_kills_the_agents(cluster: Cluster) -> None:
     c = cluster
     pids = running_agents(c, 2)
-    node = c.nodes["g"]
-    assert node.proc is not None
-    [guard] = guards_of(node.proc.pid)
-    os.kill(guard, signal.SIGKILL)
-    replaced(node.proc.pid, guard)
+    lose_guard(c, signal.SIGKILL)
     c.pause("g")
     assert within(LEASE * 3, lambda: not any(alive(p) for p in pids)), "a paused daemon's agents went on"
     c.resume("g")

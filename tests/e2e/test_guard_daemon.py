@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cluster_guard_loss import alive, guards_of, replaced, within
+from tests.e2e.test_cluster_guard_loss import alive, replaced, within
 from tests.support.daemon import daemon_process, load, mission_json, shell_task, submit, write_config
-from tests.support.procs import pid_in
+from tests.support.procs import guards_of, pid_in
 
 pytestmark = pytest.mark.slow
 

@@ -26,14 +26,15 @@ import contextlib
 import os
 import signal
 import time
-from pathlib import Path
 
 from tests.nemesis.ledger import parse, runs
 from tests.nemesis.plan import BUSIEST, Step
 from tests.nemesis.world import World
+from tests.support.procs import guards_of, is_dead
 
 __all__ = ["Faults"]
 
+GUARD_WAIT = 5.0  # seconds a guard fault waits for a starting daemon's guard
 PG_UP_WITHIN = 60.0  # seconds to start PostgreSQL again (after kill -9 its backends hold the memory a moment)
 
 
@@ -67,7 +68,10 @@ class Faults:
         daemon = None if life is None else life.pid
         if what == "daemon":
             return [] if daemon is None else [daemon]
-        if what == "guard":
+        if what == "guard":  # a daemon still starting has none yet: wait a little for it (bounded)
+            deadline = time.monotonic() + GUARD_WAIT
+            while daemon is not None and not guards_of(daemon) and time.monotonic() < deadline:
+                time.sleep(0.05)
             return [] if daemon is None else guards_of(daemon)
         agents = self._agents(node)
         if what == "agent":
@@ -200,25 +204,4 @@ def _group(pid: int, sig: int) -> None:
 
 
 def alive(pid: int) -> bool:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return raw[raw.rfind(b")") + 2:].split()[0] not in (b"Z", b"X")
-
-
-def guards_of(daemon: int) -> list[int]:
-    """The daemon's live guard processes (its children running polpo.tools.guard)."""
-    found = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_bytes()
-            cmd = (p / "cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[1]) == daemon and b"polpo.tools.guard" in cmd and fields[0] not in (b"Z", b"X"):
-            found.append(int(p.name))
-    return found
+    return not is_dead(pid)
