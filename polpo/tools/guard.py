@@ -10,7 +10,8 @@ process group (a terminal's Ctrl-Z) do not reach it.
 
 Its limit: it runs on the same machine; a whole-machine freeze pauses it too (see docs/how-to/cluster.md).
 Run as ``python -m polpo.tools.guard DEADLINE DAEMON_PID``; it imports nothing heavy (starts in
-~30 ms).
+~30 ms). A DEADLINE of ``inf`` (a daemon on SQLite: nobody takes its tasks over while it is paused) kills only
+when the pipe closes. A guard that dies or stops is replaced by the daemon (:mod:`polpo.tools.guard_link`).
 """
 
 from __future__ import annotations

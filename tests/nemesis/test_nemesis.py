@@ -28,17 +28,15 @@ BREAK_4 = ("issue 28, break 4 (open): a call's spend lives in memory until its r
 COVERS: dict[int, set[str]] = {
     17: {"guard-then-daemon", "kill-daemon"},  # break 1 on SQLite: the agents die with their daemon
     3: {"guard-then-pause", "kill-agent", "read-only"},  # break 1 on a cluster: guard killed, daemon paused
-    14: {"guard-then-daemon", "pause-guard", "pg-kill"},  # break 1, a stopped guard, PostgreSQL killed
     111: {"long-blackhole", "guard-then-daemon", "pause-guard"},  # break 3: a leader fenced behind a half-open cut
-    28: {"provider-kill", "blackhole", "pg-kill", "reset"},  # the model provider kills the daemon after a reply
+    58: {"provider-kill", "kill-guard"},  # LLM agents: the model provider kills the daemon right after a reply
 }
 SEEDS = [
     pytest.param(17, id="17-sqlite-guard-then-daemon"),
     pytest.param(3, id="3-pg2-guard-then-pause"),
-    pytest.param(14, id="14-pg2-guard-then-daemon-pg-kill"),
     pytest.param(111, id="111-pg2-long-blackhole-of-the-leader", marks=pytest.mark.xfail(reason=BREAK_2,
                                                                                            strict=False)),
-    pytest.param(28, id="28-pg2-provider-kill", marks=pytest.mark.xfail(reason=BREAK_4, strict=False)),
+    pytest.param(58, id="58-sqlite-provider-kill", marks=pytest.mark.xfail(reason=BREAK_4, strict=False)),
 ]
 
 
