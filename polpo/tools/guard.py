@@ -3,7 +3,8 @@
 Agents are separate processes, so a daemon that is paused (SIGSTOP, a debugger, a stalled VM) cannot stop them,
 and another node may take their tasks over once the lease runs out. The daemon starts this guard with a pipe
 (:mod:`polpo.tools.guard_link`) and writes one line per event: ``+PGID TICKS`` when an agent's process group is
-started, ``-PGID`` when it has ended, ``.`` as a beat while the node may act on its lease. When no line came for
+started (the guard reads the leader's start time itself when TICKS is left out), ``-PGID`` when it has
+ended, ``.`` as a beat while the node may act on its lease. When no line came for
 the deadline, the guard kills every group it holds (SIGKILL) and forgets them; when the pipe closes (the daemon
 died, even by SIGKILL) it kills them and exits. It lives in a session of its own, so signals to the daemon's
 process group (a terminal's Ctrl-Z) do not reach it.
@@ -32,7 +33,9 @@ class Held:
         self.groups: dict[int, int | None] = {}
 
     def apply(self, line: bytes) -> None:
-        """One line from the daemon (pure bookkeeping; a beat changes nothing here)."""
+        """One line from the daemon (bookkeeping; a beat changes nothing here). ``+PGID`` without its leader's
+        start time: the guard reads it itself, now (the group was just started, or is still held), so the daemon
+        spends no ``/proc`` read per agent on its task path; ``-`` is an unknown start time."""
         parts = line.split()
         if not parts or parts[0] == b".":
             return
@@ -42,7 +45,7 @@ class Held:
         except ValueError:
             return
         if parts[0].startswith(b"+"):
-            self.groups[pgid] = ticks
+            self.groups[pgid] = ticks if len(parts) > 1 else _start_ticks(pgid)
         elif parts[0].startswith(b"-"):
             self.groups.pop(pgid, None)
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from polpo.tools import procs
-from polpo.tools.proctable import process_start_ticks, process_state
+from polpo.tools.proctable import process_state
 
 log = logging.getLogger("polpo.guard")
 
@@ -40,8 +40,9 @@ def keeps_guard(losses: Sequence[float], at: float) -> bool:
     return sum(1 for t in losses if at - t < LOSS_WINDOW) < LOSSES
 
 
-def _held_line(pgid: int, ticks: int | None) -> bytes:
-    return f"+{pgid} {'-' if ticks is None else ticks}\n".encode()
+def _held_line(pgid: int) -> bytes:
+    """``+PGID``: the guard reads the leader's start time itself (polpo.tools.guard), off the task path."""
+    return f"+{pgid}\n".encode()
 
 
 class GuardLink:
@@ -56,7 +57,7 @@ class GuardLink:
         self.program = list(program) if program is not None else [sys.executable, "-m", "polpo.tools.guard"]
         self.now = now
         self.proc: subprocess.Popen[bytes] | None = None
-        self.held: dict[int, int | None] = {}  # what the guard is told it holds: pgid -> leader's start ticks
+        self.held: set[int] = set()  # the process groups the guard is told it holds
         self.losses: list[float] = []  # when each guard was lost
         self.lost: str | None = None  # why no guard is kept any more
         self._fd = -1
@@ -80,7 +81,7 @@ class GuardLink:
         assert self.proc.stdin is not None
         self._fd = self.proc.stdin.fileno()
         with contextlib.suppress(OSError):  # a new guard holds what its predecessor held (one that died at once
-            os.write(self._fd, b"".join(_held_line(g, t) for g, t in self.held.items()))  # is seen by its pidfd)
+            os.write(self._fd, b"".join(_held_line(g) for g in self.held))  # is seen by its pidfd)
         self._watch_exit()
 
     def _watch_exit(self) -> None:
@@ -178,12 +179,12 @@ class GuardLink:
     def started(self, pgid: int) -> bool:
         if not self.may_start() or self.lost is not None:
             return False
-        ticks = self.held[pgid] = process_start_ticks(pgid)
-        self._send(_held_line(pgid, ticks))
+        self.held.add(pgid)
+        self._send(_held_line(pgid))
         return True
 
     def ended(self, pgid: int) -> None:
-        self.held.pop(pgid, None)
+        self.held.discard(pgid)
         self._send(f"-{pgid}\n".encode())
 
     def _send(self, line: bytes) -> None:

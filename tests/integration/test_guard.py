@@ -15,7 +15,9 @@ import pytest
 
 from polpo.clock import SystemClock
 from polpo.tools import procs
+from polpo.tools.guard import Held
 from polpo.tools.guard_link import LOSSES, GuardLink
+from polpo.tools.proctable import process_start_ticks
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +123,21 @@ async def test_a_node_that_cannot_keep_a_guard_is_told_why() -> None:
     assert len(lost) == 1 and "cannot keep a guard" in lost[0] and "exited with code 3" in lost[0]
     assert len(link.losses) == LOSSES
     assert not link.started(123456)  # nothing more may start on this node
+
+
+def test_the_guard_reads_a_group_leaders_start_time_itself_and_spares_a_reused_pid() -> None:
+    """The daemon sends ``+PGID`` alone (no /proc read on its task path); the guard reads the start time, so a pid
+    reused by another process by the time it kills (its start time differs) is spared."""
+    ours, reused = sleeper(), sleeper()
+    try:
+        held = Held()
+        held.apply(f"+{ours.pid}\n".encode())
+        assert held.groups[ours.pid] == process_start_ticks(ours.pid)
+        held.apply(f"+{reused.pid} 1\n".encode())  # what the pid was when the daemon told: another process
+        assert held.kill_all() == 1
+        assert gone_within(ours, 10) and reused.poll() is None
+    finally:
+        for p in (ours, reused):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -28,7 +28,8 @@ class Person:
 
     def stop(self) -> None:
         self._over.set()
-        self._thread.join(90)
+        if self._thread.ident is not None:  # (a run that failed in its set-up never started it)
+            self._thread.join(90)
 
     def _waiting(self) -> list[str]:
         reached = {e.get("missionId") for n in self.world.plan.nodes for e in self.world.events(n)
