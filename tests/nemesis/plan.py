@@ -101,6 +101,13 @@ class Plan:
     missions: tuple[MissionSpec, ...]
     faults: tuple[Fault, ...] = field(default=())
     restart: float = 0.5  # seconds the service manager waits before it starts an exited daemon again
+    narrowed: tuple[str | None, tuple[str, ...] | None] = (None, None)  # make_plan's topology and kinds
+
+    def rerun(self) -> str:
+        """The command that runs this plan again: a narrowed seed is another plan, so its narrowing is part of it."""
+        topology, kinds = self.narrowed
+        return (f"scripts/nemesis.py --seed {self.seed}" + (f" --topology {topology}" if topology else "")
+                + (f" --faults {','.join(kinds)}" if kinds else ""))
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -273,4 +280,5 @@ def make_plan(seed: int, *, topology: str | None = None, kinds: tuple[str, ...] 
         busy[target] = steps[-1].at
         faults.append(Fault(kind, target, steps))
     restart = rng.choice(RESTARTS)  # (drawn last: the draws above stay those of earlier versions of a seed)
-    return Plan(seed, topo, lease, missions, tuple(sorted(faults, key=lambda f: f.start)), restart)
+    return Plan(seed, topo, lease, missions, tuple(sorted(faults, key=lambda f: f.start)), restart,
+                (topology, tuple(kinds) if kinds is not None else None))

@@ -48,9 +48,6 @@ class Result:
     def ok(self) -> bool:
         return not any(self.violations.values())
 
-    def report(self) -> str:
-        return "\n".join([self.plan.describe(), "timeline:", *self.timeline, *self.verdict()])
-
     def verdict(self) -> list[str]:
         lines: list[str] = []
         if self.ok:
@@ -60,7 +57,7 @@ class Result:
             lines.append(f"verdict: seed {self.plan.seed} BROKE {sum(map(len, self.violations.values()))} "
                          f"invariant check(s):")
             lines += [f"  {name}: {v}" for name, vs in self.violations.items() for v in vs]
-            lines.append(f"kept: {self.root}; rerun: scripts/nemesis.py --seed {self.plan.seed}")
+            lines.append(f"kept: {self.root}; rerun: {self.plan.rerun()}")
         return lines
 
 
@@ -116,8 +113,9 @@ def run_plan(plan: Plan, pg: PgCluster | None, *, out: Callable[[str], None] = p
                           quiet_seq=quiet_seq, stop_problems=problems, orphans=_orphans(world),
                           served=served(world.bill))
         result.violations = check(history)
-    except BaseException:
+    except BaseException as e:  # the run itself could not go on (a node never came up): its folder tells why
         keep = True
+        out(f"the run stopped: {type(e).__name__}: {e}; kept: {root}; rerun: {plan.rerun()}")
         raise
     finally:
         person.stop()

@@ -3,8 +3,9 @@ checked on the whole history (tests/nemesis/invariants.py). Each seed is chosen 
 :func:`test_the_fixed_seeds_cover_the_faults_they_are_kept_for` keeps true if the plans' drawing changes.
 
 A seed that meets a known open break of issue 28 is kept as ``xfail`` with the break in its reason, so that its
-fix turns it green (``strict=False``: whether the schedule meets the break depends on timing). A failure prints
-the seed's plan, timeline and verdict, and keeps its folder; ``scripts/nemesis.py --seed S`` reruns it.
+fix turns it green (``strict=False``: whether the schedule meets the break depends on timing). A failure shows
+the seed's plan, timeline and verdict (pytest's captured stdout) and keeps its folder; ``scripts/nemesis.py --seed
+S`` reruns it (docs/nemesis.md: Running it).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def test_the_fixed_seeds_cover_the_faults_they_are_kept_for() -> None:
 @pytest.mark.timeout(400)  # a seed takes a minute or two; the default 120 s is for one test
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_seed_holds_every_invariant(seed: int, pg: PgCluster) -> None:
-    lines: list[str] = []
+    # the plan and timeline go to stdout, which pytest shows for a failure, a run that raised included (``-s``
+    # shows them as the seed runs); the verdict names the broken invariants, the kept folder and the rerun
     plan = make_plan(seed)
-    result = run_plan(plan, pg if plan.postgres else None, out=lines.append)
-    assert result.ok, result.report()
+    result = run_plan(plan, pg if plan.postgres else None, out=print)
+    assert result.ok, "\n".join(result.verdict())

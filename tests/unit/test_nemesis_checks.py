@@ -20,6 +20,9 @@ def test_a_seed_is_always_the_same_plan_and_seeds_differ() -> None:
     assert len({make_plan(s).describe() for s in range(20)}) == 20
     narrowed = make_plan(3, topology="sqlite", kinds=("kill-guard", "guard-then-daemon"))
     assert narrowed.topology == "sqlite" and narrowed.kinds() <= {"kill-guard", "guard-then-daemon"}
+    assert make_plan(17).rerun() == "scripts/nemesis.py --seed 17"
+    assert narrowed.rerun() == "scripts/nemesis.py --seed 3 --topology sqlite --faults kill-guard,guard-then-daemon"
+    assert narrowed != make_plan(3)  # why a narrowed seed's rerun must say how it was narrowed
 
 
 def test_faults_on_one_target_never_overlap_and_every_kind_is_drawn() -> None:
