@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -25,15 +23,15 @@ from polpo import __version__
 from polpo.agents.registry import AgentFactory
 from polpo.attention.digest import Digest
 from polpo.clock import Clock, SystemClock
-from polpo.config import Config, ConfigError
+from polpo.config import Config
 from polpo.console import WANTED, ConsolePrinter, ConsoleView, use_color
-from polpo.daemon_locks import DaemonLocks, FolderInUse, StateInUse
+from polpo.daemon_locks import DaemonLocks
 from polpo.engine.engine import Engine
 from polpo.engine.sla import extra_channels
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
-from polpo.extras import MissingExtra, require
+from polpo.extras import require
 from polpo.http.auth import http_plan
 from polpo.intake.handler import IntakeHandler
 from polpo.intake.watcher import Intake
@@ -42,8 +40,8 @@ from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
-from polpo.oplog import configure_oplog
 from polpo.sdnotify import notify as sd_notify
+from polpo.shutdown import MARGIN, LastResort, StopSteps
 from polpo.sla.monitor import SlaMonitor, Timers
 from polpo.stop_signals import StopControls, receive_signals
 from polpo.store import read
@@ -54,7 +52,8 @@ from polpo.store.readers import ReaderPool
 from polpo.telemetry.otel import start_tracing
 from polpo.telemetry.otel import wanted as tracing_wanted
 from polpo.tools.childwatch import pidfd_child_watcher
-from polpo.tools.orphans import become_subreaper
+from polpo.tools.guard_link import GuardLink
+from polpo.tools.procs import kill_running
 
 if TYPE_CHECKING:
     from polpo.http.service import HttpService
@@ -90,6 +89,9 @@ class Daemon:
         self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
         self._cluster: ClusterNode | None = None
         self.locks = DaemonLocks(cfg)  # its state folder's and its missions folder's
+        self._guard = GuardLink(None, on_lost=self._lost)  # a cluster node's own replaces it (with its lease)
+        self._steps: StopSteps | None = None
+        self._last_resort = LastResort(kill_running)
         self._printer: ConsolePrinter | None = None
         self._view = ConsoleView(color=use_color(console), heartbeat=heartbeat)
         self.notify = notify_config(cfg)  # a bad channel config stops the start, with the reason
@@ -118,13 +120,14 @@ class Daemon:
             if cfg.store.url is not None:
                 cluster = self._cluster = await self._join_cluster(store)
                 cluster.fence.on_fenced.append(self._lost)  # a refused write: this node lost its tasks
+                self._guard = cluster.guard
             else:
                 await store.catch_up_log()
+                self._guard.start()  # no lease: it kills the agents only when this daemon dies
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await store.close()
-                if cluster is not None:
-                    cluster.close()
+                self._guard.close()
             self.locks.release()
             raise
         if self.console is not None:
@@ -173,13 +176,14 @@ class Daemon:
             with anyio.CancelScope(shield=True):
                 if self.http is not None:
                     self.http.close()
-                await self.readers.close()
-                await store.close()
-                if cluster is not None:
-                    cluster.close()
+                steps = self._steps or StopSteps.of(self.cfg, self.clock)
+                await steps.step("closing the readers", self.readers.close)
+                await steps.step("closing the store", store.close)  # (a pool that cannot close is terminated)
+                self._guard.close()
             if self._printer is not None:
                 self._printer.close()
             self.locks.release()
+            self._last_resort.disarm()
         if store.lost is not None:
             raise StoreLost(store.lost)
         if self._fatal is not None:
@@ -201,15 +205,18 @@ class Daemon:
                 self.http.hub.publish(ev)
 
     def _lost(self, reason: str) -> None:
-        """This node can no longer take part in the cluster (its lease or leadership is gone, or about to be): its
-        agents are killed now, it writes nothing more (its runs end quietly, never as failures) and it exits (1);
-        the others take its tasks over. A supervisor (systemd) starts it again as a new incarnation."""
+        """This node can no longer take part in the cluster (its lease or leadership is gone, or about to be), or
+        keep a guard for its agents: its agents are killed now, it writes nothing more (its runs end quietly, never
+        as failures) and it exits (1); the others take its tasks over. A supervisor (systemd) starts it again."""
         if self._fatal is None:
             self._fatal = reason
-            log.error("leaving the cluster: %s; started again (by its service manager) it rejoins as a new member",
-                      reason)
             if self._cluster is not None:
+                log.error("leaving the cluster: %s; started again (by its service manager) it rejoins as a new "
+                          "member", reason)
                 self._cluster.fence.trip(reason)  # its agents are killed and the store writes nothing more
+            else:
+                log.error("stopping: %s; started again (by its service manager) it resumes", reason)
+                kill_running()
             self.request_stop()
 
     def _store_lost(self, reason: str) -> None:
@@ -258,6 +265,7 @@ class Daemon:
                 tg.start_soon(cluster.follower.run)
                 tg.start_soon(role.run)
                 tg.start_soon(cluster.leadership.run, elected, deposed)
+            tg.start_soon(self._guard.run)  # a guard that dies or stops is replaced at once
             tg.start_soon(engine.run, tg)
             tg.start_soon(self._janitor, engine)
             tg.start_soon(self.readers.maintain)  # idle reader connections close after a burst
@@ -279,23 +287,28 @@ class Daemon:
                       + (f"; API at {self.http.url}" if self.http is not None else ""))
             await self._stop.wait()
             sd_notify("STOPPING=1")
+            grace = 0.0 if self._fatal else cfg.daemon.shutdown_grace.total_seconds()
+            steps = self._steps = StopSteps.of(cfg, self.clock)  # each step has a deadline (a half-open network…)
+            self._last_resort.arm(grace + steps.budget + MARGIN, lambda: self._fatal or "asked to stop")
             intake.stop()
-            await monitor.shutdown()
-            await engine.stop(0.0 if self._fatal else cfg.daemon.shutdown_grace.total_seconds())
-            with contextlib.suppress(StoreError):  # a node that lost the database cannot record its shutdown
-                with anyio.fail_after(10):
-                    await store.commit(store.tx().event(E.OrchestratorShutdown(
-                        pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
+            await steps.step("the SLA monitor", monitor.shutdown)
+            await steps.step("stopping the runs", lambda: engine.stop(grace), extra=grace)
+            await steps.step("recording the shutdown", lambda: self._record_shutdown(store, engine))
             if cluster is not None:
-                with contextlib.suppress(Exception):
-                    await cluster.follower.drain()
-                    await cluster.membership.leave()  # the others see this node gone now, not after the lease
-            await notifier.drain(5.0)
+                await steps.step("the event log's last read", cluster.follower.drain)
+                await steps.step("leaving the cluster", cluster.membership.leave)  # the others see it at once
+            await steps.step("the notifications", lambda: notifier.drain(5.0))
             if self.http is not None:
-                await self.http.stop()  # after the shutdown event, so followers see it
+                await steps.step("the API", self.http.stop)  # after the shutdown event, so followers see it
             if tracing is not None:
                 tracing.shutdown()
             tg.cancel_scope.cancel()
+
+    @staticmethod
+    async def _record_shutdown(store: Store, engine: Engine) -> None:
+        with contextlib.suppress(StoreError):  # a node that lost the database cannot record its shutdown
+            await store.commit(store.tx().event(E.OrchestratorShutdown(
+                pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
 
     def _notification(self, channel: str, event: str, error: str | None) -> None:
         """Delivery outcomes are events too (never routed to channels, so they cannot loop)."""
@@ -370,28 +383,3 @@ def check_extras(cfg: Config) -> None:
         require("postgres", "[store] url")
     if tracing_wanted():
         require("otel", "tracing (OTEL_* is set)", "; or set OTEL_SDK_DISABLED=true to run without traces")
-
-
-def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
-               archive_log: bool = False) -> int:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    configure_oplog()  # JSON lines when stderr is not a terminal (journald, Loki), readable on one
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
-    become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
-    # a logrotate SIGHUP while the daemon starts must not end it (the default action): ignored until its own
-    # handler reopens the log (polpo.stop_signals); a log moved meanwhile is reopened at the next write anyway
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)
-        anyio.run(daemon.run, backend="asyncio")
-    except (DaemonError, ConfigError, StoreError, MissingExtra, StateInUse, FolderInUse) as e:  # e.g. the PostgreSQL store is unreachable
-        print(f"polpo: {e}", file=sys.stderr)
-        return 1
-    except (OSError, sqlite3.Error) as e:  # the state folder cannot be created, locked or written
-        where = getattr(e, "filename", None) or cfg.state_dir
-        print(f"polpo: cannot use the state folder {cfg.state_dir} ({where}: {getattr(e, 'strerror', None) or e}); "
-              "check that it is a folder this user may write, or set [daemon] state_dir", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0

@@ -42,6 +42,7 @@ from pydantic import ValidationError
 
 from polpo.agents.base import AgentRequest, AgentResult
 from polpo.clock import Clock
+from polpo.fsfaults import passing
 from polpo.tools.outcomes import RegisterOutcomeArgs, register_outcome
 from polpo.tools.procs import ProcResult, minimal_env, run_process
 from polpo.tools.sandbox import Sandbox
@@ -224,8 +225,15 @@ def outcomes_dir(folder: str | None) -> str:
             atexit.register(shutil.rmtree, _outcomes_temp[-1], ignore_errors=True)
         return _outcomes_temp[-1]
     if folder not in _outcomes_ready or not os.path.isdir(folder):
-        shutil.rmtree(folder, ignore_errors=True)
-        os.makedirs(folder, mode=0o700)
+        try:
+            shutil.rmtree(folder)
+            os.makedirs(folder, mode=0o700)
+        except FileNotFoundError:
+            os.makedirs(folder, mode=0o700)
+        except OSError as e:  # a read-only or full state folder (a passing fault): this process's own folder, in
+            if passing(e) is None:  # the temp folder, does as well; the daemon's is tried again next time
+                raise
+            return outcomes_dir(None)
         _outcomes_ready.add(folder)
     return folder
 

@@ -6,11 +6,21 @@ commands start fast.
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import sqlite3
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from polpo.cli.common import config_option, load_config_or_exit, polpo_command
+
+if TYPE_CHECKING:
+    from polpo.config import Config
+    from polpo.daemon import Daemon
 
 
 @click.command()
@@ -25,8 +35,6 @@ def daemon(config_path: str | None, archive_log: bool) -> None:
     It watches [daemon] missions_dir, keeps its state in [daemon] state_dir (SQLite + events.jsonl) and
     resumes unfinished missions after a restart or a crash.
     """
-    from polpo.daemon import Daemon, run_daemon
-
     cfg = load_config_or_exit(config_path)
     created = not cfg.missions_dir.exists()  # the intake creates it; a typo'd path must not be watched silently
 
@@ -40,3 +48,39 @@ def daemon(config_path: str | None, archive_log: bool) -> None:
         click.echo(f"polpo: follow it with `{polpo_command()} tail -f --config {cfg.source}`", err=True)
 
     sys.exit(run_daemon(cfg, on_ready=ready, archive_log=archive_log))
+
+
+def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
+               archive_log: bool = False) -> int:
+    """Run the daemon until it stops; its exit code (1 with one line on stderr saying why it could not go on)."""
+    import anyio
+
+    from polpo.config import ConfigError
+    from polpo.daemon import Daemon, DaemonError
+    from polpo.daemon_locks import FolderInUse, StateInUse
+    from polpo.extras import MissingExtra
+    from polpo.oplog import configure_oplog
+    from polpo.store.protocol import StoreError
+    from polpo.tools.orphans import become_subreaper
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    configure_oplog()  # JSON lines when stderr is not a terminal (journald, Loki), readable on one
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every tick at INFO
+    become_subreaper()  # orphans that left their attempt's group come back to the daemon, which ends them
+    # a logrotate SIGHUP while the daemon starts must not end it (the default action): ignored until its own
+    # handler reopens the log (polpo.stop_signals); a log moved meanwhile is reopened at the next write anyway
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        daemon = Daemon(cfg, on_ready=on_ready, archive_log=archive_log)
+        anyio.run(daemon.run, backend="asyncio")
+    except (DaemonError, ConfigError, StoreError, MissingExtra, StateInUse, FolderInUse) as e:  # e.g. no PostgreSQL
+        print(f"polpo: {e}", file=sys.stderr)
+        return 1
+    except (OSError, sqlite3.Error) as e:  # the state folder cannot be created, locked or written
+        where = getattr(e, "filename", None) or cfg.state_dir
+        print(f"polpo: cannot use the state folder {cfg.state_dir} ({where}: {getattr(e, 'strerror', None) or e}); "
+              "check that it is a folder this user may write, or set [daemon] state_dir", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -91,6 +91,8 @@ class Dispatcher:
                 try:
                     turns = await source.claim(free)
                     self._claims.ok()
+                except StoreLost:  # fenced, or the database is gone: the daemon stops (it said why); no more claims
+                    return
                 except Exception as e:
                     delay = self._claims.failed(e)
                     if delay is None:

@@ -35,6 +35,7 @@ from polpo.mission.jsonbytes import carryable
 from polpo.mission.loader import Problem, format_problems
 from polpo.mission.security import policy_problems
 from polpo.model.status import SourceOutcome
+from polpo.store.identity import StoreLost
 from polpo.store.protocol import SourceRecord
 
 __all__ = ["IntakeHandler"]
@@ -52,11 +53,15 @@ class IntakeHandler:
         self.faults = FaultNotes(admission.store, admission.clock)
 
     async def __call__(self, path: Path, content: bytes | Unreadable) -> str:
-        """Returns what happened: accepted | scheduled | rejected | busy | duplicate."""
+        """Returns what happened: accepted | scheduled | rejected | busy | duplicate | lost (this node can no longer
+        write: fenced, or its database is gone; the daemon stops and says why, and the file is left for the next
+        leader or start, never rejected for it)."""
         source = os.path.abspath(path)  # noqa: ASYNC240 - string work; watcher paths are absolute
         digest = content.digest if isinstance(content, Unreadable) else hashlib.sha256(content).hexdigest()
         try:
             return await self._handle(source, content, digest)
+        except StoreLost:
+            return "lost"
         except Exception as exc:
             if passing(exc) is not None:  # not the file's fault, and it passes: the watcher tries the file again
                 raise

@@ -202,6 +202,8 @@ class Intake:
                             self.faults.still(self.folder, pause)
                     with anyio.move_on_after(delay):
                         await self.stop_event.wait()
+                    if not self.stop_event.is_set():  # the folder cannot be watched yet (no inotify instance
+                        self._scan(tg)  # left…): it is read at each try instead, no file waits for the watch
             self.live = False
             tg.cancel_scope.cancel()
 

@@ -3,8 +3,8 @@
 Both the LLM agent and the reviewers call :meth:`LLMClient.chat`. It hides three things the callers should
 not each get right on their own:
 
-* ``import litellm`` costs ~4 s; it happens once, in a worker thread, so the event loop keeps serving events
-  and quick CLI commands never pay it.
+* ``import litellm`` costs ~4 s; it happens once, in a thread of its own (:mod:`polpo.llm.importer`), so the
+  event loop keeps serving events and quick CLI commands never pay it.
 * Rate limits (429), timeouts, connection errors and 5xx answers are retried with exponential backoff and full
   jitter (:mod:`polpo.jitter`) a bounded number of times; other errors (bad request, auth) fail at once.
 * At most ``per_model`` calls run at once against one model, whoever makes them, and ``[limits]``' requests and
@@ -39,6 +39,7 @@ from polpo.jitter import backoff as jittered
 from polpo.llm import failures
 from polpo.llm.context import ContextOverflow, estimate_tokens, fit_messages
 from polpo.llm.failures import classify
+from polpo.llm.importer import load_litellm
 from polpo.llm.logprobs import refuses_logprobs
 from polpo.llm.prices import PriceBook, default_book
 from polpo.llm.ratelimit import RateLimiter
@@ -51,33 +52,6 @@ __all__ = ["NO_KEY", "OUTAGE_KINDS", "ChatClient", "ChatReply", "LLMClient", "LL
 
 #: What an ``api_base`` without an ``api_key_env`` is sent instead of a key (keyless local servers accept it).
 NO_KEY = "no-key"
-
-_litellm: Any = None
-_import_lock: anyio.Lock | None = None
-
-
-async def load_litellm() -> Any:
-    """Import litellm once, off the event loop; later calls return the module at once."""
-    global _litellm, _import_lock
-    if _litellm is not None:
-        return _litellm
-    if _import_lock is None:
-        _import_lock = anyio.Lock()
-    async with _import_lock:
-        if _litellm is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
-            _litellm = await anyio.to_thread.run_sync(_import, abandon_on_cancel=True)  # shutdown need not wait
-    return _litellm
-
-
-def _import() -> Any:
-    import litellm
-
-    litellm.suppress_debug_info = True  # its "give feedback" banners would land in the daemon's stderr
-    litellm.drop_params = True  # a provider that lacks e.g. tool_choice gets the call without it
-    litellm.telemetry = False
-    return litellm
-
 
 @dataclass(frozen=True)
 class ModelSettings:

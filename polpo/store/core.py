@@ -46,6 +46,7 @@ __all__ = ["UNAVAILABLE_BACKOFF", "UNAVAILABLE_BACKOFF_MAX", "StoreCore"]
 
 UNAVAILABLE_BACKOFF = 1.0  # seconds before the first new try of a batch the backend refused (doubling, jittered)
 UNAVAILABLE_BACKOFF_MAX = 30.0  # (the same backoff every path waits a passing fault out with: polpo.fsfaults.Pause)
+FLUSH_WITHIN = 5.0  # seconds the writer may take, once stopped, to write what is still queued
 
 
 # Tables whose rows are whole records upserted by id (the first column): when one batch writes a record several
@@ -187,8 +188,9 @@ class StoreCore:
                     await self._commit(batch)
                 if self.log_pause.paused and anyio.current_time() >= self._log_retry_at:
                     await self._catch_up_while_running()
-        finally:
-            with anyio.CancelScope(shield=True):
+        finally:  # what is queued is written, if the store answers within FLUSH_WITHIN (else the next start
+            # recovers without it, as after a crash: a half-open network must not hold the stop for hours)
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + FLUSH_WITHIN):
                 while self._queue and self.unavailable is None and self.lost is None and self.fenced is None:
                     batch = list(self._queue)
                     self._queue.clear()

@@ -47,6 +47,7 @@ __all__ = ["FENCE_FUNCTION", "LEADER_WRITES_KEY", "Deposed", "Fence", "Fenced", 
 LEADER_WRITES_KEY = 0x706F6C706F + 2  # shared by a leader's transactions; a new leader waits for them once
 _SQLSTATES = {"PLF01": "lease", "PLF02": "leadership"}
 IDLE_IN_TRANSACTION_MAX = 5.0  # seconds: a healthy transaction idles for milliseconds between its statements
+ROLLBACK_WITHIN = 2.0  # seconds a ROLLBACK after an error may take
 
 FENCE_FUNCTION = f"""
 CREATE FUNCTION polpo_fence(p_node text, p_incarnation text, p_lease double precision, p_term bigint)
@@ -157,8 +158,7 @@ class Fence:
                 await conn.execute(f"BEGIN; {self.call(term)}")
                 return
             except BaseException as e:
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await conn.execute("ROLLBACK")
+                await _rollback(conn)
                 if isinstance(e, Exception) and (why := fenced_reason(e)) is not None:
                     if getattr(e, "sqlstate", None) == "PLF02":
                         # its term ended but the lease holds: this node no longer leads (Leadership deposes
@@ -184,7 +184,14 @@ async def fenced_transaction(conn: Any, fence: Fence | None) -> AsyncIterator[No
     try:
         yield
     except BaseException:
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await conn.execute("ROLLBACK")
+        await _rollback(conn)
         raise
     await conn.execute("COMMIT")
+
+
+async def _rollback(conn: Any) -> None:
+    """ROLLBACK even when cancelled, but never for longer than :data:`ROLLBACK_WITHIN` (a half-open network
+    would leave it waiting for hours; the server rolls back a transaction whose session ends anyway)."""
+    with anyio.CancelScope(shield=True, deadline=anyio.current_time() + ROLLBACK_WITHIN), \
+            contextlib.suppress(Exception):
+        await conn.execute("ROLLBACK")

@@ -3,14 +3,16 @@
 Agents are separate processes, so a daemon that is paused (SIGSTOP, a debugger, a stalled VM) cannot stop them,
 and another node may take their tasks over once the lease runs out. The daemon starts this guard with a pipe
 (:mod:`polpo.tools.guard_link`) and writes one line per event: ``+PGID TICKS`` when an agent's process group is
-started, ``-PGID`` when it has ended, ``.`` as a beat while the node may act on its lease. When no line came for
+started (the guard reads the leader's start time itself when TICKS is left out), ``-PGID`` when it has
+ended, ``.`` as a beat while the node may act on its lease. When no line came for
 the deadline, the guard kills every group it holds (SIGKILL) and forgets them; when the pipe closes (the daemon
 died, even by SIGKILL) it kills them and exits. It lives in a session of its own, so signals to the daemon's
 process group (a terminal's Ctrl-Z) do not reach it.
 
 Its limit: it runs on the same machine; a whole-machine freeze pauses it too (see docs/how-to/cluster.md).
 Run as ``python -m polpo.tools.guard DEADLINE DAEMON_PID``; it imports nothing heavy (starts in
-~30 ms).
+~30 ms). A DEADLINE of ``inf`` (a daemon on SQLite: nobody takes its tasks over while it is paused) kills only
+when the pipe closes. A guard that dies or stops is replaced by the daemon (:mod:`polpo.tools.guard_link`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ class Held:
         self.groups: dict[int, int | None] = {}
 
     def apply(self, line: bytes) -> None:
-        """One line from the daemon (pure bookkeeping; a beat changes nothing here)."""
+        """One line from the daemon (bookkeeping; a beat changes nothing here). ``+PGID`` without its leader's
+        start time: the guard reads it itself, now (the group was just started, or is still held), so the daemon
+        spends no ``/proc`` read per agent on its task path; ``-`` is an unknown start time."""
         parts = line.split()
         if not parts or parts[0] == b".":
             return
@@ -41,7 +45,7 @@ class Held:
         except ValueError:
             return
         if parts[0].startswith(b"+"):
-            self.groups[pgid] = ticks
+            self.groups[pgid] = ticks if len(parts) > 1 else _start_ticks(pgid)
         elif parts[0].startswith(b"-"):
             self.groups.pop(pgid, None)
 
@@ -75,7 +79,7 @@ def _now() -> float:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     deadline, daemon = float(args[0]), args[1] if len(args) > 1 else "?"
-    poll = max(0.01, deadline / 6)
+    poll = None if deadline == float("inf") else max(0.01, deadline / 6)  # inf: only the daemon's death kills
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the pipe tells this guard to go
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     held = Held()
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
                 held.apply(line)
-        elif held.groups and _now() - last > deadline:
+        elif poll is not None and held.groups and _now() - last > deadline:
             n = held.kill_all()
             print(f"polpo guard: the daemon (pid {daemon}) has not beaten for {_now() - last:.1f} s "
                   f"(deadline {deadline:g} s); killed {n} agent process group(s)", file=sys.stderr, flush=True)

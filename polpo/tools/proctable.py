@@ -12,7 +12,8 @@ import signal
 
 import anyio
 
-__all__ = ["find_processes_with_env", "group_alive", "kill_group", "process_start_ticks", "terminate_group"]
+__all__ = ["find_processes_with_env", "group_alive", "kill_group", "process_start_ticks", "process_state",
+           "terminate_group"]
 
 _POLL_START = 0.02
 _POLL_MAX = 0.2
@@ -30,6 +31,12 @@ def _read_stat_fields(pid: int) -> list[str] | None:
     if close < 0:
         return None
     return raw[close + 1 :].decode("ascii", errors="replace").split()
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z``…), or None if it is gone."""
+    fields = _read_stat_fields(pid)
+    return fields[0] if fields else None
 
 
 def process_start_ticks(pid: int) -> int | None:

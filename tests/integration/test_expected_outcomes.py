@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from polpo.agents.base import AgentRequest
-from polpo.agents.command import CommandAgent
+from polpo.agents.command import CommandAgent, outcomes_dir
 from polpo.agents.prompts import build_prompt
 from polpo.checks.outcomes import check_outcomes
 from polpo.clock import SystemClock
@@ -23,6 +23,7 @@ from polpo.model.status import AttemptKind
 from tests.support.engine import ScriptAgent, config, engine_on_memory, result
 from tests.support.fake_llm import FakeLLM
 from tests.support.judges import ScriptedJudge, phase
+from tests.support.mounts import mounts
 
 pytestmark = pytest.mark.anyio
 
@@ -158,3 +159,19 @@ max_retries = 0
                            in r["messages"][1]["content"] for r in reviews)
     assert all("Declared outcomes:\n- text: Summary: all good" in r["messages"][1]["content"] for r in reviews)
     assert [c.data["type"] for c in run.of("assessment:check:complete")] == ["expected_outcomes", "llm_review"]
+
+
+def test_a_read_only_state_folder_gives_the_outcomes_file_a_private_temp_folder(tmp_path: Path) -> None:
+    """Found by the nemesis (seed 0): with the state folder read-only, clearing the daemon's outcomes folder
+    failed silently and making it again raised EEXIST, so every task that started failed with an internal error.
+    A passing fault there now falls back to this process's own folder in the temp folder."""
+    folder = tmp_path / "state" / "outcomes"
+    folder.mkdir(parents=True)
+    (folder / "left-by-a-killed-daemon.jsonl").write_text("")
+    with mounts(tmp_path) as m:
+        m.read_only(tmp_path / "state")
+        got = outcomes_dir(str(folder))
+        assert got != str(folder) and os.path.isdir(got)
+        (Path(got) / "probe").write_text("")  # the agent can create its file there
+    assert outcomes_dir(str(folder)) == str(folder)  # writable again: the daemon's own, cleared
+    assert list(folder.iterdir()) == []

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from polpo.clock import SystemClock
 from polpo.tools import procs
-from polpo.tools.guard_link import GuardLink
+from polpo.tools.guard import Held
+from polpo.tools.guard_link import LOSSES, GuardLink
+from polpo.tools.proctable import process_start_ticks
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +84,60 @@ async def test_a_program_started_when_the_node_may_no_longer_act_is_killed_at_on
     finally:
         procs.WATCH.remove(link)
     assert result.signal == signal.SIGKILL and result.exit_code is None
+
+
+async def test_a_guard_that_dies_is_replaced_holding_the_same_groups_and_its_daemon_death_still_kills() -> None:
+    link = GuardLink(60)
+    link.start()
+    p = sleeper()
+    try:
+        link.started(p.pid)
+        first = link.proc
+        assert first is not None
+        first.kill()
+        with anyio.fail_after(10):  # its pidfd is heard in the event loop: replaced at once
+            while link.proc is None or link.proc is first:
+                await anyio.sleep(0.01)
+        assert link.losses and link.lost is None
+        assert p.poll() is None  # the agent goes on under the new guard
+        assert link.proc.stdin is not None
+        link.proc.stdin.close()  # the daemon's death, as the new guard sees it
+        assert gone_within(p, 10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        link.close()
+
+
+async def test_a_node_that_cannot_keep_a_guard_is_told_why() -> None:
+    lost: list[str] = []
+    link = GuardLink(60, on_lost=lost.append, program=[sys.executable, "-c", "import sys; sys.exit(3)"])
+    link.start()
+    try:
+        with anyio.fail_after(20):
+            while not lost:
+                await anyio.sleep(0.02)
+    finally:
+        link.close()
+    assert len(lost) == 1 and "cannot keep a guard" in lost[0] and "exited with code 3" in lost[0]
+    assert len(link.losses) == LOSSES
+    assert not link.started(123456)  # nothing more may start on this node
+
+
+def test_the_guard_reads_a_group_leaders_start_time_itself_and_spares_a_reused_pid() -> None:
+    """The daemon sends ``+PGID`` alone (no /proc read on its task path); the guard reads the start time, so a pid
+    reused by another process by the time it kills (its start time differs) is spared."""
+    ours, reused = sleeper(), sleeper()
+    try:
+        held = Held()
+        held.apply(f"+{ours.pid}\n".encode())
+        assert held.groups[ours.pid] == process_start_ticks(ours.pid)
+        held.apply(f"+{reused.pid} 1\n".encode())  # what the pid was when the daemon told: another process
+        assert held.kill_all() == 1
+        assert gone_within(ours, 10) and reused.poll() is None
+    finally:
+        for p in (ours, reused):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

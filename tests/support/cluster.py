@@ -91,9 +91,9 @@ check_timeout = 60
 
     def start(self, name: str) -> None:
         node = self.nodes[name]
-        log = open(self.root / name / "daemon.out", "ab")  # noqa: SIM115 - the child holds it
-        node.proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(node.config)],
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.root / name / "daemon.out", "ab") as log:  # (the child has its own descriptor)
+            node.proc = subprocess.Popen([sys.executable, "-m", "polpo", "daemon", "--config", str(node.config)],
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:
         """kill -9 of the daemon alone (its guard then kills its agents)."""

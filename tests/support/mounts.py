@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["Mounts", "mounts"]
+__all__ = ["Mounts", "mount_refusal", "mounts"]
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -94,7 +94,7 @@ class Mounts:
             self._umount(folder)
 
 
-def _mount_refusal(probe: Path) -> str | None:
+def mount_refusal(probe: Path) -> str | None:
     """Why this machine will not let the tests mount, or None."""
     if os.geteuid() != 0:
         return "needs root (or CAP_SYS_ADMIN) to mount a read-only bind mount or a tmpfs"
@@ -111,7 +111,7 @@ def _mount_refusal(probe: Path) -> str | None:
 @contextlib.contextmanager
 def mounts(scratch: Path) -> Iterator[Mounts]:
     """A :class:`Mounts` for one test (``scratch``: a folder for the probe mount); skips when mounting is refused."""
-    reason = _mount_refusal(scratch / ".mount-probe")
+    reason = mount_refusal(scratch / ".mount-probe")
     if reason is not None:
         pytest.skip(reason)
     m = Mounts()

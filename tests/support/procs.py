@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ["dies", "is_dead", "pid_in", "wait_dead"]
+__all__ = ["dies", "guards_of", "is_dead", "pid_in", "wait_dead"]
 
 
 def pid_in(path: Path) -> int | None:
@@ -51,3 +51,20 @@ async def dies(pid: int, within: float = 5.0) -> bool:
         while not is_dead(pid):
             await anyio.sleep(0.02)
     return is_dead(pid)
+
+
+def guards_of(daemon: int) -> list[int]:
+    """The daemon's live guard processes (its children that run polpo.tools.guard)."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_bytes()
+            cmd = (p / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if int(fields[1]) == daemon and b"polpo.tools.guard" in cmd and fields[0] not in (b"Z", b"X"):
+            found.append(int(p.name))
+    return found

@@ -39,7 +39,7 @@ class ClusterNode:
         self.leadership = Leadership(store.target, node, self.membership.incarnation, lease, self.fence)
         self.queue = ClaimQueue(store.pool, node, self.membership.incarnation, lease, self.fence)
         self.fence.local = self.membership.why_not
-        self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self._may_start)
+        self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self._may_start, on_lost=self._guard_lost)
         self.membership.beat = self.guard.beat
         assert store.event_log is not None
         self.follower = EventFollower(store.target, store.events_after, store.event_log, node,
@@ -58,7 +58,11 @@ class ClusterNode:
         await self.membership.join()
         self.guard.start()
         self.store.log_follower = self.follower.poke
-        await self.follower.start(self.store.last_seq)
+        try:
+            await self.follower.start(self.store.last_seq)
+        except BaseException:
+            self.guard.close()
+            raise
 
     def _may_start(self) -> bool:
         """A program may start only while this node may act; otherwise the node is fenced (and leaves) now."""
@@ -68,12 +72,12 @@ class ClusterNode:
             return False
         return True
 
+    def _guard_lost(self, reason: str) -> None:
+        """No guard can be kept: the node fences itself (its agents are killed, it writes nothing more, it leaves)."""
+        self.fence.trip(reason)
+
     @staticmethod
     def _stop_runs(reason: str) -> None:
         """Fenced: every agent of this node is killed now, without waiting for anything (the guard's job too)."""
         if killed := kill_running():
             log.error("killed %d running agent process group(s): %s", killed, reason)
-
-    def close(self) -> None:
-        """After the engine stopped its runs: the guard exits (it kills whatever might be left)."""
-        self.guard.close()
