@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from polpo.config_hints import keys_at
 from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_dirs
@@ -201,6 +201,27 @@ class StoreSettings(_Base):
         return v
 
 
+def _keep_for(v: object) -> object:
+    """``"forever"``: never removed (None); else a duration."""
+    if v == 0 or v == "0":
+        raise ValueError('a duration greater than zero, or "forever" to keep them all')
+    return None if v == "forever" else v
+
+
+class RetentionSettings(_Base):
+    """What a daemon that runs for months keeps of its finished work (docs/how-to/retention.md)."""
+
+    # a finished mission with its tasks, attempts, assessments, reviews, transcripts, events and workspace in the
+    # state folder, this long after it finished; "forever": never removed
+    finished: Annotated[Duration | None, BeforeValidator(_keep_for)] = Field(default_factory=lambda: _secs(90 * 86400))
+    schedule_runs: int | None = Field(None, ge=1)  # per scheduled file: its newest N runs are kept, older ones go
+    keep_labelled: bool = True  # a mission a person gave a verdict on (polpo override) is kept: a calibration label
+    finished_files: Literal["done", "keep"] = "done"  # a finished mission's file: moved to done/ beside it, or left
+    export: Path | None = None  # JSON lines: every row of each mission removed, appended (and synced) before
+    interval: Duration = Field(default_factory=lambda: _secs(600))  # between two passes (one at start-up)
+    batch: int = Field(20, ge=1, le=1000)  # missions removed per transaction
+
+
 class HttpSettings(_Base):
     """The daemon's HTTP API, web view and ``/metrics``: off unless ``listen`` is set."""
 
@@ -271,6 +292,7 @@ class Config(_Base):
     security: SecuritySettings = SecuritySettings()
     store: StoreSettings = StoreSettings()
     http: HttpSettings = HttpSettings()
+    retention: RetentionSettings = RetentionSettings()
     channels: dict[str, dict[str, Any]] = {}
     notify: dict[str, Any] = {}
     source: Path | None = None  # the file it was read from
@@ -308,6 +330,9 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     judge = raw.get("judge")
     if isinstance(judge, dict) and isinstance(judge.get("calibration"), str):
         raw["judge"] = {**judge, "calibration": str((base / judge["calibration"]).resolve())}
+    retention = raw.get("retention")
+    if isinstance(retention, dict) and isinstance(retention.get("export"), str):
+        raw["retention"] = {**retention, "export": str((base / retention["export"]).resolve())}
     llm = raw.get("llm")
     if isinstance(llm, dict) and isinstance(llm.get("env_file"), str):
         raw["llm"] = {**llm, "env_file": str((base / llm["env_file"]).resolve())}

@@ -42,6 +42,7 @@ __all__ = ["SHARED_NOTE", "ChangeTracker", "ToolLog", "Tracking", "files_count",
 
 SHARED_NOTE = "shared workspace: changes not attributed"
 LINGER = 300.0  # seconds an unused watch is kept (a mission's next task reuses it)
+IDLE_WATCHES = 16  # unused watches kept at most (each is an inotify instance: 128 per user by default, shared)
 RETRY_WATCH = 60.0  # seconds a folder that could not be watched uses the fallback before watching is tried again
 
 
@@ -242,11 +243,27 @@ class ChangeTracker:
         return frozenset(p.rstrip("/") for p in r.out.split("\0") if p.endswith("/"))
 
     def _forget_idle(self, keep: str) -> None:
+        """Close the watches unused for ``linger`` seconds, and the oldest unused ones beyond :data:`IDLE_WATCHES`
+        (a schedule firing every second makes a workspace a second: each would keep an inotify instance)."""
         now = time.monotonic()
-        for key, watch in list(self.watches.items()):
-            if key != keep and not watch.windows and now - watch.last_used > self.linger:
-                watch.close()
-                del self.watches[key]
+        idle = sorted(((w.last_used, key) for key, w in self.watches.items() if key != keep and not w.windows))
+        for n, (last_used, key) in enumerate(idle):
+            if now - last_used > self.linger or len(idle) - n > IDLE_WATCHES:
+                self._close_watch(key)
+
+    def _close_watch(self, key: str) -> None:
+        self.watches.pop(key).close()
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():  # one per workspace ever seen, else (a mission each)
+            del self._locks[key]
+
+    def release(self, root: Path) -> None:
+        """A mission that used ``root`` finished: stop watching it unless a window is open there (another
+        mission's task in a shared folder); the next task there watches it again."""
+        key = os.fspath(root)
+        watch = self.watches.get(key)
+        if watch is not None and not watch.windows:
+            self._close_watch(key)
 
     def forget(self, root: Path) -> None:
         """Stop watching ``root`` (a task's worktree about to be removed)."""

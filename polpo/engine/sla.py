@@ -20,7 +20,7 @@ import orjson
 
 from polpo.config import SlaSettings
 from polpo.engine.board import MissionBoard
-from polpo.events.catalog import Payload, SlaMet, SlaViolated, SlaWarning
+from polpo.events.catalog import Event, Payload, SlaMet, SlaViolated, SlaWarning
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.sla.deadlines import Mark, completion_mark, resolve_deadline, sla_status
@@ -148,3 +148,12 @@ def extra_channels(cfg_sla: SlaSettings, event: str) -> list[str]:
     if event in (SlaViolated.NAME, SlaMet.NAME):
         return list(cfg_sla.violation_channels)
     return []
+
+
+_OWN_CHANNELS = ("quality:gate:", "checkpoint:", "delay:")  # events that carry their element's notifyChannels
+
+
+def event_channels(cfg_sla: SlaSettings, ev: Event) -> list[str]:
+    """Channels an event goes to on top of the notify rules: a gate's, checkpoint's or delay's own, the SLA's."""
+    own = list(ev.data.get("notifyChannels") or []) if ev.event.startswith(_OWN_CHANNELS) else []
+    return own + extra_channels(cfg_sla, ev.event)

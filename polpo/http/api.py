@@ -29,12 +29,13 @@ __all__ = ["Api"]
 MAX_EVENTS_PAGE = 5000
 CACHED_MISSIONS = 8
 FINISHED = frozenset({"completed", "failed", "cancelled"})
+STATUSES = FINISHED | {"running", "cancelling"}
 
 
 class Api:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
-        self._cache: OrderedDict[str, tuple[int | None, bytes]] = OrderedDict()  # id -> (its last event, body)
+        self._cache: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # id -> (its last event, body)
 
     async def healthz(self, request: Request) -> Response:
         try:
@@ -50,14 +51,21 @@ class Api:
         return json_response(body, 200 if store_ok else 503)
 
     async def missions(self, request: Request) -> Response:
+        """The newest ``limit`` missions, oldest first; ``before=SEQ`` pages back (``next`` is the value that gives
+        the page before this one, null on the oldest page); ``status=a,b`` keeps those statuses only."""
         finished = request.query_params.get("finished", "true") != "false"
         limit = _int(request.query_params.get("limit"), 200, 1, 10_000)
-        rows = await self.ctx.readers.run(lambda con: views.missions_view(con, include_finished=finished, limit=limit))
-        return json_response({"missions": [views.camel(m) for m in rows]})
+        raw_before = request.query_params.get("before")
+        before = _int(raw_before, 0, 0, None) if raw_before is not None else None
+        statuses = [s for s in (request.query_params.get("status") or "").split(",") if s in STATUSES]
+        rows = await self.ctx.readers.run(lambda con: views.missions_view(
+            con, include_finished=finished, limit=limit, before=before, statuses=statuses))
+        more = len(rows) == limit and bool(rows) and rows[0]["seq"] > 1
+        return json_response({"missions": [views.camel(m) for m in rows], "next": rows[0]["seq"] if more else None})
 
     async def mission(self, request: Request) -> Response:
         ident = request.path_params["mission_id"]
-        version = self.ctx.hub.mission_seq.get(ident)
+        version = self.ctx.hub.version(ident)
         hit = self._cache.get(ident)
         if hit is not None and hit[0] == version:
             self._cache.move_to_end(ident)
@@ -66,7 +74,7 @@ class Api:
         if m is None:
             return _not_found("mission", ident)
         body = orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS)
-        if m["id"] == ident and m["status"] in FINISHED and self.ctx.hub.mission_seq.get(ident) == version:
+        if m["id"] == ident and m["status"] in FINISHED and self.ctx.hub.version(ident) == version:
             self._cache[ident] = (version, body)  # no event of it arrived while it was read
             while len(self._cache) > CACHED_MISSIONS:
                 self._cache.popitem(last=False)

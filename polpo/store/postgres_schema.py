@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polpo.store.errors import StoreError
 from polpo.store.fencing import FENCE_FUNCTION
-from polpo.store.schema import SCHEDULES_TABLE
+from polpo.store.schema import HISTORY_MIGRATION, SCHEDULES_TABLE
 
 if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
     from asyncpg import Connection
@@ -309,6 +309,8 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX spend_mission ON spend (mission_id);
     """,
+    # v10: the SQLite schema v11: a daemon whose cost does not grow with its history (schema.HISTORY_MIGRATION).
+    HISTORY_MIGRATION.format(T=T, I="BIGINT"),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -101,20 +101,23 @@ def mission_count(con: Conn) -> int:
     return int(con.execute("SELECT COUNT(*) FROM missions").fetchone()[0])
 
 
-def missions(con: Conn, *, include_finished: bool = True,
-             limit: int | None = 200) -> list[dict[str, Any]]:
-    """The newest ``limit`` missions (all if None), oldest first."""
-    sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, m.home, "
+def missions(con: Conn, *, include_finished: bool = True, limit: int | None = 200, before: int | None = None,
+             statuses: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The newest ``limit`` missions (all if None), oldest first; ``before``: only those accepted before the one
+    numbered so (the page after one whose oldest is ``before``); ``statuses``: only those. A page costs the same
+    whatever the history: an index walk (``seq``, or ``status, seq``), ``limit`` rows, their tasks counted."""
+    wanted = list(statuses) or ([] if include_finished else ["running", "cancelling"])
+    conds = ([f"m.status IN ({', '.join('?' for _ in wanted)})"] if wanted else []) + (
+        ["m.seq < ?"] if before is not None else [])
+    args: list[Any] = [*wanted, *([before] if before is not None else [])]
+    sql = ("SELECT m.id, m.seq, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, m.home, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'failed') AS failed "
-           "FROM missions m ")
-    if not include_finished:
-        sql += "WHERE m.status IN ('running', 'cancelling') "
-    sql += "ORDER BY m.seq DESC"
+           f"FROM missions m {'WHERE ' + ' AND '.join(conds) if conds else ''} ORDER BY m.seq DESC")
     if limit is None:  # no LIMIT at all: PostgreSQL refuses SQLite's LIMIT -1
-        return [dict(r) for r in con.execute(sql)][::-1]
-    return [dict(r) for r in con.execute(sql + " LIMIT ?", (limit,))][::-1]
+        return [dict(r) for r in con.execute(sql, tuple(args))][::-1]
+    return [dict(r) for r in con.execute(sql + " LIMIT ?", (*args, limit))][::-1]
 
 
 def nodes(con: Conn) -> list[dict[str, Any]]:

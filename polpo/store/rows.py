@@ -29,6 +29,7 @@ from polpo.model.status import (
     AttemptStatus,
     GateStatus,
     MissionStatus,
+    SourceOutcome,
     TaskStatus,
 )
 from polpo.store.columns import (
@@ -95,7 +96,7 @@ HOLDS = Table("holds", ("mission_id", "kind", "name", "status", "at", "expires_a
               ("mission_id", "kind", "name"))
 OVERRIDES = Table("overrides", ("task_id", "mission_id", "passed", "score", "judge_passed", "judge_score", "attempt_id",
                                 "reason", "by_person", "created_at"), ("task_id",))
-SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at"), ("path",))
+SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at", "runs", "stamp"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
 REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
                             "tokens_in", "tokens_out", "cost"),
@@ -113,7 +114,31 @@ UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHEC
                                     REVIEWS, DIMENSIONS, SLA_MARKS, SCHEDULES, HOLDS, OVERRIDES)
 
 
+# --------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """What became of the last bytes seen at a mission-file path."""
+
+    path: str
+    hash: str  # "" once forgotten (polpo submit --force, or the file moved to done/): no bytes match it
+    outcome: SourceOutcome
+    mission_id: str | None
+    runs: int = 0  # runs started from this path: the next one is runs + 1 (kept when the missions are pruned)
+    stamp: str | None = None  # the file as it was read, once trusted (polpo.intake.stamps): a start skips it
+
+
 # --------------------------------------------------------------------------------------------- to rows
+
+
+def source_row(s: SourceRecord, at: datetime) -> Row:
+    return (s.path, s.hash, s.outcome.value, s.mission_id, iso(at), s.runs, s.stamp)
+
+
+def source_from_row(r: Mapping[str, Any]) -> SourceRecord:
+    return SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"], r["runs"], r["stamp"])
+
 
 
 def mission_row(m: Mission) -> Row:

@@ -17,7 +17,7 @@ from polpo.events.catalog import Event, Payload
 from polpo.model.holds import HoldState
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.schedule import Schedule
-from polpo.model.status import GateStatus, SourceOutcome
+from polpo.model.status import GateStatus
 from polpo.store import rows as R
 
 __all__ = ["OUT_OF_TERM", "PendingEvent", "Tx"]
@@ -99,8 +99,8 @@ class Tx:
         self.ops.append((R.OVERRIDES, row))
         return self
 
-    def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime) -> Tx:
-        self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at))))
+    def source(self, s: R.SourceRecord, at: datetime) -> Tx:
+        self.ops.append((R.SOURCES, R.source_row(s, at)))
         return self
 
     def transcript(self, attempt_id: str, task_id: str, data_json: str) -> Tx:

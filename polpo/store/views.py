@@ -8,6 +8,7 @@ The CLI keeps the stored column names (``created_at``); the API gives the same d
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -55,9 +56,11 @@ def mission_view(con: Conn, ident: str, *, raw_spec: bool = False, camel_case: b
     return m
 
 
-def missions_view(con: Conn, *, include_finished: bool = True, limit: int = 200) -> list[dict[str, Any]]:
-    """The latest missions, oldest first, with their task counts (not their tasks)."""
-    ms = read.missions(con, include_finished=include_finished, limit=limit)
+def missions_view(con: Conn, *, include_finished: bool = True, limit: int = 200, before: int | None = None,
+                  statuses: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The latest missions (before the one numbered ``before``, of ``statuses``), oldest first, with their task
+    counts (not their tasks): a page of :func:`polpo.store.read.missions`."""
+    ms = read.missions(con, include_finished=include_finished, limit=limit, before=before, statuses=statuses)
     spent = spend_read.spend(con, [m["id"] for m in ms])
     for m in ms:
         m["spend"] = spent[m["id"]]["total"]

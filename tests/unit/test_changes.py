@@ -230,3 +230,26 @@ def test_an_idle_watch_opens_and_closes_windows_without_a_thread_and_a_busy_one_
             assert watch.open_at_once() is None
     finally:
         watch.close()
+
+
+async def test_watches_stay_few_when_every_run_has_a_workspace_of_its_own(tmp_path: Path) -> None:
+    """A schedule firing every second makes a workspace a second: each watch is an inotify instance (128 per user
+    by default), so a finished mission's goes and no more than IDLE_WATCHES unused ones are kept (issue 31)."""
+    from polpo.changes.tracker import IDLE_WATCHES
+
+    tracker = ChangeTracker()
+    roots = [tmp_path / f"run-{i}" for i in range(IDLE_WATCHES + 5)]
+    for i, root in enumerate(roots):
+        root.mkdir()
+        await _attempt(tracker, root, lambda r=root: _write(r / "out.txt"), key=f"r{i}:1")
+    assert len(tracker.watches) == IDLE_WATCHES + 1  # (the newest one in use, when it was opened)
+    assert os.fspath(roots[0]) not in tracker.watches and len(tracker._locks) <= IDLE_WATCHES + 1
+    tracker.release(roots[-1])  # its mission finished
+    assert os.fspath(roots[-1]) not in tracker.watches
+    busy = tmp_path / "shared"
+    busy.mkdir()
+    with tracker.activity(busy, "s:1"):
+        t = await tracker.open(busy, "s:1")
+        tracker.release(busy)  # another mission in the same folder finished: its window stays open
+        assert os.fspath(busy) in tracker.watches
+        await tracker.close(t)

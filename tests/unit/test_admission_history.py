@@ -1,0 +1,42 @@
+"""Ids and run numbers come from the store when a file needs them, not from a copy of the whole history in memory
+(issue 31): they go on after a restart and after retention removed the earlier runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polpo.clock import FakeClock
+from polpo.store.memory import MemoryStore
+from tests.support.engine import EngineRun, ScriptAgent, config, engine_on_memory
+
+pytestmark = pytest.mark.anyio
+
+
+def doc(title: str) -> dict[str, object]:
+    return {"tasks": [{"title": title, "description": "x", "assignTo": "fake"}]}
+
+
+async def run_to_end(run: EngineRun, title: str, source: str) -> str:
+    m = await run.accept(doc(title), source=source)
+    await run.wait_event("mission:completed", mission_id=m.id)
+    return m.id
+
+
+async def test_runs_and_ids_go_on_across_restarts_and_retention_without_a_record_per_mission(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    clock, agents = FakeClock(), {"fake": ScriptAgent()}
+    store = MemoryStore(clock)
+    async with engine_on_memory(cfg, agents=agents, store=store, clock=clock) as run:
+        assert await run_to_end(run, "a", "/missions/report.json") == "report"
+        assert await run_to_end(run, "b", "/missions/report.json") == "report#2"
+        assert await run_to_end(run, "c", "/other/report.json") == "report-2"  # another file, the same stem
+    async with engine_on_memory(cfg, agents=agents, store=store, clock=clock) as run:
+        adm = run.engine.admission
+        assert len(adm.sources) == 0 and adm.next_seq == 4  # nothing per finished mission was read at start
+        clock.advance(86400)
+        removed = await store.prune_missions([r["id"] for r in store.rows("missions")], "9999")
+        assert len(removed) == 3 and store.rows("missions") == []
+        assert await run_to_end(run, "d", "/missions/report.json") == "report#3"  # its file's record kept the count
+        assert adm.next_seq == 5
