@@ -142,7 +142,8 @@ class Admission:
         return m
 
     async def accept(self, *, spec: MissionSpec, source: str, digest: str, warnings: list[str],
-                     before: Callable[[Tx, str], None] | None = None, stamp: str | None = None) -> Mission:
+                     before: Callable[[Tx, str], None] | None = None, stamp: str | None = None,
+                     schedule: str | None = None) -> Mission:
         """Start a run of a valid mission: its row, ``mission:accepted``, then its tasks' rows and ``task:created``.
 
         Tasks are written in chunks of :data:`TASK_CHUNK`, each committed before the next is built, so a mission
@@ -150,7 +151,8 @@ class Admission:
         a mission with fewer task rows than its stored spec has tasks; recovery creates the rest
         (:func:`missing_tasks`). Tasks of a committed chunk may start while later chunks are written.
         ``before(tx, mission_id)`` adds to the mission's own transaction (a schedule's firing and its cursor).
-        ``stamp``: the file as it was read (polpo.intake.stamps), kept with its record.
+        ``stamp``: the file as it was read (polpo.intake.stamps), kept with its record. ``schedule``: the run is a
+        firing of that schedule; the file's record stays the schedule's (its file is never filed away).
         """
         async with self._naming:  # (another accept, a schedule's firing, must not take the same id meanwhile)
             mid, run = await self.new_mission_id(source)
@@ -165,7 +167,12 @@ class Admission:
             if before is not None:
                 before(tx, mid)
             tx.mission(m)
-            record = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid, run, stamp)
+            if schedule is None:
+                record = SourceRecord(source, digest, SourceOutcome.ACCEPTED, mid, run, stamp)
+            else:
+                known = await self.source(source)
+                record = SourceRecord(source, digest, SourceOutcome.SCHEDULED, schedule, run,
+                                      known.stamp if known is not None and known.hash == digest else None)
             self.sources.put(record)
             tx.source(record, m.created_at)
             tx.event(MissionAccepted(name=m.name, file=source, hash=digest, run=run, task_count=len(m.tasks),

@@ -216,7 +216,8 @@ class Scheduler:
             tx.event(ScheduleTriggered(schedule_id=s.id, expression=s.expr, scheduled_for=iso(at),
                                        catch_up=catch_up), mission_id=mid)
 
-        await self.admission.accept(spec=spec, source=s.source, digest=s.hash, warnings=[], before=before)
+        await self.admission.accept(spec=spec, source=s.source, digest=s.hash, warnings=[], before=before,
+                                    schedule=s.id)
         self._adopt(after)
 
     async def _save(self, after: Schedule, events: list[Payload]) -> None:

@@ -90,3 +90,15 @@ async def test_a_restart_reads_only_the_files_it_does_not_know_as_they_are(tmp_p
         assert d.intake is not None and d.intake.handled == 0  # not read, not hashed
         submit(cfg, "kept.json", mission_json(shell_task("ok again", "true")))
         await w.wait_event("mission:completed", mission_id="kept#2")
+
+
+async def test_a_schedules_file_stays_where_it_is_when_its_runs_finish(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, extra="[retention]\n"))  # the default: finished files move to done/
+    path = submit(cfg, "every.json", mission_json(shell_task("tick", "true"), schedule="PT1S"))
+    async with running_daemon(cfg) as (d, w):
+        await w.wait_event("mission:completed", mission_id="every")
+        await w.wait_event("mission:completed", mission_id="every#2")
+        assert d.store is not None
+        known = await d.store.source(str(path))
+        assert known is not None and known.outcome == "scheduled" and known.mission_id == "every" and known.runs >= 2
+    assert path.exists() and not (cfg.missions_dir / "done").exists() and not w.of("mission:filed")
