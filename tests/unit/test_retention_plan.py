@@ -105,3 +105,23 @@ def test_the_hub_remembers_a_bounded_number_of_missions_and_a_forgotten_one_neve
     before = hub.version("zz")
     hub.publish(_ev(7, "zz"))
     assert hub.version("zz") != before
+
+
+def test_the_metrics_forget_a_task_that_ends_cancelled() -> None:
+    from polpo.telemetry.follow import Follow
+
+    f = Follow()
+    f.transition("m:1", {"from": "pending", "to": "assigned", "trigger": "dispatch", "attempt": 1}, 1.0)
+    ended, seconds = f.transition("m:1", {"from": "assigned", "to": "cancelled", "trigger": "cancel"}, 2.0)
+    assert not f.task_start and not f.attempt and seconds is None  # (it was kept for good: a leak a task)
+    assert ended is not None and ended.outcome == "interrupted"
+
+
+def test_the_console_forgets_a_task_that_ends_cancelled() -> None:
+    from polpo.console import ConsoleView
+
+    view = ConsoleView()
+    view.lines({"event": "agent:spawned", "taskId": "m:1", "data": {"attempt": 1}}, 1.0)
+    view.lines({"event": "assessment:complete", "taskId": "m:1", "data": {"globalScore": 3.0}}, 2.0)
+    assert view.lines({"event": "task:transition", "taskId": "m:1", "data": {"to": "cancelled"}}, 3.0) == []
+    assert not view.scores and not view.running
