@@ -44,24 +44,13 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_common import CONFIG as BENCH_CONFIG
 from bench_common import cpu_seconds
 from history_fill import fill, write_rotated_log
 
 from polpo.clock import FakeClock
 
-CONFIG = """
-[daemon]
-missions_dir = "missions"
-state_dir = "state"
-
-[agents.noop]
-type = "command"
-command = ["true"]
-timeout = 60
-
-[http]
-listen = "127.0.0.1:0"
-"""
+CONFIG = BENCH_CONFIG.format(concurrency=4) + '\n[http]\nlisten = "127.0.0.1:0"\n'
 
 
 def rss_mb(pid: int) -> float:

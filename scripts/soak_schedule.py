@@ -32,16 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-CONFIG = """
-[daemon]
-missions_dir = "missions"
-state_dir = "state"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import CONFIG as BENCH_CONFIG
 
-[agents.noop]
-type = "command"
-command = ["true"]
-timeout = 60
-
+CONFIG = BENCH_CONFIG.format(concurrency=4).replace("{", "{{").replace("}", "}}") + """
 [retention]
 finished = "{finished}"
 schedule_runs = {runs}
