@@ -102,3 +102,17 @@ async def test_a_schedules_file_stays_where_it_is_when_its_runs_finish(tmp_path:
         known = await d.store.source(str(path))
         assert known is not None and known.outcome == "scheduled" and known.mission_id == "every" and known.runs >= 2
     assert path.exists() and not (cfg.missions_dir / "done").exists() and not w.of("mission:filed")
+
+
+async def test_a_file_edited_while_its_mission_ran_stays_with_its_new_bytes(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, extra="[retention]\n"))
+    path = submit(cfg, "edited.json", mission_json(shell_task("slow", "sleep 1")))
+    async with running_daemon(cfg) as (_d, w):
+        await w.wait_event("agent:spawned", mission_id="edited")
+        edit = mission_json(shell_task("slow", "sleep 2"))
+        submit(cfg, "edited.json", edit)
+        await w.wait_event("mission:rejected", mission_id="edited")  # busy: the running mission keeps its tasks
+        await w.wait_event("mission:completed", mission_id="edited")
+        submit(cfg, "other.json", mission_json(shell_task("ok", "true")))
+        await w.wait_event("mission:filed", mission_id="other")  # (filed in order: "edited" had its turn)
+    assert path.read_text() == edit and not w.of("mission:filed", mission_id="edited")
