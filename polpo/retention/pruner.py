@@ -51,7 +51,7 @@ class Pruner:
         self.live = live  # a mission on the board: never removed
         self.schedule_sources = schedule_sources
         self._event_cursor = 0  # where the events were looked at up to (this run)
-        self._source_cursor = ""  # the records of files seen up to when (this run)
+        self._source_cursor = ("", "")  # (seen_at, path) of the last file record looked at (this run)
         self.rest: Callable[[float], float] = pause_after  # seconds to rest after a batch that took so long
 
     async def run(self) -> None:
@@ -139,7 +139,7 @@ class Pruner:
         """The records of files that are gone, seen before ``before``, that no mission or schedule needs."""
         removed = 0
         while rows := await self.store.old_sources(self._source_cursor, before, 500):
-            self._source_cursor = rows[-1][1]
+            self._source_cursor = (rows[-1][1], rows[-1][0])
             gone = await anyio.to_thread.run_sync(lambda: [p for p, _ in rows if not os.path.lexists(p)])
             removed += await self.store.prune_sources(gone)
         return removed

@@ -129,9 +129,9 @@ def _schedule_runs(ph: str, keep_labelled: bool) -> str:
 
 @functools.cache
 def _sources(ph: str) -> tuple[str, str]:
-    after, before, limit = _marks(ph, 3)
-    listing = (f"SELECT path, seen_at FROM sources WHERE seen_at > {after} AND seen_at < {before} "
-               f"ORDER BY seen_at LIMIT {limit}")
+    seen, path, before, limit = _marks(ph, 4)
+    listing = (f"SELECT path, seen_at FROM sources WHERE (seen_at, path) > ({seen}, {path}) AND seen_at < {before} "
+               f"ORDER BY seen_at, path LIMIT {limit}")
     removal = (f"DELETE FROM sources WHERE path IN {_list(ph, _marks(ph, 1)[0])} "
                "AND NOT EXISTS (SELECT 1 FROM missions m WHERE m.source = sources.path) "
                "AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.source = sources.path AND s.status <> 'removed') "
@@ -194,9 +194,11 @@ class SqlPruning:
         done = await self._prune_write([(sql, args) for sql in _removal(self.ph)])
         return [Pruned(r["id"], r["source"], r["workspace"]) for r in done[-1]]
 
-    async def old_sources(self, after: str, before: str, limit: int) -> list[tuple[str, str]]:
-        """(path, seen_at) of file records last seen between ``after`` and ``before``, oldest first."""
-        return [(r["path"], r["seen_at"]) for r in await self._prune_read(_sources(self.ph)[0], after, before, limit)]
+    async def old_sources(self, after: tuple[str, str], before: str, limit: int) -> list[tuple[str, str]]:
+        """(path, seen_at) of file records last seen before ``before``, after the (seen_at, path) ``after``,
+        oldest first."""
+        return [(r["path"], r["seen_at"]) for r in await self._prune_read(_sources(self.ph)[0], *after, before,
+                                                                           limit)]
 
     async def prune_sources(self, paths: Sequence[str]) -> int:
         """Remove the records of these (gone) files that no mission and no schedule refers to."""
@@ -289,9 +291,9 @@ class MemoryPruning:
                 del rows[key]
         return [Pruned(r["id"], r["source"], r["workspace"]) for r in gone]
 
-    async def old_sources(self, after: str, before: str, limit: int) -> list[tuple[str, str]]:
+    async def old_sources(self, after: tuple[str, str], before: str, limit: int) -> list[tuple[str, str]]:
         found = sorted((r["seen_at"], r["path"]) for r in self.tables["sources"].values()
-                       if after < r["seen_at"] < before)
+                       if (r["seen_at"], r["path"]) > after and r["seen_at"] < before)
         return [(path, seen) for seen, path in found[:limit]]
 
     async def prune_sources(self, paths: Sequence[str]) -> int:

@@ -38,6 +38,7 @@ HISTORY_MIGRATION = """
     CREATE INDEX overrides_mission ON overrides(mission_id);
     CREATE INDEX spend_period ON spend(period);
     CREATE INDEX commands_queued ON commands(id) WHERE status = 'queued';
+    CREATE INDEX sources_seen ON sources(seen_at, path);
 """
 """Reads and start-up that cost the same whatever the history (shared with the PostgreSQL migration).
 
@@ -46,7 +47,7 @@ file's run numbers go on; ``sources.stamp``: ``inode:size:mtime`` of the file wh
 clock has moved on enough to trust it (polpo.intake.stamps): the start-up scan skips a file that still matches, so a
 folder of finished files is not read and hashed again at every start. The indexes serve the paged reads (status,
 name, a schedule's runs), retention (finished_at, overrides), the spend and SLA reads per mission and per day, and
-the command inbox's poll (a partial index of the queued commands)."""
+the command inbox's poll (a partial index of the queued commands), and retention's walk of the files' records."""
 
 MIGRATIONS: list[str] = [
     # v1: the foundation.

@@ -215,3 +215,18 @@ async def test_an_older_sqlite_file_mostly_free_is_converted_once_at_open(backen
     con = sqlite3.connect(backend.db_path)
     assert con.execute("PRAGMA auto_vacuum").fetchone()[0] == 2 and os.path.getsize(backend.db_path) < big / 2
     con.close()
+
+
+async def test_the_files_records_are_walked_oldest_first_even_when_many_were_seen_at_once(backend: Backend) -> None:
+    store = await backend.open()
+    async with writing(store):
+        tx = Tx()
+        for name in ("c", "a", "b"):  # seen in the same millisecond
+            tx.source(R.SourceRecord(f"/m/{name}.json", "h", SourceOutcome.REJECTED, None), T0)
+        tx.source(R.SourceRecord("/m/young.json", "h", SourceOutcome.REJECTED, None), LATER)
+        await store.commit(tx)
+        seen, after = [], ("", "")
+        while rows := await store.old_sources(after, CUT, 1):
+            seen.append(rows[0][0])
+            after = (rows[0][1], rows[0][0])
+        assert seen == ["/m/a.json", "/m/b.json", "/m/c.json"]  # not the young one
