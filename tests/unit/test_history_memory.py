@@ -1,5 +1,6 @@
-"""Ids and run numbers come from the store when a file needs them, not from a copy of the whole history in memory
-(issue 31): they go on after a restart and after retention removed the earlier runs."""
+"""Nothing is kept in memory per finished mission (issue 31): ids and run numbers come from the store when a file
+needs them, and go on after a restart and after retention removed the earlier runs; SLA marks leave with their
+mission."""
 
 from __future__ import annotations
 
@@ -40,3 +41,15 @@ async def test_runs_and_ids_go_on_across_restarts_and_retention_without_a_record
         assert len(removed) == 3 and store.rows("missions") == []
         assert await run_to_end(run, "d", "/missions/report.json") == "report#3"  # its file's record kept the count
         assert adm.next_seq == 5
+
+
+async def test_the_sla_keeper_forgets_a_finished_missions_marks(tmp_path: Path) -> None:
+    """A deadline's marks are kept while its mission is open (so none is announced twice) and dropped when it
+    finishes: a schedule with deadlines must not keep a record a run."""
+    cfg = config(tmp_path)
+    async with engine_on_memory(cfg, agents={"fake": ScriptAgent()}) as run:
+        m = await run.accept({"deadline": "PT1H", "tasks": [{"title": "a", "description": "x", "assignTo": "fake",
+                                                             "deadline": "PT1H"}]}, source="/missions/d.json")
+        await run.wait_event("sla:met", mission_id=m.id)
+        await run.wait_event("mission:completed", mission_id=m.id)
+        assert run.engine.sla.marks == {}
