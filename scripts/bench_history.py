@@ -166,31 +166,19 @@ def restart(root: Path) -> dict[str, float]:
     return out
 
 
-def _demand(pid: int) -> float:
-    """Seconds the daemon's threads ran or waited to run (/proc/PID/task/*/schedstat): on a loaded machine a
-    daemon starved of CPU is not quiet."""
-    total = 0
-    for f in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            ran, waited, _ = f.read_text().split()
-        except (OSError, ValueError):
-            continue
-        total += int(ran) + int(waited)
-    return total / 1e9
-
-
 def settled(pid: int, t0: float, limit: float = 1800) -> tuple[float, float]:
     """(seconds from the spawn until the daemon goes quiet: what its start, the intake's start-up scan included,
-    cost in time; its CPU seconds by then). Quiet: it ran or waited to run under 5 % of a second, twice."""
-    last, quiet = _demand(pid), 0
+    cost in time; its CPU seconds by then). Quiet: under 2 % of a core for three seconds in a row (an idle daemon
+    uses a fraction of that; a busy one gets more than that of a core even on a machine at load 20)."""
+    last, quiet = cpu_seconds(pid)[0], 0
     while time.perf_counter() - t0 < limit:
         time.sleep(1.0)
-        now = _demand(pid)
-        quiet = quiet + 1 if now - last < 0.05 else 0
+        now = cpu_seconds(pid)[0]
+        quiet = quiet + 1 if now - last < 0.02 else 0
         last = now
-        if quiet == 2:
-            return time.perf_counter() - t0 - 2.0, cpu_seconds(pid)[0]
-    return limit, cpu_seconds(pid)[0]
+        if quiet == 3:
+            return time.perf_counter() - t0 - 3.0, now
+    return limit, last
 
 
 def db_mb(root: Path, pg: Any, dbname: str | None) -> float:
