@@ -56,6 +56,9 @@ class Select:
     order: tuple[str, ...] = ()
     desc: bool = False
     limit: bool = False  # LIMIT ?: the last argument
+    quick: bool = False
+    """One row by its key: a backend may read it in place (SQLite, on the loop) rather than hop to a thread: it is
+    on a dropped file's path, and a read in WAL mode never waits for a lock."""
 
     def sql(self, ph: str) -> str:
         """The text, with ``?`` placeholders (SQLite) or ``$1, $2, …`` (``ph="$"``, PostgreSQL)."""
@@ -96,9 +99,9 @@ def _cond(c: str, op: str, m: str, ph: str) -> str:
 
 
 SOURCE_COLS = ("path", "hash", "outcome", "mission_id", "runs", "stamp")
-SOURCE = Select("sources", SOURCE_COLS, ("path",))
+SOURCE = Select("sources", SOURCE_COLS, ("path",), quick=True)
 SOURCES_AT = Select("sources", SOURCE_COLS, ("path in",))
-MISSION_ID = Select("missions", ("id",), ("id",))
+MISSION_ID = Select("missions", ("id",), ("id",), quick=True)
 LAST_MISSION = Select("missions", ("seq",), order=("seq",), desc=True, limit=True)
 OPEN_MISSIONS = Select("missions", ("id",), among=(("status", ("running", "cancelling")),), order=("seq",))
 MISSION = Select("missions", where=("id",))

@@ -62,6 +62,7 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
         self._file = _file_id(path)  # what the path led to at open (device, inode)
         self._since_checkpoint = 0
         self._pruner: sqlite3.Connection | None = None  # retention's own connection (polpo.store.prune)
+        self._reader: sqlite3.Connection | None = None  # the loop's, for a row by its key (_quick)
 
     @classmethod
     async def open(cls, path: Path, *, clock: Clock) -> SqliteStore:
@@ -133,6 +134,15 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             with contextlib.suppress(sqlite3.Error):  # a busy reader only delays it; the next one tries again
                 await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
+    def _quick(self) -> sqlite3.Connection:
+        """The loop's own reading connection, for a row by its key (:attr:`Select.quick`): it never writes, so it
+        never waits for the write lock (``busy_timeout`` 0 all the same)."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            self._reader.row_factory = sqlite3.Row
+            self._reader.execute("PRAGMA query_only=ON")
+        return self._reader
+
     # -- retention (polpo.store.prune): its own connection, in a worker thread, so the loop and the writer's
     # connection never wait for it; a batch the writer meets while a removal holds the lock is written in a thread
     def _pruning(self) -> sqlite3.Connection:
@@ -177,8 +187,9 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
     async def _close_backend(self) -> None:
         if self.lost is not None:
             self._rescue()
-        if self._pruner is not None:
-            self._pruner.close()
+        for con in (self._pruner, self._reader):
+            if con is not None:
+                con.close()
         try:
             self.writer.close()
             with contextlib.suppress(sqlite3.OperationalError):  # best effort: a reader may still hold the table
@@ -187,6 +198,12 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             await self.db.close()
 
     async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
+        if q.quick:  # a row by its key, on the loop: tens of microseconds, less than the hop to a thread
+            try:
+                return [dict(r) for r in self._quick().execute(q.sql("?"), _args(args))]
+            except sqlite3.OperationalError as e:  # (busy: WAL recovery, a checkpoint that resets the log) wait
+                if _name(e) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):  # for it on the reading connection, off the loop
+                    raise
         async with self.db.execute(q.sql("?"), _args(args)) as cur:
             return [dict(r) for r in await cur.fetchall()]
 
