@@ -123,8 +123,24 @@ def http_median(url: str, path: str, runs: int) -> float:
     return statistics.median(xs)
 
 
-def restart(root: Path) -> dict[str, float]:
-    """One start of the daemon on the state: timings, RSS, reads; stopped at the end."""
+def unstamped(root: Path) -> int:
+    """The files' records without a stamp yet (SQLite; -1 for PostgreSQL: not looked at)."""
+    db = root / "state" / "polpo.db"
+    if not db.exists():
+        return -1
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return int(con.execute("SELECT COUNT(*) - COUNT(stamp) FROM sources").fetchone()[0])
+    finally:
+        con.close()
+
+
+def restart(root: Path, *, stamping: bool = False) -> dict[str, float]:
+    """One start of the daemon on the state: timings, RSS, reads; stopped at the end. ``stamping``: the first
+    start after the fill, which reads the files of the folder once; it goes on until they are all stamped (or no
+    more are for a minute)."""
     out: dict[str, float] = {}
     log = root / "state" / "events.jsonl"
     start_offset = log.stat().st_size if log.exists() else 0
@@ -152,6 +168,12 @@ def restart(root: Path) -> dict[str, float]:
             spawn_wall = time.time() - (time.perf_counter() - t0)
             out["started_s"] = started - spawn_wall
             out["busy_s"], out["cpu_s"] = settled(proc.pid, t0)
+            last, since = unstamped(root), time.monotonic()
+            while stamping and last > 0 and time.monotonic() - since < 60:
+                time.sleep(1)
+                now = unstamped(root)
+                if now < last:
+                    last, since = now, time.monotonic()
             out["rss_mb"] = rss_mb(proc.pid)
             url = json.loads((root / "state" / "http.json").read_text())["url"]
             py = [sys.executable, "-m", "polpo"]
@@ -227,7 +249,7 @@ def bench(n: int, store: str, files: str, runs: int, retention: bool, keep: Path
     t0 = time.perf_counter()
     anyio.run(_fill, root, n, url, files)
     row: dict[str, Any] = {"store": store, "missions": n, "files": files, "fill_s": round(time.perf_counter() - t0, 1)}
-    restart(root)  # the first start after the fill reads each file it kept in the folder once, to stamp it
+    restart(root, stamping=files == "keep")  # the first start after the fill reads each file in the folder once
     samples = [restart(root) for _ in range(runs if n < 100_000 else min(runs, max_big))]
     for key in samples[0]:
         row[key] = round(statistics.median(s[key] for s in samples), 3)
