@@ -124,7 +124,7 @@ def http_median(url: str, path: str, runs: int) -> float:
 
 
 def unstamped(root: Path) -> int:
-    """The files' records without a stamp yet (SQLite; -1 for PostgreSQL: not looked at)."""
+    """The files' records without a stamp yet (SQLite; -1 for PostgreSQL, or a daemon without stamps)."""
     db = root / "state" / "polpo.db"
     if not db.exists():
         return -1
@@ -133,6 +133,8 @@ def unstamped(root: Path) -> int:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
         return int(con.execute("SELECT COUNT(*) - COUNT(stamp) FROM sources").fetchone()[0])
+    except sqlite3.OperationalError:  # a daemon from before stamps (an A/B run against it)
+        return -1
     finally:
         con.close()
 
