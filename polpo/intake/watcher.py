@@ -47,6 +47,7 @@ Handler = Callable[[Path, Content, str | None], Awaitable[object]]  # (path, byt
 Unchanged = Callable[[dict[Path, str]], Awaitable[set[Path]]]
 """Of these files (with their stamps now), those still as they were when their bytes were handled."""
 SCAN_CHUNK = 1000  # names listed (and stamped, and looked up) at a time by the start-up scan
+SCAN_WORKERS = 16  # files the scan reads at once (files are handled one at a time anyway)
 
 
 def is_mission_file(path: Path) -> bool:
@@ -207,6 +208,7 @@ class Intake:
         self.max_bytes = max_bytes
         self.stop_event = anyio.Event()
         self._pending: dict[Path, anyio.CancelScope] = {}
+        self._queued: set[Path] = set()  # files the start-up scan found that no worker has taken yet
         self._lock = anyio.Lock()  # files are handled one at a time, in arrival order
         self.ready = anyio.Event()
         self.handled = 0  # files read and handed to the handler (duplicates included)
@@ -280,17 +282,31 @@ class Intake:
             while chunk := await anyio.to_thread.run_sync(_stamped, self.folder, names, SCAN_CHUNK):
                 skip = await self.unchanged(chunk) if self.unchanged is not None else set()
                 found.extend(p for p in chunk if p not in skip)
-        for path in sorted(found):
-            if path not in self._pending:
+        found = sorted(p for p in found if p not in self._pending and p not in self._queued)
+        if len(found) <= SCAN_WORKERS:
+            for path in found:
                 self._schedule(tg, path)
+            return
+        queue = iter(found)  # thousands (a first start on a full folder): a few workers, not a task a file
+        self._queued.update(found)
+        for _ in range(SCAN_WORKERS):
+            tg.start_soon(self._work_through, queue)
 
-    def _schedule(self, tg: anyio.abc.TaskGroup, path: Path) -> None:
+    async def _work_through(self, queue: Iterator[Path]) -> None:
+        for path in queue:
+            self._queued.discard(path)
+            if path not in self._pending:  # (a change of the file took it meanwhile)
+                await self._settle_and_handle(path, self._pend(path))
+
+    def _pend(self, path: Path) -> anyio.CancelScope:
         old = self._pending.pop(path, None)
         if old is not None:
             old.cancel()  # a newer change restarts the settle wait
-        scope = anyio.CancelScope()
-        self._pending[path] = scope
-        tg.start_soon(self._settle_and_handle, path, scope)
+        scope = self._pending[path] = anyio.CancelScope()
+        return scope
+
+    def _schedule(self, tg: anyio.abc.TaskGroup, path: Path) -> None:
+        tg.start_soon(self._settle_and_handle, path, self._pend(path))
 
     async def _settle_and_handle(self, path: Path, scope: anyio.CancelScope) -> None:
         """Settle, then hand over; nothing a file does may end the intake (the handler stores its own errors).
@@ -352,7 +368,7 @@ class Intake:
     @property
     def idle(self) -> bool:
         """No file is waiting to settle or being handled."""
-        return not self._pending and not self._lock.locked()
+        return not self._pending and not self._queued and not self._lock.locked()
 
     def stop(self) -> None:
         self.stop_event.set()
