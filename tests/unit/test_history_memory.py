@@ -4,6 +4,7 @@ mission."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,20 @@ async def test_the_sla_keeper_forgets_a_finished_missions_marks(tmp_path: Path) 
         await run.wait_event("sla:met", mission_id=m.id)
         await run.wait_event("mission:completed", mission_id=m.id)
         assert run.engine.sla.marks == {}
+
+
+async def test_a_finished_missions_workspace_is_no_longer_watched(tmp_path: Path) -> None:
+    """Each watch is an inotify instance (128 per user by default): a schedule whose every run has a folder of its
+    own must not keep one a run. The board's finish hook lets the tracker go of the folder."""
+    cfg = config(tmp_path)
+    watched: list[bool] = []
+    agent = ScriptAgent(lambda r: watched.append(os.fspath(r.workspace) in run.engine.tracker.watches) or 0)
+    async with engine_on_memory(cfg, agents={"fake": agent}) as run:
+        for i in range(2):
+            ws = tmp_path / f"run-{i}"
+            ws.mkdir()
+            m = await run.accept({"workspace": str(ws), **doc(f"t{i}")}, source=f"/missions/r{i}.json")
+            await run.wait_event("mission:completed", mission_id=m.id)
+        tracker = run.engine.tracker
+        assert watched == [True, True]  # watched while its task ran
+        assert not tracker.watches and not tracker._locks and not tracker.unwatchable
