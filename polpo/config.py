@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from polpo.config_hints import keys_at
 from polpo.config_paths import ConfigNotFound, config_path, read_toml, resolve_dirs
+from polpo.config_retention import RetentionSettings
 from polpo.config_tools import McpSettings, QuestionSettings
 from polpo.durations import Duration
 from polpo.origins import format_origin, parse_authority, parse_origin
@@ -282,6 +283,7 @@ class Config(_Base):
     http: HttpSettings = HttpSettings()
     mcp: McpSettings = McpSettings()
     questions: QuestionSettings = QuestionSettings()
+    retention: RetentionSettings = RetentionSettings()
     channels: dict[str, dict[str, Any]] = {}
     notify: dict[str, Any] = {}
     source: Path | None = None  # the file it was read from
@@ -319,6 +321,9 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     judge = raw.get("judge")
     if isinstance(judge, dict) and isinstance(judge.get("calibration"), str):
         raw["judge"] = {**judge, "calibration": str((base / judge["calibration"]).resolve())}
+    retention = raw.get("retention")
+    if isinstance(retention, dict) and isinstance(retention.get("export"), str):
+        raw["retention"] = {**retention, "export": str((base / retention["export"]).resolve())}
     llm = raw.get("llm")
     if isinstance(llm, dict) and isinstance(llm.get("env_file"), str):
         raw["llm"] = {**llm, "env_file": str((base / llm["env_file"]).resolve())}

@@ -59,6 +59,9 @@ class ConsoleView:
             self.running.pop(task, None)
         if name == "task:transition":
             if d.get("to") not in ("done", "failed"):
+                if d.get("to") == "cancelled":  # what it remembered of the task goes (else kept for good)
+                    self.scores.pop(task or "", None)
+                    self.running.pop(task or "", None)
                 return []
             self.running.pop(task or "", None)
             line = render(ev, color=self.color)

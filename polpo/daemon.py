@@ -27,7 +27,7 @@ from polpo.config import Config
 from polpo.console import WANTED, ConsolePrinter, ConsoleView, use_color
 from polpo.daemon_locks import DaemonLocks
 from polpo.engine.engine import Engine
-from polpo.engine.sla import extra_channels
+from polpo.engine.sla import event_channels
 from polpo.events import catalog as E
 from polpo.events.catalog import Event
 from polpo.events.log import EventLog
@@ -40,6 +40,7 @@ from polpo.llm.secrets import load_env_file
 from polpo.notify.config import notify_config
 from polpo.notify.router import Notifier
 from polpo.notify.scopes import ScopeRegistry
+from polpo.retention.wiring import Keeping, keeping
 from polpo.sdnotify import notify as sd_notify
 from polpo.shutdown import MARGIN, LastResort, StopSteps
 from polpo.sla.monitor import SlaMonitor, Timers
@@ -85,6 +86,7 @@ class Daemon:
         self.engine: Engine | None = None
         self.store: Store | None = None
         self.intake: Intake | None = None
+        self.keeping: Keeping | None = None
         self._stop = anyio.Event()
         self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
         self._cluster: ClusterNode | None = None
@@ -145,7 +147,7 @@ class Daemon:
                             scopes=ScopeRegistry(engine.board.find))  # missions' own rules
 
         def route(ev: Event) -> None:
-            notifier.route(ev, _extra_channels(cfg, ev))
+            notifier.route(ev, event_channels(cfg.sla, ev))
 
         store.subscribe(route)
         self.sla_monitor = SlaMonitor(engine.sla.check, self.clock, cfg.sla.check_interval)
@@ -155,8 +157,9 @@ class Daemon:
         handler = IntakeHandler(engine.admission, known_agents=engine.agents.known_names(),
                                 channels=set(self.notify.channels), schedules=engine.schedules)
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
-                        max_bytes=cfg.daemon.max_mission_bytes, faults=handler)
+                        max_bytes=cfg.daemon.max_mission_bytes, faults=handler, unchanged=handler.unchanged)
         self.intake = intake
+        self.keeping = kept = keeping(cfg, store, self.clock, engine)  # retention: the pruner, filed files
         try:
             if self.http_plan is not None:
                 # lazy for start-up time and memory: the web stack (uvicorn, starlette, prometheus) only when asked
@@ -171,7 +174,7 @@ class Daemon:
             if cluster is None:
                 await engine.load()  # with several daemons, the leader loads the missions once elected
             with pidfd_child_watcher():
-                await self._serve(store, engine, notifier, monitor, intake, cluster)
+                await self._serve(store, engine, notifier, monitor, intake, kept, cluster)
         finally:
             with anyio.CancelScope(shield=True):
                 if self.http is not None:
@@ -225,7 +228,7 @@ class Daemon:
         self.request_stop()
 
     async def _serve(self, store: Store, engine: Engine, notifier: Notifier, monitor: Timers,
-                     intake: Intake, cluster: ClusterNode | None = None) -> None:
+                     intake: Intake, keeping: Keeping, cluster: ClusterNode | None = None) -> None:
         """Everything runs in one task group until a stop is requested; then stop in order and drain."""
         cfg = self.cfg
         async with anyio.create_task_group() as tg:
@@ -240,12 +243,16 @@ class Daemon:
             tg.start_soon(notifier.run)
             if cfg.judge.panel_models() or any(a.type == "llm" for a in cfg.agents.values()):
                 tg.start_soon(load_litellm)  # ~4 s, in a thread: the first review or LLM turn won't wait
+            pruner, filing = keeping.pruner, keeping.filing
+            if filing is not None:
+                tg.start_soon(filing.run)
             if cluster is None:
                 await engine.recover()
                 monitor.start()
                 tg.start_soon(intake.run)
                 tg.start_soon(engine.commands.run_inbox)
                 tg.start_soon(engine.schedules.run)
+                tg.start_soon(pruner.run)
             else:
                 role = engine.cluster
                 assert role is not None
@@ -253,7 +260,8 @@ class Daemon:
                 async def elected() -> None:  # this node now leads: it accepts files and decides for missions
                     await role.lead(engine.load)
                     monitor.start()
-                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps, engine.schedules.run])
+                    role.start_term(tg, [intake.run, engine.commands.run_inbox, role.sweeps, engine.schedules.run,
+                                         pruner.run])
 
                 async def deposed(_reason: str) -> None:  # its term ended: no decision from now on, at once
                     role.abdicate()  # (and the term's loops end)
@@ -366,15 +374,6 @@ class Daemon:
 
     async def _transcript(self, task_id: str, number: int) -> list[dict[str, Any]]:  # an attempt's, for spans
         return await self.readers.run(lambda con: read.transcript(con, f"{task_id}/{number}") or [])
-
-
-_OWN_CHANNELS = ("quality:gate:", "checkpoint:", "delay:")  # events that carry their element's notifyChannels
-
-
-def _extra_channels(cfg: Config, ev: Event) -> list[str]:
-    """Channels an event goes to on top of the notify rules: a gate's, checkpoint's or delay's own, the SLA's."""
-    gate = list(ev.data.get("notifyChannels") or []) if ev.event.startswith(_OWN_CHANNELS) else []
-    return gate + extra_channels(cfg.sla, ev.event)
 
 
 def check_extras(cfg: Config) -> None:

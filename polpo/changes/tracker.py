@@ -24,7 +24,7 @@ import contextlib
 import errno
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ __all__ = ["SHARED_NOTE", "ChangeTracker", "ToolLog", "Tracking", "files_count",
 
 SHARED_NOTE = "shared workspace: changes not attributed"
 LINGER = 300.0  # seconds an unused watch is kept (a mission's next task reuses it)
+IDLE_WATCHES = 16  # unused watches kept at most (each is an inotify instance: 128 per user by default, shared)
 RETRY_WATCH = 60.0  # seconds a folder that could not be watched uses the fallback before watching is tried again
 
 
@@ -94,16 +95,18 @@ class _Activity:
 
 @dataclass
 class ChangeTracker:
-    """See the module docstring. ``exclude``: folders never watched nor scanned (polpo's state folder)."""
+    """See the module docstring. ``exclude``: folders never watched nor scanned (polpo's state folder);
+    ``monotonic``: the seconds that age idle watches and folders that could not be watched (a test's own)."""
 
     exclude: Sequence[Path] = ()
     linger: float = LINGER
+    monotonic: Callable[[], float] = time.monotonic
     use_watch: bool = True
     watches: dict[str, TreeWatch] = field(default_factory=dict)
     unwatchable: dict[str, tuple[str, float]] = field(default_factory=dict)  # root → (why, when): the fallback
     activities: list[_Activity] = field(default_factory=list)
     open_trackings: set[Tracking] = field(default_factory=set)
-    _locks: dict[str, anyio.Lock] = field(default_factory=dict)
+    _locks: dict[str, anyio.Lock] = field(default_factory=dict)  # only while a watch starts there
 
     # -- activities -----------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -165,7 +168,7 @@ class ChangeTracker:
             if watch is not None:
                 quick = watch.close_at_once(w)
                 w = quick if quick is not None else await anyio.to_thread.run_sync(watch.close_window, w)
-                watch.last_used = time.monotonic()
+                watch.last_used = self.monotonic()
             if w.lost:
                 return FileChanges(), f"changes not attributed: {w.lost}"
             try:
@@ -198,39 +201,50 @@ class ChangeTracker:
             self._forget_idle(keep=key)
             return watch
         if key in self.unwatchable:
-            if time.monotonic() - self.unwatchable[key][1] < RETRY_WATCH:
+            if self.monotonic() - self.unwatchable[key][1] < RETRY_WATCH:
                 return None
             del self.unwatchable[key]
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = anyio.Lock()
-        async with lock:
-            self._forget_idle(keep=key)
-            watch = self.watches.get(key)
-            if watch is not None and not watch.broken:
-                return watch
-            if watch is not None:
-                watch.close()
-            ignored_dirs = await self._ignored_dirs(root) if top_level(root) else frozenset()
-            excluded = frozenset(os.fspath(p) for p in self.exclude)
+        try:
+            async with lock:
+                return await self._start_watch(key, root)
+        finally:
+            stats = lock.statistics()
+            if not stats.locked and not stats.tasks_waiting and self._locks.get(key) is lock:
+                del self._locks[key]  # it only serialises starting a watch: none kept per workspace ever seen
 
-            def skip(rel: str, path: str) -> bool:
-                return skip_dir(os.path.basename(rel), path) or path in excluded or rel in ignored_dirs
-
-            try:
-                watch = TreeWatch(key, skip)
-            except InotifyUnavailable as exc:  # no inotify here, or no instance left: the fallback for a while
-                self.unwatchable[key] = (str(exc), time.monotonic())
-                return None
-            try:
-                await anyio.to_thread.run_sync(watch.start)
-            except InotifyUnavailable as exc:
-                watch.close()
-                if exc.errno != errno.ENOENT:  # the watch limit: not worth a whole walk at every attempt
-                    self.unwatchable[key] = (str(exc), time.monotonic())
-                return None
-            self.watches[key] = watch
+    async def _start_watch(self, key: str, root: Path) -> TreeWatch | None:
+        """The watch on ``root`` (under its lock): the one another task just started, or a new one; None when
+        it cannot be watched (the fallback)."""
+        self._forget_idle(keep=key)
+        watch = self.watches.get(key)
+        if watch is not None and not watch.broken:
             return watch
+        if watch is not None:
+            watch.close()
+        ignored_dirs = await self._ignored_dirs(root) if top_level(root) else frozenset()
+        excluded = frozenset(os.fspath(p) for p in self.exclude)
+
+        def skip(rel: str, path: str) -> bool:
+            return skip_dir(os.path.basename(rel), path) or path in excluded or rel in ignored_dirs
+
+        try:
+            watch = TreeWatch(key, skip)
+        except InotifyUnavailable as exc:  # no inotify here, or no instance left: the fallback for a while
+            self._unwatchable(key, str(exc))
+            return None
+        try:
+            await anyio.to_thread.run_sync(watch.start)
+        except InotifyUnavailable as exc:
+            watch.close()
+            if exc.errno != errno.ENOENT:  # the watch limit: not worth a whole walk at every attempt
+                self._unwatchable(key, str(exc))
+            return None
+        watch.last_used = self.monotonic()
+        self.watches[key] = watch
+        return watch
 
     @staticmethod
     async def _ignored_dirs(root: Path) -> frozenset[str]:
@@ -242,18 +256,46 @@ class ChangeTracker:
         return frozenset(p.rstrip("/") for p in r.out.split("\0") if p.endswith("/"))
 
     def _forget_idle(self, keep: str) -> None:
-        now = time.monotonic()
-        for key, watch in list(self.watches.items()):
-            if key != keep and not watch.windows and now - watch.last_used > self.linger:
-                watch.close()
-                del self.watches[key]
+        """Close the watches unused for ``linger`` seconds, and the oldest unused ones beyond :data:`IDLE_WATCHES`
+        (a schedule firing every second makes a workspace a second: each would keep an inotify instance)."""
+        now = self.monotonic()
+        idle = sorted(((w.last_used, key) for key, w in self.watches.items() if key != keep and not w.windows))
+        for n, (last_used, key) in enumerate(idle):
+            if now - last_used > self.linger or len(idle) - n > IDLE_WATCHES:
+                self._close_watch(key)
+
+    def _unwatchable(self, key: str, why: str) -> None:
+        """``key`` uses the fallback for :data:`RETRY_WATCH` seconds; entries older than that are dropped here
+        (the dict is in the order they were noted), so where nothing can be watched — a mission a second, each
+        in a folder of its own — it holds the last minute's folders, not every folder ever seen."""
+        now = self.monotonic()
+        self.unwatchable.pop(key, None)
+        for old, (_, when) in list(self.unwatchable.items()):
+            if now - when < RETRY_WATCH:
+                break
+            del self.unwatchable[old]
+        self.unwatchable[key] = (why, now)
+
+    def _close_watch(self, key: str) -> None:
+        self.watches.pop(key).close()
+
+    def release(self, root: Path) -> None:
+        """A mission that used ``root`` finished: stop watching it unless a window is open there (another
+        mission's task in a shared folder: it goes once idle, see :meth:`_forget_idle`), and forget that it could
+        not be watched; the next task there starts afresh."""
+        key = os.fspath(root)
+        self.unwatchable.pop(key, None)
+        watch = self.watches.get(key)
+        if watch is not None and not watch.windows:
+            self._close_watch(key)
 
     def forget(self, root: Path) -> None:
         """Stop watching ``root`` (a task's worktree about to be removed)."""
-        watch = self.watches.pop(os.fspath(root), None)
+        key = os.fspath(root)
+        self.unwatchable.pop(key, None)
+        watch = self.watches.pop(key, None)
         if watch is not None:
             watch.close()
-        self._locks.pop(os.fspath(root), None)
 
     def shutdown(self) -> None:
         for watch in self.watches.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -233,7 +234,7 @@ class Commands:
         self.board.make_ready(task)
         return f"approved {task_id}: its {task.next_kind} runs next"
 
-    def rerun_source(self, source: str) -> str:
+    async def rerun_source(self, source: str) -> str:
         """Forget what a file's bytes became, so the same bytes written again start a new run.
 
         The daemon starts nothing for bytes it has seen (an editor's extra events, a restart). ``polpo submit
@@ -247,10 +248,10 @@ class Commands:
         if active is not None:
             raise CommandRefused(f"mission {active.id} from {source} is still running: cancel it "
                                  f"(polpo cancel {active.id}) or wait for it to finish")
-        info = adm.sources.get(source)
+        info = await adm.source(source)
         if info is None or not info.hash:
             return f"{source}: nothing to forget; its bytes start a run when written"
-        adm.record(source, "", info.outcome, info.mission_id)
+        adm.record(replace(info, hash="", stamp=None))
         last = f" (last: mission {info.mission_id})" if info.mission_id else ""
         return f"{source}: forgotten{last}; the same bytes start a new run when written again"
 
@@ -287,7 +288,7 @@ class Commands:
                 if said is not None:
                     return "done", said
             if kind == "rerun":
-                return "done", self.rerun_source(target)
+                return "done", await self.rerun_source(target)
             if kind in SCHEDULE_COMMANDS and self.schedules is not None:
                 schedule_id, args = decode(target)
                 return "done", await self.schedules.command(kind, schedule_id, str(args.get("by") or "user"))

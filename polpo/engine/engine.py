@@ -23,6 +23,7 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
 
 from anyio.abc import TaskGroup
 
@@ -101,7 +102,9 @@ class Engine:
         self.sla = SlaKeeper(cfg.sla, store, self.board, self.commands.fail_for_sla)
         self.tracker = ChangeTracker(exclude=(cfg.state_dir,))
         self.isolation = Isolation(cfg, store, forget_root=self.tracker.forget)
-        self.board.hooks = _Hooks(self.sla, self.isolation)
+        self.finished: list[Callable[[Mission], None]] = [lambda m: self.tracker.release(m.workspace)]
+        """Told of each mission the board finishes (its workspace's watch goes; the daemon adds the filing)."""
+        self.board.hooks = _Hooks(self.sla, self.isolation, self.finished)
         self.assessor = Assessor(cfg, store, clock, agents.llm, workspace_of=self.isolation.workspace_of)
         self.runner = TaskRunner(cfg=cfg, store=store, clock=clock, board=self.board, agents=agents,
                                  questions=self.questions,
@@ -179,11 +182,13 @@ class Engine:
 
 
 class _Hooks:
-    """What the board calls when tasks and missions finish: the SLA keeper's marks, the isolation's report."""
+    """What the board calls when tasks and missions finish: the SLA keeper's marks, the isolation's report, and
+    whoever else asked (``finished``: the filing of finished missions' files)."""
 
-    def __init__(self, sla: SlaKeeper, isolation: Isolation) -> None:
+    def __init__(self, sla: SlaKeeper, isolation: Isolation, finished: list[Callable[[Mission], None]]) -> None:
         self.sla = sla
         self.isolation = isolation
+        self.finished = finished
 
     def on_task_terminal(self, tx: Tx, task: Task, mission: Mission) -> None:
         self.sla.on_task_terminal(tx, task, mission)
@@ -191,3 +196,5 @@ class _Hooks:
     def on_mission_complete(self, tx: Tx, mission: Mission) -> None:
         self.isolation.on_mission_complete(tx, mission)
         self.sla.on_mission_complete(tx, mission)
+        for fn in self.finished:
+            fn(mission)

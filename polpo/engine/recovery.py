@@ -53,7 +53,7 @@ class Recovery:
         self.commands = commands
 
     async def load_state(self) -> None:
-        """Sources, run counters and every unfinished mission, into the board."""
+        """Where numbering goes on, and every unfinished mission, into the board (nothing of the finished ones)."""
         await self.admission.load()
         for mid in await self.store.open_mission_ids():
             await self.load_mission(mid)
@@ -68,9 +68,7 @@ class Recovery:
         missing = missing_tasks(loaded.mission, self.admission.agents.default_agent(loaded.mission.spec))
         if missing:  # the daemon stopped while it wrote the mission's tasks: write the rest now
             await self.store.commit(created(self.store.tx(), missing))
-        m = self.board.adopt(loaded)
-        self.admission.adopt(m)
-        return m
+        return self.board.adopt(loaded)
 
     async def recover(self) -> None:
         """After a crash on this machine every task recorded as running lost its holder: each is recovered

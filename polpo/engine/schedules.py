@@ -93,10 +93,12 @@ class Scheduler:
         return next_fire(trigger, s.cursor, s.anchor, now) if s.status is ScheduleStatus.ACTIVE else None
 
     # -- from the intake ------------------------------------------------------------------------------------
-    async def from_file(self, source: str, digest: str, spec: MissionSpec, warnings: list[str]) -> str:
+    async def from_file(self, source: str, digest: str, spec: MissionSpec, warnings: list[str],
+                        stamp: str | None = None) -> str:
         """A valid file that has a schedule, or had one: make or replace its schedule; a file whose schedule
-        was taken out runs now, as any file (its schedule goes)."""
+        was taken out runs now, as any file (its schedule goes). ``stamp``: the file as read (intake.stamps)."""
         old = self.of_source(source)
+        known = await self.admission.source(source)
         if spec.schedule is None:
             assert old is not None
             await self._change(old, ScheduleStatus.REMOVED, "removed", "an edit of its file")
@@ -105,9 +107,9 @@ class Scheduler:
                 self.admission.reject(source, digest, reason="still running", errors=[], lines=[
                     f"{source}: $: mission {active.id!r} from this file is still running; its schedule is removed. "
                     f"Cancel it (polpo cancel {active.id}) or wait for it to finish, then save the file again"],
-                    busy_with=active.id)
+                    busy_with=active.id, known=known, stamp=stamp)
                 return "busy"
-            await self.admission.accept(spec=spec, source=source, digest=digest, warnings=warnings)
+            await self.admission.accept(spec=spec, source=source, digest=digest, warnings=warnings, stamp=stamp)
             return "accepted"
         now = self.clock.now()
         sid = old.id if old is not None else self._new_id(source)
@@ -115,14 +117,16 @@ class Scheduler:
                      timezone=spec.timezone, status=ScheduleStatus.ACTIVE, anchor=now, updated_at=now,
                      last_run=old.last_run if old is not None else None)
         nxt = self.next_run(s, now)
-        tx = self.store.tx().schedule(s).source(source, digest, SourceOutcome.SCHEDULED, sid, now)
+        record = SourceRecord(source, digest, SourceOutcome.SCHEDULED, sid, known.runs if known is not None else 0,
+                              stamp)
+        tx = self.store.tx().schedule(s).source(record, now)
         tx.event(ScheduleCreated(schedule_id=sid, file=source, expression=s.expr, timezone=s.timezone or "UTC",
                                  next_run_at=None if nxt is None else iso(nxt)), mission_id=sid)
         if nxt is None:
             s.status = ScheduleStatus.ENDED
             tx.schedule(s).event(ScheduleExpired(schedule_id=sid, end_date=_end_of(spec)), mission_id=sid)
         await self.store.commit(tx)
-        self.admission.sources[source] = SourceRecord(source, digest, SourceOutcome.SCHEDULED, sid)
+        self.admission.sources.put(record)
         self.by_id[sid] = s
         self.wake()
         return "scheduled"
@@ -218,7 +222,8 @@ class Scheduler:
             tx.event(ScheduleTriggered(schedule_id=s.id, expression=s.expr, scheduled_for=iso(at),
                                        catch_up=catch_up), mission_id=mid)
 
-        await self.admission.accept(spec=spec, source=s.source, digest=s.hash, warnings=[], before=before)
+        await self.admission.accept(spec=spec, source=s.source, digest=s.hash, warnings=[], before=before,
+                                    schedule=s.id)
         self._adopt(after)
 
     async def _save(self, after: Schedule, events: list[Payload]) -> None:

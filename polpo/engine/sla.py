@@ -20,7 +20,7 @@ import orjson
 
 from polpo.config import SlaSettings
 from polpo.engine.board import MissionBoard
-from polpo.events.catalog import Payload, SlaMet, SlaViolated, SlaWarning
+from polpo.events.catalog import Event, Payload, SlaMet, SlaViolated, SlaWarning
 from polpo.model.records import Mission, Task
 from polpo.model.status import MissionStatus, TaskStatus
 from polpo.sla.deadlines import Mark, completion_mark, resolve_deadline, sla_status
@@ -40,14 +40,26 @@ class SlaKeeper:
         self.store = store
         self.board = board
         self.fail = fail  # violation_action = "fail": fail the task through the state machine
-        self.marks: dict[str, set[str]] = {}  # entity id → kinds already emitted
+        self.marks: dict[str, set[str]] = {}  # entity id → kinds already emitted (open missions' only)
         self.unfailed: dict[str, Task] = {}  # violated tasks a database outage kept from failing: tried each tick
+        self._loaded: set[str] = set()  # open missions whose stored marks are in ``marks``
         self._outage = OutageWait("the SLA check", log)
 
     async def load(self, mission_ids: list[str]) -> None:
         for mid in mission_ids:
-            for entity_id, kind in await self.store.sla_marks(mid):
-                self.marks.setdefault(entity_id, set()).add(kind)
+            await self._load(mid)
+
+    async def _load(self, mid: str) -> None:
+        for entity_id, kind in await self.store.sla_marks(mid):
+            self.marks.setdefault(entity_id, set()).add(kind)
+        self._loaded.add(mid)
+
+    def _forget(self, m: Mission) -> None:
+        """A finished mission's marks leave memory (a retry that brings it back reads them again)."""
+        self._loaded.discard(m.id)
+        self.marks.pop(m.id, None)
+        for tid in m.tasks:
+            self.marks.pop(tid, None)
 
     def _deadline(self, m: Mission, value: Any) -> datetime | None:
         if value is None:
@@ -64,6 +76,9 @@ class SlaKeeper:
         for m in list(self.board.missions.values()):
             if m.status is not MissionStatus.RUNNING:
                 continue
+            if m.id not in self._loaded and (m.spec.deadline is not None or any(
+                    t.deadline is not None for t in m.tasks.values() if not t.terminal)):
+                await self._load(m.id)  # (brought back by a retry: its marks were forgotten when it finished)
             deadline = self._deadline(m, m.spec.deadline)
             if deadline is not None:
                 for mark in sla_status(now, m.created_at, deadline, self.sla.warning_threshold,
@@ -123,12 +138,12 @@ class SlaKeeper:
 
     def on_mission_complete(self, tx: Tx, m: Mission) -> None:
         deadline = self._deadline(m, m.spec.deadline)
-        if deadline is None or m.status is not MissionStatus.COMPLETED or m.finished_at is None:
-            return
-        mark = completion_mark(m.finished_at, deadline, entity_id=m.id, entity_type="mission",
-                               already=self.marks.get(m.id, set()))
-        if mark is not None:
-            self._record(tx, m, None, mark, m.finished_at)
+        if deadline is not None and m.status is MissionStatus.COMPLETED and m.finished_at is not None:
+            mark = completion_mark(m.finished_at, deadline, entity_id=m.id, entity_type="mission",
+                                   already=self.marks.get(m.id, set()))
+            if mark is not None:
+                self._record(tx, m, None, mark, m.finished_at)
+        self._forget(m)
 
 
 def _payload(mark: Mark) -> Payload:
@@ -148,3 +163,12 @@ def extra_channels(cfg_sla: SlaSettings, event: str) -> list[str]:
     if event in (SlaViolated.NAME, SlaMet.NAME):
         return list(cfg_sla.violation_channels)
     return []
+
+
+_OWN_CHANNELS = ("quality:gate:", "checkpoint:", "delay:")  # events that carry their element's notifyChannels
+
+
+def event_channels(cfg_sla: SlaSettings, ev: Event) -> list[str]:
+    """Channels an event goes to on top of the notify rules: a gate's, checkpoint's or delay's own, the SLA's."""
+    own = list(ev.data.get("notifyChannels") or []) if ev.event.startswith(_OWN_CHANNELS) else []
+    return own + extra_channels(cfg_sla, ev.event)

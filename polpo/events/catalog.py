@@ -79,6 +79,14 @@ class MissionCompleted(Payload):
     report: dict[str, Any]
 
 
+@_event("mission:filed")
+class MissionFiled(Payload):
+    """A finished mission's file moved to the ``done/`` folder beside it (``[retention] finished_files``)."""
+
+    file: str  # where it was
+    to: str  # where it is now
+
+
 @_event("mission:cancelled")
 class MissionCancelled(Payload):
     by: str
@@ -658,6 +666,17 @@ class FaultResumed(Payload):
     path: str
     waited: float  # seconds since the fault was first met
     tries: int  # failed tries before it went through
+
+
+@_event("retention:pruned")
+class RetentionPruned(Payload):
+    """A pass of the retention (``[retention]``) removed what it keeps no longer."""
+
+    missions: int  # finished missions removed, with every row of theirs (events included) and their workspaces
+    events: int  # events of no kept mission, older than the retention
+    records: int  # handled commands, past days' spend, the records of mission files that are gone
+    exported: str | None = None  # the JSON-lines file the missions were written to first
+    seconds: float = 0.0  # how long the pass took
 
 
 # -------------------------------------------------------------------- several daemons, one PostgreSQL store

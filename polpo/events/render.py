@@ -282,6 +282,10 @@ _FORMATS: dict[str, Callable[[Data], str]] = {
                               f"trying again in {_num(d.get('retryIn'), 'g')} s",
     "fault:resumed": lambda d: f"{safe(d.get('work'))} resumed on {safe(d.get('path'))} after "
                                f"{_num(d.get('waited'), 'g')} s ({d.get('tries')} failed tries)",
+    "mission:filed": lambda d: f"{safe(d.get('file'))} moved to {safe(d.get('to'))}",
+    "retention:pruned": lambda d: f"removed {d.get('missions')} finished mission(s), {d.get('events')} old event(s) "
+                                  f"and {d.get('records')} other record(s) in {_num(d.get('seconds'), 'g')} s"
+                                  + (f"; exported to {safe(d.get('exported'))}" if d.get("exported") else ""),
     "orchestrator:started": lambda d: f"polpo {safe(d.get('version'))} (pid {d.get('pid')}) watching "
                                       f"{safe(d.get('missionsDir'))}; {d.get('resumedMissions')} mission(s) "
                                       "resumed",
@@ -333,7 +337,8 @@ _OK = frozenset({"quality:gate:passed", "sla:met", "mission:accepted", "task:app
                  "question:answered",
                  "checkpoint:resumed", "delay:expired"})
 _INFO = frozenset({"agent:spawned", "orchestrator:started", "orchestrator:shutdown", "task:running",
-                   "assessment:started", "assessment:check:started", "task:created"})
+                   "assessment:started", "assessment:check:started", "task:created", "mission:filed",
+                   "retention:pruned"})
 
 
 def tone(ev: Ev) -> str | None:

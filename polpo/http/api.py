@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -36,7 +37,7 @@ FINISHED = frozenset({"completed", "failed", "cancelled"})
 class Api:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
-        self._cache: OrderedDict[str, tuple[int | None, bytes]] = OrderedDict()  # id -> (its last event, body)
+        self._cache: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # id -> (its last event, body)
 
     async def healthz(self, request: Request) -> Response:
         try:
@@ -52,24 +53,27 @@ class Api:
         return json_response(body, 200 if store_ok else 503)
 
     async def missions(self, request: Request) -> Response:
-        """The newest missions, a page at a time (``offset``), of a ``status`` (``waiting``: those with something
-        that waits for a person; ``open``: running or cancelling), searched by ``q`` (a part of the name or id);
-        each with its ``state`` as people read it ("waiting for approval")."""
+        """The newest missions, a page at a time (``before=SEQ``: those accepted before that one, ``next`` in the
+        reply, an index walk whatever the history; or ``offset``), of a ``status`` (``a,b``: either; ``waiting``:
+        those with something that waits for a person; ``open``: running or cancelling), searched by ``q`` (a part of
+        the name or id); each with its ``state`` as people read it ("waiting for approval")."""
         q = request.query_params
         limit = _int(q.get("limit"), 200, 1, 10_000)
         offset = _int(q.get("offset"), 0, 0, None)
+        before = _int(q.get("before"), 0, 0, None) if q.get("before") is not None else None
         status = q.get("status") or ("open" if q.get("finished") == "false" else None)
 
         def page(con: Conn) -> dict[str, Any]:
             items = waiting(con)
             ids = {i.mission_id for i in items if i.mission_id}
             f = mission_list.Filter(status=None if status == "waiting" else status,
-                                    ids=ids if status == "waiting" else None, name=q.get("q") or None)
+                                    ids=ids if status == "waiting" else None, name=q.get("q") or None, before=before)
             ms = views.missions_view(con, f, limit=limit, offset=offset)
             for m in ms:
                 m["state"] = mission_state(m["status"], (i for i in items if i.mission_id == m["id"]))
-            return {"missions": [views.camel(m) for m in ms], "total": mission_list.count(con, f),
-                    "offset": offset, "limit": limit}
+            more = len(ms) == limit and ms[0]["seq"] > 1
+            return {"missions": [views.camel(m) for m in ms], "total": mission_list.count(con, replace(f, before=None)),
+                    "offset": offset, "limit": limit, "next": ms[0]["seq"] if more else None}
 
         return json_response(await self.ctx.readers.run(page))
 
@@ -80,7 +84,7 @@ class Api:
 
     async def mission(self, request: Request) -> Response:
         ident = request.path_params["mission_id"]
-        version = self.ctx.hub.mission_seq.get(ident)
+        version = self.ctx.hub.version(ident)
         hit = self._cache.get(ident)
         if hit is not None and hit[0] == version:
             self._cache.move_to_end(ident)
@@ -89,7 +93,7 @@ class Api:
         if m is None:
             return _not_found("mission", ident)
         body = orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS)
-        if m["id"] == ident and m["status"] in FINISHED and self.ctx.hub.mission_seq.get(ident) == version:
+        if m["id"] == ident and m["status"] in FINISHED and self.ctx.hub.version(ident) == version:
             self._cache[ident] = (version, body)  # no event of it arrived while it was read
             while len(self._cache) > CACHED_MISSIONS:
                 self._cache.popitem(last=False)

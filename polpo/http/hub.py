@@ -8,7 +8,7 @@ events (the ``events`` table is the record), then goes on live.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 
 import anyio
@@ -82,15 +82,29 @@ class Listener:
         self.hub.listeners.discard(self)
 
 
+VERSIONS = 4096  # missions whose latest event the hub remembers (the others share one version: see version())
+
+
 class EventHub:
-    def __init__(self) -> None:
+    def __init__(self, versions: int = VERSIONS) -> None:
         self.listeners: set[Listener] = set()
         self.closed = False
-        self.mission_seq: dict[str, int] = {}  # each mission's latest event: a version for cached answers
+        self._seq: OrderedDict[str, int] = OrderedDict()  # the latest event of the missions seen last
+        self._versions = versions
+        self._forgotten = 0  # the newest event of a mission no longer remembered
+
+    def version(self, mission_id: str) -> int:
+        """A number that changes whenever an event of the mission arrives (a version for cached answers). Only the
+        missions seen last are remembered, so a year of missions costs no more than an hour's: any other mission
+        answers the newest forgotten event's number, which is never older than its own last event."""
+        return self._seq.get(mission_id, self._forgotten)
 
     def publish(self, ev: Event) -> None:
         if ev.mission_id is not None:
-            self.mission_seq[ev.mission_id] = ev.seq
+            self._seq[ev.mission_id] = ev.seq
+            self._seq.move_to_end(ev.mission_id)
+            if len(self._seq) > self._versions:
+                self._forgotten = max(self._forgotten, self._seq.popitem(last=False)[1])
         for listener in tuple(self.listeners):
             listener.offer(ev)
 

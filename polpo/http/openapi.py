@@ -52,14 +52,18 @@ ROUTES: list[tuple[str, str, str, list[tuple[str, str, str]], dict[int, tuple[st
       503: ("the store does not answer", _ANY)}),
     ("get", "/openapi.json", "This document", [], {200: ("OpenAPI 3.1", _ANY)}),
     ("get", "/metrics", "Prometheus metrics (text exposition format)", [], {200: ("metrics", None)}),
-    ("get", "/api/missions", "The latest missions, with task counts and their state as people read it",
-     [("query", "status", "only missions of this status; open: running or cancelling; waiting: those with "
-                          "something waiting for a person"),
+    ("get", "/api/missions", "The latest missions, oldest first, with task counts and their state as people read it",
+     [("query", "status", "only missions of this status (a,b: of either); open: running or cancelling; waiting: "
+                          "those with something waiting for a person"),
       ("query", "q", "only missions whose name or id contains this (any case)"),
       ("query", "finished", "false: only running and cancelling missions (as status=open)"),
-      ("query", "limit", "how many (default 200)"), ("query", "offset", "skip the newest N (paging)")],
+      ("query", "limit", "how many (default 200)"),
+      ("query", "before", "only missions accepted before the one numbered so (seq): the next page"),
+      ("query", "offset", "skip the newest N (paging by position; before= costs the same whatever the history)")],
      {200: ("missions", _obj(missions={"type": "array", "items": _ANY}, total={"type": "integer"},
-                             offset={"type": "integer"}, limit={"type": "integer"}))}),
+                             offset={"type": "integer"}, limit={"type": "integer"},
+                             next={"type": ["integer", "null"],
+                                   "description": "before= for the page of older missions; null: none"}))}),
     ("get", "/api/attention", "What waits for a person: approvals, checkpoints, tasks on hold, rejected files",
      [], {200: ("the items, most urgent kinds first", _obj(count={"type": "integer"}, items={
          "type": "array", "items": _obj(kind={"type": "string"}, state={"type": "string"},

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from enum import Enum
 from functools import partial
 from pathlib import Path
@@ -28,6 +28,7 @@ from watchfiles import Change, awatch
 from polpo.config import DaemonSettings
 from polpo.fsfaults import INPUT_PASSING, Pause, errno_in, errno_name, passing
 from polpo.intake.reader import Unreadable, read_mission_file
+from polpo.intake.stamps import stamp_of, trusted
 from polpo.mission.jsonbytes import strip_bom
 
 log = logging.getLogger("polpo.intake")
@@ -42,7 +43,11 @@ WATCH_STEP_MS = 5  # watchfiles yields a batch after this much quiet: the floor 
 DEFAULT_MAX_BYTES: int = DaemonSettings.model_fields["max_mission_bytes"].default
 
 Content = bytes | Unreadable
-Handler = Callable[[Path, Content], Awaitable[object]]
+Handler = Callable[[Path, Content, str | None], Awaitable[object]]  # (path, bytes, stamp of what was read)
+Unchanged = Callable[[dict[Path, str]], Awaitable[set[Path]]]
+"""Of these files (with their stamps now), those still as they were when their bytes were handled."""
+SCAN_CHUNK = 1000  # names listed (and stamped, and looked up) at a time by the start-up scan
+SCAN_WORKERS = 16  # files the scan reads at once (files are handled one at a time anyway)
 
 
 def is_mission_file(path: Path) -> bool:
@@ -50,21 +55,25 @@ def is_mission_file(path: Path) -> bool:
     return name.endswith(".json") and not name.startswith(".") and not name.endswith(IGNORED_SUFFIXES)
 
 
-def _stat(path: Path) -> tuple[int, int, int] | None:
-    """(mode, size, mtime) of what the name points to, of the link itself if it dangles; None if gone."""
+def _stat(path: Path | str) -> os.stat_result | None:
+    """What the name points to, the link itself if it dangles; None if gone."""
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except FileNotFoundError:
         try:
-            st = os.lstat(path)
+            return os.lstat(path)
         except FileNotFoundError:
             return None
     except OSError:
         try:
-            st = os.lstat(path)  # a link loop, a permission problem: let the reader say what it is
+            return os.lstat(path)  # a link loop, a permission problem: let the reader say what it is
         except OSError:
             return None
-    return (st.st_mode, st.st_size, st.st_mtime_ns)
+
+
+def _key(st: os.stat_result | None) -> tuple[int, int, int, int] | None:
+    """What a change of the file changes: mode, size, mtime, inode (another file renamed over it)."""
+    return None if st is None else (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 class Shape(Enum):
@@ -96,7 +105,14 @@ _GRACE = {Shape.COMPLETE: 0.0, Shape.BROKEN: UNPARSABLE_GRACE, Shape.INCOMPLETE:
 
 
 async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | None:
-    """The file's bytes once they stop changing (or why they are not read); None if it vanished.
+    """The file's bytes once they stop changing (or why they are not read); None if it vanished."""
+    got = await settled(path, max_bytes)
+    return None if got is None else got[0]
+
+
+async def settled(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Content, str | None] | None:
+    """The file's bytes once they stop changing (or why they are not read), with the stamp of what was read
+    (:mod:`polpo.intake.stamps`: None until it can be trusted); None if it vanished.
 
     The first reading is immediate: a file that arrived whole (renamed into the folder, or closed after it was
     written) parses as one complete JSON document and is handed over at once. A file still being written is
@@ -104,8 +120,9 @@ async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | No
     size and mtime to stop changing as before."""
     waited = 0.0
     stable_for = 0.0
-    prev = _stat(path)
-    read_at: tuple[int, int, int] | None = None
+    prev = _key(_stat(path))
+    read_at: tuple[int, int, int, int] | None = None
+    stamp: str | None = None
     content: Content | None = None
     grace = 0.0
     first = True
@@ -115,8 +132,9 @@ async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | No
         else:
             await anyio.sleep(SETTLE_STEP)
             waited += SETTLE_STEP
-        cur = _stat(path)
-        if cur is None:
+        st = _stat(path)
+        cur = _key(st)
+        if st is None or cur is None:
             return None
         changing = cur != prev
         if changing:
@@ -125,13 +143,27 @@ async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | No
                 continue
         stable_for += SETTLE_STEP if waited else 0.0
         if cur != read_at:  # read again only when the file changed
+            stamp = trusted(st, time.time_ns())  # (taken before the read: a later change never matches it)
             content = await anyio.to_thread.run_sync(partial(read_mission_file, path, max_bytes, raise_passing=True))
             read_at = cur
             if content is None:
                 return None
             grace = 0.0 if isinstance(content, Unreadable) else _GRACE[shape(content)]
-        if stable_for >= grace or (changing and waited >= SETTLE_MAX):
-            return content
+        if content is not None and (stable_for >= grace or (changing and waited >= SETTLE_MAX)):
+            return content, stamp
+
+
+def _stamped(folder: Path, names: Iterator[os.DirEntry[str]], n: int) -> dict[Path, str]:
+    """The next ``n`` mission names of a listing, each with its stamp ("" when it cannot be stat'ed: read it)."""
+    out: dict[Path, str] = {}
+    for entry in names:
+        path = folder / entry.name
+        if entry.name.endswith(".json") and is_mission_file(path):
+            st = _stat(path)
+            out[path] = "" if st is None else stamp_of(st)
+            if len(out) >= n:
+                break
+    return out
 
 
 class Faults(Protocol):
@@ -165,15 +197,18 @@ class LoggedFaults:
 
 class Intake:
     def __init__(self, folder: Path, handler: Handler, *, force_polling: bool = False,
-                 max_bytes: int = DEFAULT_MAX_BYTES, faults: Faults | None = None) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, faults: Faults | None = None,
+                 unchanged: Unchanged | None = None) -> None:
         self.folder = folder
         self.handler = handler
+        self.unchanged = unchanged  # the scan reads only what changed since it was handled (None: every file)
         self.faults: Faults = faults if faults is not None else LoggedFaults()
         self._paused: dict[Path, Pause] = {}  # files waiting for a passing fault to pass
         self.force_polling = force_polling
         self.max_bytes = max_bytes
         self.stop_event = anyio.Event()
         self._pending: dict[Path, anyio.CancelScope] = {}
+        self._queued: set[Path] = set()  # files the start-up scan found that no worker has taken yet
         self._lock = anyio.Lock()  # files are handled one at a time, in arrival order
         self.ready = anyio.Event()
         self.handled = 0  # files read and handed to the handler (duplicates included)
@@ -182,7 +217,7 @@ class Intake:
     async def run(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         async with anyio.create_task_group() as tg:
-            self._scan(tg)  # files added while the daemon was down
+            await self._scan(tg)  # files added while the daemon was down
             self.ready.set()
             self.live = True
             pause = self.faults.pause()  # the watch itself out of file descriptors (EMFILE, ENFILE)
@@ -203,7 +238,7 @@ class Intake:
                     with anyio.move_on_after(delay):
                         await self.stop_event.wait()
                     if not self.stop_event.is_set():  # the folder cannot be watched yet (no inotify instance
-                        self._scan(tg)  # left…): it is read at each try instead, no file waits for the watch
+                        await self._scan(tg)  # left…): it is read at each try instead, no file waits for the watch
             self.live = False
             tg.cancel_scope.cancel()
 
@@ -215,7 +250,7 @@ class Intake:
             return False
         async with self._lock:
             try:
-                await self.handler(path, raw)
+                await self.handler(path, raw, None)
             except Exception:  # the watcher's own turn for the file retries a passing fault, reports the rest
                 log.warning("could not take in %s from the API at once; the watcher will", path, exc_info=True)
                 return False
@@ -232,7 +267,7 @@ class Intake:
         async for changes in watcher:
             if first:  # the watcher is live now: scan once more for files that arrived in between
                 first = False
-                self._scan(tg)
+                await self._scan(tg)
                 if pause.paused:
                     self.faults.resumed(self.folder, pause)
             for change, p in changes:
@@ -240,19 +275,40 @@ class Intake:
                 if change in (Change.added, Change.modified) and path.parent == self.folder:
                     self._schedule(tg, path)
 
-    def _scan(self, tg: anyio.abc.TaskGroup) -> None:
-        """Every mission name, whatever it is: a directory named ``*.json`` is rejected once, not skipped."""
-        for path in sorted(self.folder.glob("*.json")):
-            if is_mission_file(path) and path not in self._pending:
+    async def _scan(self, tg: anyio.abc.TaskGroup) -> None:
+        """Every mission name, whatever it is (a directory named ``*.json`` is rejected once, not skipped), in name
+        order; a file still as it was when it was handled (its stamp, :mod:`polpo.intake.stamps`) is not read again,
+        so a folder of finished files costs a ``stat`` each. Listed a chunk at a time, off the loop."""
+        found: list[Path] = []
+        with os.scandir(self.folder) as names:
+            while chunk := await anyio.to_thread.run_sync(_stamped, self.folder, names, SCAN_CHUNK):
+                skip = await self.unchanged(chunk) if self.unchanged is not None else set()
+                found.extend(p for p in chunk if p not in skip)
+        found = sorted(p for p in found if p not in self._pending and p not in self._queued)
+        if len(found) <= SCAN_WORKERS:
+            for path in found:
                 self._schedule(tg, path)
+            return
+        queue = iter(found)  # thousands (a first start on a full folder): a few workers, not a task a file
+        self._queued.update(found)
+        for _ in range(SCAN_WORKERS):
+            tg.start_soon(self._work_through, queue)
 
-    def _schedule(self, tg: anyio.abc.TaskGroup, path: Path) -> None:
+    async def _work_through(self, queue: Iterator[Path]) -> None:
+        for path in queue:
+            self._queued.discard(path)
+            if path not in self._pending:  # (a change of the file took it meanwhile)
+                await self._settle_and_handle(path, self._pend(path))
+
+    def _pend(self, path: Path) -> anyio.CancelScope:
         old = self._pending.pop(path, None)
         if old is not None:
             old.cancel()  # a newer change restarts the settle wait
-        scope = anyio.CancelScope()
-        self._pending[path] = scope
-        tg.start_soon(self._settle_and_handle, path, scope)
+        scope = self._pending[path] = anyio.CancelScope()
+        return scope
+
+    def _schedule(self, tg: anyio.abc.TaskGroup, path: Path) -> None:
+        tg.start_soon(self._settle_and_handle, path, self._pend(path))
 
     async def _settle_and_handle(self, path: Path, scope: anyio.CancelScope) -> None:
         """Settle, then hand over; nothing a file does may end the intake (the handler stores its own errors).
@@ -286,11 +342,12 @@ class Intake:
         stopped it."""
         try:
             with scope:
-                raw = await settle(path, self.max_bytes)
+                got = await settled(path, self.max_bytes)
             if scope.cancelled_caught:
                 return "superseded"
-            if raw is None:
+            if got is None:
                 return "done"
+            raw, stamp = got
         except Exception as exc:
             if (code := passing(exc, INPUT_PASSING)) is not None:
                 return code, exc
@@ -301,7 +358,7 @@ class Intake:
                 del self._pending[path]
         async with self._lock:
             try:
-                await self.handler(path, raw)
+                await self.handler(path, raw, stamp)
             except Exception as exc:
                 if (code := passing(exc)) is not None:
                     return code, exc
@@ -313,7 +370,7 @@ class Intake:
     @property
     def idle(self) -> bool:
         """No file is waiting to settle or being handled."""
-        return not self._pending and not self._lock.locked()
+        return not self._pending and not self._queued and not self._lock.locked()
 
     def stop(self) -> None:
         self.stop_event.set()

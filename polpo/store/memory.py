@@ -24,6 +24,7 @@ from polpo.store.core import StoreCore
 from polpo.store.fencing import Deposed
 from polpo.store.memory_claims import ClaimTable
 from polpo.store.named_reads import NamedReads, Select
+from polpo.store.prune import MemoryPruning
 from polpo.store.spend_writes import ADDS, SpendTable
 
 __all__ = ["MemoryDatabase", "MemoryStore"]
@@ -69,7 +70,7 @@ class MemoryDatabase:
         return cid
 
 
-class MemoryStore(NamedReads, StoreCore):
+class MemoryStore(NamedReads, MemoryPruning, StoreCore):
     def __init__(self, clock: Clock, db: MemoryDatabase | None = None) -> None:
         self.db = db or MemoryDatabase(clock)
         super().__init__(clock, len(self.db.events))
@@ -120,6 +121,9 @@ class MemoryStore(NamedReads, StoreCore):
 
     async def _close_backend(self) -> None:
         return None
+
+    async def reclaim(self, pages: int) -> int:
+        return 0
 
     # -- what the CLI does on SQLite ---------------------------------------------------------------------------
     def queue_command(self, kind: str, target: str) -> int:

@@ -16,20 +16,25 @@ OPEN = ("running", "cancelling")
 
 @dataclass(frozen=True)
 class Filter:
-    """Which missions: ``status`` one of theirs (or ``open``: running or cancelling), ``ids`` only these (what
-    waits for a person), ``name`` a part of the name or id, any case."""
+    """Which missions: ``status`` one of theirs, several comma-separated, or ``open`` (running or cancelling);
+    ``ids`` only these (what waits for a person); ``name`` a part of the name or id, any case; ``before`` only
+    those accepted before the one numbered so (``seq``: the next page, an index walk whatever the history)."""
 
     status: str | None = None
     ids: Collection[str] | None = None
     name: str | None = None
+    before: int | None = None
 
     def where(self) -> tuple[str, list[Any]]:
-        terms, args = [], []
-        if self.status == "open":
-            terms.append("m.status IN ('running', 'cancelling')")
-        elif self.status:
-            terms.append("m.status = ?")
-            args.append(self.status)
+        terms: list[str] = []
+        args: list[Any] = []
+        if self.status:
+            wanted = list(OPEN) if self.status == "open" else [s for s in self.status.split(",") if s]
+            terms.append(f"m.status IN ({', '.join('?' * len(wanted))})")
+            args.extend(wanted)
+        if self.before is not None:
+            terms.append("m.seq < ?")
+            args.append(self.before)
         if self.ids is not None:
             terms.append(f"m.id IN ({', '.join('?' * len(self.ids)) or 'NULL'})")
             args.extend(self.ids)
@@ -48,7 +53,7 @@ def count(con: Conn, f: Filter | None = None) -> int:
 def missions(con: Conn, f: Filter | None = None, *, limit: int | None = 200, offset: int = 0) -> list[dict[str, Any]]:
     """The newest ``limit`` missions (all if None) after skipping the ``offset`` newest, oldest first."""
     where, args = (f or Filter()).where()
-    sql = ("SELECT m.id, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, m.home, "
+    sql = ("SELECT m.id, m.seq, m.name, m.status, m.source, m.run, m.created_at, m.finished_at, m.reason, m.home, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id) AS total, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'done') AS done, "
            "(SELECT COUNT(*) FROM tasks t WHERE t.mission_id = m.id AND t.status = 'failed') AS failed "

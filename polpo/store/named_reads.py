@@ -22,9 +22,9 @@ from polpo.model.questions import Question
 from polpo.model.records import Assessment, Mission
 from polpo.model.schedule import Schedule, ScheduleStatus
 from polpo.model.spend import AttemptSpend
-from polpo.model.status import GateStatus, SourceOutcome
+from polpo.model.status import GateStatus
 from polpo.store import rows as R
-from polpo.store.protocol import CommandRecord, LoadedMission, MissionIndexEntry, SourceRecord
+from polpo.store.protocol import CommandRecord, LoadedMission, SourceRecord
 from polpo.store.sql import marks
 
 __all__ = ["NamedReads", "Select"]
@@ -42,7 +42,12 @@ def _before(value: Any, bound: Any) -> bool:
     return value is not None and bool(value < bound)
 
 
-_OPS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, ">": operator.gt, "<": _before, "of": _of_mission}
+def _among(value: Any, values: Any) -> bool:
+    return value in values
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, ">": operator.gt, "<": _before, "of": _of_mission,
+                                              "in": _among}
 
 
 @dataclass(frozen=True)
@@ -51,13 +56,16 @@ class Select:
 
     table: str
     cols: tuple[str, ...] = ()  # () = every column
-    # ``"column"`` (= ?), ``"column >"`` (> ?), ``"column <"`` (< ?, NULL never) or ``"task_id of"`` (a task of
-    # mission ?), the arguments in order
+    # ``"column"`` (= ?), ``"column >"`` (> ?), ``"column <"`` (< ?, NULL never), ``"column in"`` (one of the
+    # list ?) or ``"task_id of"`` (a task of mission ?), the arguments in order
     where: tuple[str, ...] = ()
     among: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each ``column IN (constants)``
     order: tuple[str, ...] = ()
     desc: bool = False
     limit: bool = False  # LIMIT ?: the last argument
+    quick: bool = False
+    """One row by its key: a backend may read it in place (SQLite, on the loop) rather than hop to a thread: it is
+    on a dropped file's path, and a read in WAL mode never waits for a lock."""
 
     def sql(self, ph: str) -> str:
         """The text, with ``?`` placeholders (SQLite) or ``$1, $2, …`` (``ph="$"``, PostgreSQL)."""
@@ -65,7 +73,7 @@ class Select:
 
     def apply(self, rows: Iterable[Rec], args: Sequence[Any]) -> list[Rec]:
         """The same read over in-memory rows (dictionaries of the table's columns)."""
-        conds = [(c, _OPS[op or "="], v) for (c, _, op), v in
+        conds = [(c, _OPS[op or "="], set(v) if op == "in" else v) for (c, _, op), v in
                  zip((w.partition(" ") for w in self.where), args, strict=False)]
         found = [r for r in rows if all(test(r[c], v) for c, test, v in conds)
                  and all(r[c] in values for c, values in self.among)]
@@ -79,8 +87,7 @@ class Select:
 @functools.cache
 def _sql(q: Select, ph: str) -> str:
     places = marks(len(q.where) + q.limit, ph)
-    conds = [f"{c} IN (SELECT id FROM tasks WHERE mission_id = {m})" if op == "of" else f"{c} {op or '='} {m}"
-             for (c, _, op), m in zip((w.partition(" ") for w in q.where), places, strict=False)]
+    conds = [_cond(c, op, m, ph) for (c, _, op), m in zip((w.partition(" ") for w in q.where), places, strict=False)]
     conds += [f"{c} IN ({', '.join(repr(v) for v in values)})" for c, values in q.among]
     text = f"SELECT {', '.join(q.cols) or '*'} FROM {q.table}"
     if conds:
@@ -90,8 +97,19 @@ def _sql(q: Select, ph: str) -> str:
     return text + (f" LIMIT {places[-1]}" if q.limit else "")
 
 
-SOURCES = Select("sources", ("path", "hash", "outcome", "mission_id"))
-MISSION_INDEX = Select("missions", ("id", "source", "run", "seq"), order=("seq",))
+def _cond(c: str, op: str, m: str, ph: str) -> str:
+    if op == "of":
+        return f"{c} IN (SELECT id FROM tasks WHERE mission_id = {m})"
+    if op == "in":  # one list argument: a JSON array for SQLite (see NamedReads.sql_args), an array for PostgreSQL
+        return f"{c} = ANY({m})" if ph == "$" else f"{c} IN (SELECT value FROM json_each({m}))"
+    return f"{c} {op or '='} {m}"
+
+
+SOURCE_COLS = ("path", "hash", "outcome", "mission_id", "runs", "stamp")
+SOURCE = Select("sources", SOURCE_COLS, ("path",), quick=True)
+SOURCES_AT = Select("sources", SOURCE_COLS, ("path in",))
+MISSION_ID = Select("missions", ("id",), ("id",), quick=True)
+LAST_MISSION = Select("missions", ("seq",), order=("seq",), desc=True, limit=True)
 OPEN_MISSIONS = Select("missions", ("id",), among=(("status", ("running", "cancelling")),), order=("seq",))
 MISSION = Select("missions", where=("id",))
 GATES = Select("gates", ("name", "status"), ("mission_id",))
@@ -132,12 +150,19 @@ class NamedReads:
     async def _select(self, q: Select, *args: Any) -> Sequence[Rec]:
         raise NotImplementedError
 
-    async def sources(self) -> list[SourceRecord]:
-        return [SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"])
-                for r in await self._select(SOURCES)]
+    async def source(self, path: str) -> SourceRecord | None:
+        rows = await self._select(SOURCE, path)
+        return R.source_from_row(rows[0]) if rows else None
 
-    async def mission_index(self) -> list[MissionIndexEntry]:
-        return [MissionIndexEntry(r["id"], r["source"], r["run"], r["seq"]) for r in await self._select(MISSION_INDEX)]
+    async def sources_at(self, paths: Sequence[str]) -> list[SourceRecord]:
+        return [R.source_from_row(r) for r in await self._select(SOURCES_AT, list(paths))] if paths else []
+
+    async def mission_exists(self, mission_id: str) -> bool:
+        return bool(await self._select(MISSION_ID, mission_id))
+
+    async def last_mission_seq(self) -> int:
+        rows = await self._select(LAST_MISSION, 1)
+        return int(rows[0]["seq"]) if rows else 0
 
     async def open_mission_ids(self) -> list[str]:
         return [r["id"] for r in await self._select(OPEN_MISSIONS)]

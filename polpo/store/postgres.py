@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,7 @@ from polpo.store.postgres_conn import PgTarget, target
 from polpo.store.postgres_faults import is_outage
 from polpo.store.postgres_schema import migrate
 from polpo.store.protocol import StoreError
+from polpo.store.prune import SqlPruning
 from polpo.store.sql import statement
 
 __all__ = ["EVENTS_CHANNEL", "InDoubt", "PostgresStore"]
@@ -94,9 +96,10 @@ def _mark(ev: Event) -> tuple[str, str, str | None, str | None, str | None]:
     return (ev.ts, ev.event, ev.mission_id, ev.task_id, ev.node)
 
 
-class PostgresStore(NamedReads, StoreCore):
+class PostgresStore(NamedReads, SqlPruning, StoreCore):
     identity_every = 5.0  # a query, not a stat: a dropped and recreated database is seen within seconds
     unavailable_advice = "start the PostgreSQL server or restore the way to it"
+    ph = "$"  # (retention's statements: polpo.store.prune)
 
     def __init__(self, pool: asyncpg.Pool[Any], where: PgTarget, clock: Clock, max_seq: int, identity: str = "",
                  ) -> None:
@@ -241,9 +244,29 @@ class PostgresStore(NamedReads, StoreCore):
     async def _close_backend(self) -> None:
         await self.pool.close()
 
-    async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
+    # -- retention (polpo.store.prune): a pooled connection, short transactions; the space is autovacuum's to
+    # reclaim, as PostgreSQL's operators expect (no VACUUM FULL, whose lock would stop every node)
+    async def _prune_read(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        return await self._select_sql(sql, args)
+
+    async def _prune_write(self, steps: Sequence[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
         try:
-            return [dict(r) for r in await self.pool.fetch(q.sql("$"), *args)]
+            async with self.pool.acquire() as conn, conn.transaction():
+                return [[dict(r) for r in await conn.fetch(sql, *args)] for sql, args in steps]
+        except Exception as e:
+            if is_outage(e):
+                await self.pool.expire_connections()
+            raise
+
+    async def reclaim(self, pages: int) -> int:
+        return 0
+
+    async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
+        return await self._select_sql(q.sql("$"), args)
+
+    async def _select_sql(self, sql: str, args: Sequence[Any]) -> list[dict[str, Any]]:
+        try:
+            return [dict(r) for r in await self.pool.fetch(sql, *args)]
         except Exception as e:
             if is_outage(e):  # the pool's connections outlived the server: the next reads get new ones
                 await self.pool.expire_connections()

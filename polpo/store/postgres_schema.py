@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from polpo.store.errors import StoreError
 from polpo.store.fencing import FENCE_FUNCTION
-from polpo.store.schema import QUESTIONS_TABLE, SCHEDULES_TABLE
+from polpo.store.schema import HISTORY_MIGRATION, QUESTIONS_TABLE, SCHEDULES_TABLE
 
 if TYPE_CHECKING:  # asyncpg is an optional extra: imported only when a config names PostgreSQL
     from asyncpg import Connection
@@ -388,6 +388,8 @@ MIGRATIONS: list[str] = [
     DROP FUNCTION polpo_fence(text, text, double precision, integer);
     {FENCE_FUNCTION}
     """,
+    # v15: the SQLite schema v15: a daemon whose cost does not grow with its history (schema.HISTORY_MIGRATION).
+    HISTORY_MIGRATION.format(T=T, I="BIGINT"),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -7,7 +7,7 @@ no SQL leaves ``polpo/store/``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,32 +17,15 @@ from polpo.events.log import EventLog
 from polpo.model.questions import Question
 from polpo.model.records import Assessment, Attempt, Mission
 from polpo.model.schedule import Schedule
-from polpo.model.status import SourceOutcome
 from polpo.store.errors import StoreError
+from polpo.store.prune import Pruned
+from polpo.store.rows import SourceRecord
 from polpo.store.tx import Tx
 
-__all__ = ["CommandRecord", "LoadedMission", "MissionIndexEntry", "SourceRecord", "Store", "StoreError",
+__all__ = ["CommandRecord", "LoadedMission", "SourceRecord", "Store", "StoreError",
            "Subscriber"]
 
 Subscriber = Callable[[Event], None]
-
-
-@dataclass(frozen=True)
-class SourceRecord:
-    """What became of the last bytes seen at a mission-file path."""
-
-    path: str
-    hash: str
-    outcome: SourceOutcome
-    mission_id: str | None
-
-
-@dataclass(frozen=True)
-class MissionIndexEntry:
-    id: str
-    source: str
-    run: int
-    seq: int
 
 
 @dataclass(frozen=True)
@@ -105,10 +88,19 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
     # -- reading -------------------------------------------------------------------------------------------
-    async def sources(self) -> list[SourceRecord]: ...
+    # what a daemon reads depends on its live work, never on its whole history: one file's record, one id, a page
+    async def source(self, path: str) -> SourceRecord | None:
+        """What became of the last bytes seen at ``path``."""
+        ...
 
-    async def mission_index(self) -> list[MissionIndexEntry]:
-        """Every mission ever accepted (id, source file, run number, acceptance order)."""
+    async def sources_at(self, paths: Sequence[str]) -> list[SourceRecord]:
+        """The records of those of ``paths`` that have one (the intake's start-up scan, a chunk at a time)."""
+        ...
+
+    async def mission_exists(self, mission_id: str) -> bool: ...
+
+    async def last_mission_seq(self) -> int:
+        """The newest mission's acceptance number (0: none)."""
         ...
 
     async def open_mission_ids(self) -> list[str]:
@@ -170,4 +162,25 @@ class Store(Protocol):
 
     async def events_after(self, seq: int, limit: int | None = None) -> list[Event]:
         """The stored events after ``seq``, oldest first (at most ``limit``)."""
+        ...
+
+    # -- retention (polpo.store.prune: what each removes, declared once) -------------------------------------
+    async def prune_candidates(self, before: str, limit: int, keep_labelled: bool) -> list[str]: ...
+
+    async def schedule_runs_beyond(self, source: str, keep: int, limit: int, keep_labelled: bool) -> list[str]: ...
+
+    async def export_missions(self, ids: Sequence[str]) -> dict[str, dict[str, list[dict[str, Any]]]]: ...
+
+    async def prune_missions(self, ids: Sequence[str], before: str) -> list[Pruned]: ...
+
+    async def old_sources(self, after: tuple[str, str], before: str, limit: int) -> list[tuple[str, str]]: ...
+
+    async def prune_sources(self, paths: Sequence[str]) -> int: ...
+
+    async def prune_events(self, after: int, before: str, window: int) -> tuple[int, int | None]: ...
+
+    async def prune_leftovers(self, before: str, before_day: str) -> int: ...
+
+    async def reclaim(self, pages: int) -> int:
+        """Give up to ``pages`` freed pages back to the file system (SQLite); how many went."""
         ...

@@ -30,6 +30,7 @@ from polpo.model.status import (
     AttemptStatus,
     GateStatus,
     MissionStatus,
+    SourceOutcome,
     TaskStatus,
 )
 from polpo.store.columns import (
@@ -107,7 +108,7 @@ QUESTION_COLUMNS = Columns(
 QUESTIONS = Table("questions", QUESTION_COLUMNS.names, ("id",),
                   ("task_id", "mission_id", "attempt_id", "kind", "source", "text", "arguments", "snapshot",
                    "asked_at"))  # the snapshot (a conversation) is written once
-SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at", "reason"), ("path",))
+SOURCES = Table("sources", ("path", "hash", "outcome", "mission_id", "seen_at", "runs", "stamp", "reason"), ("path",))
 TRANSCRIPTS = Table("transcripts", ("attempt_id", "task_id", "data"), ("attempt_id",))
 REVIEWS = Table("reviews", ("assessment_id", "check_idx", "reviewer", "task_id", "model", "ok", "data", "created_at",
                             "tokens_in", "tokens_out", "cost"),
@@ -129,7 +130,32 @@ UPSERT_TABLES: tuple[Table, ...] = (MISSIONS, TASKS, ATTEMPTS, ASSESSMENTS, CHEC
                                     QUESTIONS)
 
 
+# --------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """What became of the last bytes seen at a mission-file path."""
+
+    path: str
+    hash: str  # "" once forgotten (polpo submit --force, or the file moved to done/): no bytes match it
+    outcome: SourceOutcome
+    mission_id: str | None
+    runs: int = 0  # runs started from this path: the next one is runs + 1 (kept when the missions are pruned)
+    stamp: str | None = None  # the file as it was read, once trusted (polpo.intake.stamps): a start skips it
+    reason: str | None = None  # why the bytes were rejected (what waits for a person lists it), written only
+
+
 # --------------------------------------------------------------------------------------------- to rows
+
+
+def source_row(s: SourceRecord, at: datetime) -> Row:
+    return (s.path, s.hash, s.outcome.value, s.mission_id, iso(at), s.runs, s.stamp, s.reason)
+
+
+def source_from_row(r: Mapping[str, Any]) -> SourceRecord:
+    return SourceRecord(r["path"], r["hash"], SourceOutcome(r["outcome"]), r["mission_id"], r["runs"], r["stamp"])
+
 
 
 def mission_row(m: Mission) -> Row:

@@ -49,6 +49,33 @@ QUESTIONS_TABLE = """
 """
 """What agents ask of people (polpo.model.questions), the same on SQLite and PostgreSQL (``T`` text, ``I`` integer)."""
 
+
+HISTORY_MIGRATION = """
+    ALTER TABLE sources ADD COLUMN runs {I} NOT NULL DEFAULT 0;
+    ALTER TABLE sources ADD COLUMN stamp {T};
+    UPDATE sources SET runs = COALESCE((SELECT MAX(run) FROM missions m WHERE m.source = sources.path), 0);
+    DROP INDEX missions_source;
+    CREATE INDEX missions_source ON missions(source, seq);
+    CREATE INDEX missions_status ON missions(status, seq);
+    CREATE INDEX missions_name ON missions(name, seq);
+    CREATE INDEX missions_finished ON missions(finished_at);
+    CREATE INDEX attempts_mission ON attempts(mission_id);
+    CREATE INDEX assessments_attempt ON assessments(attempt_id);
+    CREATE INDEX sla_marks_mission ON sla_marks(mission_id);
+    CREATE INDEX overrides_mission ON overrides(mission_id);
+    CREATE INDEX spend_period ON spend(period);
+    CREATE INDEX commands_queued ON commands(id) WHERE status = 'queued';
+    CREATE INDEX sources_seen ON sources(seen_at, path);
+"""
+"""Reads and start-up that cost the same whatever the history (shared with the PostgreSQL migration).
+
+``sources.runs``: the runs started from the path (the next is ``runs + 1``), kept when the missions are pruned, so a
+file's run numbers go on; ``sources.stamp``: ``inode:size:mtime`` of the file when its bytes were read, once the
+clock has moved on enough to trust it (polpo.intake.stamps): the start-up scan skips a file that still matches, so a
+folder of finished files is not read and hashed again at every start. The indexes serve the paged reads (status,
+name, a schedule's runs), retention (finished_at, overrides), the spend and SLA reads per mission and per day, and
+the command inbox's poll (a partial index of the queued commands), and retention's walk of the files' records."""
+
 MIGRATIONS: list[str] = [
     # v1: the foundation.
     """
@@ -348,6 +375,8 @@ MIGRATIONS: list[str] = [
     QUESTIONS_TABLE.format(T="TEXT", I="INTEGER") + """
     ALTER TABLE tasks ADD COLUMN questions INTEGER NOT NULL DEFAULT 0;
     """,
+    # v15: a daemon whose cost does not grow with its history (see HISTORY_MIGRATION).
+    HISTORY_MIGRATION.format(T="TEXT", I="INTEGER"),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

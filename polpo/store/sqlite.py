@@ -23,12 +23,15 @@ import contextlib
 import logging
 import os
 import sqlite3
+import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import anyio.to_thread
+import orjson
 
 from polpo.clock import Clock
 from polpo.events.catalog import Event
@@ -37,6 +40,7 @@ from polpo.store.core import StoreCore
 from polpo.store.errors import StoreUnavailable
 from polpo.store.named_reads import NamedReads, Select
 from polpo.store.protocol import StoreError
+from polpo.store.prune import SqlPruning
 from polpo.store.schema import MIGRATIONS, PRAGMAS, SCHEMA_VERSION
 from polpo.store.sql import statement
 
@@ -49,7 +53,7 @@ CHECKPOINT_EVERY = 200
 WAIT_FOR_LOCK_MS = 5000  # the wait of a batch written in a thread when another process held the write lock
 
 
-class SqliteStore(NamedReads, StoreCore):
+class SqliteStore(NamedReads, SqlPruning, StoreCore):
     def __init__(self, db: aiosqlite.Connection, path: Path, clock: Clock, max_seq: int, identity: str = "") -> None:
         super().__init__(clock, max_seq, identity)
         self.db = db
@@ -57,15 +61,19 @@ class SqliteStore(NamedReads, StoreCore):
         self.writer = _writer(path)
         self._file = _file_id(path)  # what the path led to at open (device, inode)
         self._since_checkpoint = 0
+        self._pruner: sqlite3.Connection | None = None  # retention's own connection (polpo.store.prune)
+        self._reader: sqlite3.Connection | None = None  # the loop's, for a row by its key (_quick)
 
     @classmethod
     async def open(cls, path: Path, *, clock: Clock) -> SqliteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = await aiosqlite.connect(path, isolation_level=None)
         db.row_factory = aiosqlite.Row
+        await _new_file_vacuums_incrementally(db)
         for pragma in PRAGMAS:
             await db.execute(pragma)
         await migrate(db)
+        await _convert_when_cheap(db, path)
         async with db.execute("SELECT COALESCE(MAX(seq), 0) FROM events") as cur:
             row = await cur.fetchone()
         async with db.execute("SELECT value FROM meta WHERE key = 'store_id'") as cur:
@@ -126,9 +134,62 @@ class SqliteStore(NamedReads, StoreCore):
             with contextlib.suppress(sqlite3.Error):  # a busy reader only delays it; the next one tries again
                 await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
+    def _quick(self) -> sqlite3.Connection:
+        """The loop's own reading connection, for a row by its key (:attr:`Select.quick`): it never writes, so it
+        never waits for the write lock (``busy_timeout`` 0 all the same)."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            self._reader.row_factory = sqlite3.Row
+            self._reader.execute("PRAGMA query_only=ON")
+        return self._reader
+
+    # -- retention (polpo.store.prune): its own connection, in a worker thread, so the loop and the writer's
+    # connection never wait for it; a batch the writer meets while a removal holds the lock is written in a thread
+    def _pruning(self) -> sqlite3.Connection:
+        if self._pruner is None:
+            self._pruner = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                           timeout=WAIT_FOR_LOCK_MS / 1000)
+            self._pruner.row_factory = sqlite3.Row
+        return self._pruner
+
+    async def _prune_read(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        def read() -> list[dict[str, Any]]:
+            return [dict(r) for r in self._pruning().execute(sql, _args(args))]
+        return await anyio.to_thread.run_sync(read)
+
+    async def _prune_write(self, steps: Sequence[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+        def write() -> list[list[dict[str, Any]]]:
+            con = self._pruning()
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                out = [[dict(r) for r in con.execute(sql, _args(args))] for sql, args in steps]
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+            return out
+        return await anyio.to_thread.run_sync(write)
+
+    async def reclaim(self, pages: int) -> int:
+        """Give up to ``pages`` free pages back to the file system (``PRAGMA incremental_vacuum``); how many went.
+        A file made before incremental vacuuming keeps its size: its free pages are reused (see
+        :func:`_new_file_vacuums_incrementally`)."""
+        def vacuum() -> int:
+            con = self._pruning()
+            if int(con.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+                return 0
+            before = int(con.execute("PRAGMA freelist_count").fetchone()[0])
+            con.executescript(f"PRAGMA incremental_vacuum({int(pages)})")  # (execute steps it one page only)
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            return before - int(con.execute("PRAGMA freelist_count").fetchone()[0])
+        return await anyio.to_thread.run_sync(vacuum)
+
     async def _close_backend(self) -> None:
         if self.lost is not None:
             self._rescue()
+        for con in (self._pruner, self._reader):
+            if con is not None:
+                con.close()
         try:
             self.writer.close()
             with contextlib.suppress(sqlite3.OperationalError):  # best effort: a reader may still hold the table
@@ -137,13 +198,24 @@ class SqliteStore(NamedReads, StoreCore):
             await self.db.close()
 
     async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
-        async with self.db.execute(q.sql("?"), args) as cur:
+        if q.quick:  # a row by its key, on the loop: tens of microseconds, less than the hop to a thread
+            try:
+                return [dict(r) for r in self._quick().execute(q.sql("?"), _args(args))]
+            except sqlite3.OperationalError as e:  # (busy: WAL recovery, a checkpoint that resets the log) wait
+                if _name(e) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):  # for it on the reading connection, off the loop
+                    raise
+        async with self.db.execute(q.sql("?"), _args(args)) as cur:
             return [dict(r) for r in await cur.fetchall()]
 
 
 # SQLite errors that may pass without a change to polpo: space, permissions, I/O, another process's lock
 _PASSING = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_BUSY", "SQLITE_LOCKED",
             "SQLITE_PERM")
+
+
+def _args(args: Sequence[Any]) -> tuple[Any, ...]:
+    """A list argument as the JSON array ``json_each(?)`` reads (SQLite has no arrays)."""
+    return tuple(orjson.dumps(a).decode() if type(a) is list else a for a in args)
 
 
 def _file_id(path: Path) -> tuple[int, int]:
@@ -188,6 +260,36 @@ def _write_batch(con: sqlite3.Connection, work: list[tuple[str, Any]]) -> None:
     except BaseException:
         con.rollback()
         raise
+
+
+async def _one(db: aiosqlite.Connection, sql: str) -> int:
+    async with db.execute(sql) as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+async def _new_file_vacuums_incrementally(db: aiosqlite.Connection) -> None:
+    """A new database gives the pages retention frees back to the file system bit by bit (``PRAGMA
+    incremental_vacuum``, polpo.store.prune). It must be said before anything is written, WAL mode included;
+    an older file keeps its mode until a whole VACUUM converts it (:func:`_convert_when_cheap`)."""
+    if await _one(db, "PRAGMA user_version") == 0 and await _one(db, "SELECT COUNT(*) FROM sqlite_master") == 0:
+        await db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+
+
+async def _convert_when_cheap(db: aiosqlite.Connection, path: Path) -> None:
+    """A database made before incremental vacuuming, more than half of it free (retention removed most of it): one
+    VACUUM converts it, copying only what is kept, before the daemon serves (after that, pages go back as they
+    are freed). A file that is still mostly in use keeps its mode: its free pages are reused."""
+    if await _one(db, "PRAGMA auto_vacuum") != 0:
+        return
+    free, pages = await _one(db, "PRAGMA freelist_count"), await _one(db, "PRAGMA page_count")
+    if pages < 256 or free * 2 <= pages:
+        return
+    started = time.monotonic()
+    await db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+    await db.execute("VACUUM")
+    log.warning("%s: converted to incremental vacuuming in %.1f s (%d of its %d pages were free)", path,
+                time.monotonic() - started, free, pages)
 
 
 async def migrate(db: aiosqlite.Connection) -> int:

@@ -18,7 +18,7 @@ from polpo.model.holds import HoldState
 from polpo.model.questions import Question
 from polpo.model.records import Assessment, Attempt, Mission, Task
 from polpo.model.schedule import Schedule
-from polpo.model.status import GateStatus, SourceOutcome
+from polpo.model.status import GateStatus
 from polpo.store import rows as R
 
 __all__ = ["OUT_OF_TERM", "PendingEvent", "Tx"]
@@ -105,10 +105,8 @@ class Tx:
         self.ops.append((R.OVERRIDES, row))
         return self
 
-    def source(self, path: str, digest: str, outcome: SourceOutcome, mission_id: str | None, at: datetime,
-               reason: str | None = None) -> Tx:
-        """What became of a mission file's bytes; ``reason``: why they were rejected."""
-        self.ops.append((R.SOURCES, (path, digest, outcome.value, mission_id, iso(at), reason)))
+    def source(self, s: R.SourceRecord, at: datetime) -> Tx:
+        self.ops.append((R.SOURCES, R.source_row(s, at)))
         return self
 
     def transcript(self, attempt_id: str, task_id: str, data_json: str) -> Tx:

@@ -62,10 +62,10 @@ class Follow:
             start, number, kind = self.attempt.pop(task_id)
             ended = AttemptEnd(task_id, number, kind, outcome, at - start)
         task_seconds = None
-        if new in ("done", "failed"):
+        if new in ("done", "failed", "cancelled"):  # (a cancelled task's start was kept for good: a leak a task)
             first = self.task_start.pop(task_id, None)
             self.attempt.pop(task_id, None)
-            task_seconds = at - first if first is not None else None
+            task_seconds = at - first if first is not None and new != "cancelled" else None
         return ended, task_seconds
 
 

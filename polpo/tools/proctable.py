@@ -21,9 +21,12 @@ _POLL_MAX = 0.2
 
 def _read_stat_fields(pid: int) -> list[str] | None:
     """Fields of /proc/<pid>/stat from field 3 (state) on, or None if unreadable/vanished."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
+    try:  # os.open and one read (the file is a few hundred bytes): no buffered file object, once per spawn
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     # Field 2 (comm) is in parentheses and may itself contain spaces and parentheses: split after the last ')'.

@@ -292,3 +292,34 @@ async def test_a_posted_mission_is_taken_in_by_the_api_at_once_and_the_watcher_f
     events = [e for e in read_events(daemon.cfg.state_dir) if e.get("missionId") == "Once"]
     assert [e["event"] for e in events].count("mission:accepted") == 1
     assert not [e for e in read_events(daemon.cfg.state_dir) if e["event"] == "mission:rejected"]
+
+
+async def test_the_missions_list_pages_back_by_seq_and_filters_by_status(api: tuple[Daemon, httpx.AsyncClient]) -> None:
+    """``before=SEQ`` walks back a page at a time (``next``), ``status=`` keeps some statuses: each page is an index
+    walk, the same cost whatever the history (issue 31); an old client's plain GET is unchanged."""
+    from polpo.model.status import MissionStatus
+    from polpo.store.tx import Tx
+    from tests.support.stores import mission
+
+    daemon, client = api
+    assert daemon.store is not None
+    statuses = [MissionStatus.COMPLETED, MissionStatus.FAILED, MissionStatus.COMPLETED, MissionStatus.CANCELLED,
+                MissionStatus.RUNNING]
+    tx = Tx()
+    for i, status in enumerate(statuses, start=1):
+        tx.mission(mission(f"m{i}", i, status))
+    await daemon.store.commit(tx)
+    pages, before = [], None
+    while True:
+        got = (await client.get("/api/missions", params={"limit": 2, **({"before": before} if before else {})})).json()
+        pages.append([m["id"] for m in got["missions"]])
+        before = got["next"]
+        if before is None:
+            break
+    assert pages == [["m4", "m5"], ["m2", "m3"], ["m1"]]
+    done = (await client.get("/api/missions", params={"status": "completed,failed", "limit": 2})).json()
+    assert [m["id"] for m in done["missions"]] == ["m2", "m3"] and done["next"] == 2
+    older = (await client.get("/api/missions", params={"status": "completed,failed", "before": 2})).json()
+    assert [m["id"] for m in older["missions"]] == ["m1"] and older["next"] is None
+    live = (await client.get("/api/missions", params={"finished": "false"})).json()
+    assert [(m["id"], m["seq"]) for m in live["missions"]] == [("m5", 5)]

@@ -113,6 +113,23 @@ async def test_files_added_while_down_are_picked_up_at_start(cfg) -> None:  # ty
     assert done.mission_id == "early"
 
 
+async def test_a_folder_full_of_files_at_start_is_read_by_a_few_workers(cfg) -> None:  # type: ignore[no-untyped-def]
+    """More files than SCAN_WORKERS at start (a first start on a folder of finished files): each is taken in
+    once, by a few workers rather than a task a file, and the intake says it is idle only once they are all in."""
+    from polpo.intake.watcher import SCAN_WORKERS
+
+    names = [f"f{i:02}" for i in range(SCAN_WORKERS + 8)]
+    for name in names:
+        (cfg.missions_dir / f"{name}.json").write_text(mission_json(shell_task("ok", "true")))
+    async with running_daemon(cfg) as (d, w):
+        assert d.intake is not None
+        with anyio.fail_after(60):
+            while not d.intake.idle:
+                await anyio.sleep(0.01)
+        assert sorted(e.mission_id for e in w.of("mission:accepted")) == names  # each once
+        assert d.intake.handled >= len(names) and not w.of("mission:rejected")
+
+
 async def test_slow_writer_is_read_once_whole(cfg) -> None:  # type: ignore[no-untyped-def]
     text = mission_json(*[shell_task(f"t{i}", "true") for i in range(30)]).encode()
     async with running_daemon(cfg) as (_, w):

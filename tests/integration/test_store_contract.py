@@ -21,7 +21,7 @@ from polpo.model.status import (
 )
 from polpo.store import rows as R
 from polpo.store.errors import StoreError
-from polpo.store.protocol import CommandRecord, MissionIndexEntry, SourceRecord
+from polpo.store.protocol import CommandRecord, SourceRecord
 from tests.support.stores import T0, Backend, assessment, attempt, mission, task, writing
 
 pytestmark = pytest.mark.anyio
@@ -129,8 +129,8 @@ async def test_every_named_read(backend: Backend) -> None:
             store.tx().mission(m3).mission(m1).mission(m2).task(t2).task(t1).attempt(new).attempt(old)
             .attempt(running).assessment(done).assessment(open_).check(open_.id, t2.id, check, T0)
             .gate("m1", "g1", GateStatus.PASSED, "fine", 4.0, T0).gate("m1", "g2", GateStatus.FAILED, None, None, T0)
-            .source("/missions/m1.json", "h1", SourceOutcome.ACCEPTED, "m1", T0)
-            .source("/missions/bad.json", "hb", SourceOutcome.REJECTED, None, T0)
+            .source(SourceRecord("/missions/m1.json", "h1", SourceOutcome.ACCEPTED, "m1", 1, "7:42:99"), T0)
+            .source(SourceRecord("/missions/bad.json", "hb", SourceOutcome.REJECTED, None), T0)
             .sla_mark("m1", "warning", "mission", "m1", "{}", T0).sla_mark(t1.id, "met", "task", "m1", "{}", T0)
             .sla_mark("m2:1", "met", "task", "m2", "{}", T0)
             .dimensions(t2.id, 0, "default", '[{"name": "quality", "weight": 1}]', T0)
@@ -139,10 +139,15 @@ async def test_every_named_read(backend: Backend) -> None:
         retry = await backend.queue_command("retry", t1.id)
         await store.commit(store.tx().command_done(cancel, "done", "cancelled", T0))
 
-        assert sorted(await store.sources(), key=lambda s: s.path) == [
-            SourceRecord("/missions/bad.json", "hb", SourceOutcome.REJECTED, None),
-            SourceRecord("/missions/m1.json", "h1", SourceOutcome.ACCEPTED, "m1")]
-        assert await store.mission_index() == [MissionIndexEntry(m.id, m.source, 1, m.seq) for m in (m1, m2, m3)]
+        assert await store.source("/missions/m1.json") == SourceRecord("/missions/m1.json", "h1",
+                                                                       SourceOutcome.ACCEPTED, "m1", 1, "7:42:99")
+        assert await store.source("/missions/none.json") is None
+        assert sorted(await store.sources_at(["/missions/bad.json", "/missions/m1.json", "/missions/x.json"]),
+                      key=lambda s: s.path) == [SourceRecord("/missions/bad.json", "hb", SourceOutcome.REJECTED, None),
+                                                await store.source("/missions/m1.json")]
+        assert await store.sources_at([]) == []
+        assert [await store.mission_exists(mid) for mid in ("m2", "m4")] == [True, False]
+        assert await store.last_mission_seq() == 3
         assert await store.open_mission_ids() == ["m1", "m3"]
         assert await store.load_mission("nope") is None
         loaded = await store.load_mission("m1")

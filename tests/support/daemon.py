@@ -30,9 +30,15 @@ timeout = 30
 """
 
 
+KEEP_FILES = '\n[retention]\nfinished_files = "keep"\n'
+"""Finished missions' files stay in the folder (tests look at them); a test that gives its own ``[retention]``
+table gets the default (they move to done/) unless it says otherwise."""
+
+
 def write_config(root: Path, *, agents: str = DEFAULT_AGENTS, extra: str = "", max_concurrency: int = 4,
                  grace: float = 2) -> Path:
-    """A config in ``root/config/polpo.toml`` with missions and state folders under ``root``."""
+    """A config in ``root/config/polpo.toml`` with missions and state folders under ``root`` (:data:`KEEP_FILES`
+    unless ``extra`` has a ``[retention]`` table)."""
     (root / "config").mkdir(parents=True, exist_ok=True)
     (root / "missions").mkdir(exist_ok=True)
     path = root / "config" / "polpo.toml"
@@ -50,7 +56,7 @@ agent_timeout = 30
 check_timeout = 30
 {agents}
 {extra}
-""")
+{"" if "[retention]" in extra else KEEP_FILES}""")
     return path
 
 

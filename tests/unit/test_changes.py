@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import resource
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -230,3 +234,77 @@ def test_an_idle_watch_opens_and_closes_windows_without_a_thread_and_a_busy_one_
             assert watch.open_at_once() is None
     finally:
         watch.close()
+
+
+async def test_watches_stay_few_when_every_run_has_a_workspace_of_its_own(tmp_path: Path) -> None:
+    """A schedule firing every second makes a workspace a second: each watch is an inotify instance (128 per user
+    by default), so a finished mission's goes and no more than IDLE_WATCHES unused ones are kept (issue 31)."""
+    from polpo.changes.tracker import IDLE_WATCHES
+
+    tracker = ChangeTracker()
+    roots = [tmp_path / f"run-{i}" for i in range(IDLE_WATCHES + 5)]
+    for i, root in enumerate(roots):
+        root.mkdir()
+        await _attempt(tracker, root, lambda r=root: _write(r / "out.txt"), key=f"r{i}:1")
+    assert len(tracker.watches) == IDLE_WATCHES + 1  # (the newest one in use, when it was opened)
+    assert os.fspath(roots[0]) not in tracker.watches and len(tracker._locks) <= IDLE_WATCHES + 1
+    tracker.release(roots[-1])  # its mission finished
+    assert os.fspath(roots[-1]) not in tracker.watches
+    busy = tmp_path / "shared"
+    busy.mkdir()
+    with tracker.activity(busy, "s:1"):
+        t = await tracker.open(busy, "s:1")
+        tracker.release(busy)  # another mission in the same folder finished: its window stays open
+        assert os.fspath(busy) in tracker.watches
+        await tracker.close(t)
+
+
+@contextlib.contextmanager
+def _no_new_descriptors() -> Iterator[None]:
+    """This process may open no more file descriptors (RLIMIT_NOFILE at the lowest free one): a new inotify
+    instance fails with EMFILE, as it does when the per-user limit of instances is reached."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest = os.dup(0)
+    os.close(lowest)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_a_finished_missions_folder_leaves_nothing_in_the_tracker(tmp_path: Path) -> None:
+    """Issue 31: nothing per workspace outlives its mission — no lock for a folder that did not exist yet, and
+    a folder that could not be watched is forgotten when its mission finishes, or a minute later at most."""
+    from polpo.changes.tracker import RETRY_WATCH
+
+    now = [1000.0]
+    tracker = ChangeTracker(monotonic=lambda: now[0])
+    later = tmp_path / "later"  # made by the task itself: scanned, not watched
+    files = await _attempt(tracker, later, lambda: _write(later / "made.txt"))
+    assert files["tracking"] == "scan" and not tracker._locks and not tracker.watches
+    roots = [tmp_path / f"run-{i}" for i in range(3)]
+    for i, root in enumerate(roots):
+        root.mkdir()
+        with tracker.activity(root, f"r{i}:1"):
+            with _no_new_descriptors():
+                t = await tracker.open(root, f"r{i}:1")
+            _write(root / "out.txt")
+            files = await tracker.close(t)
+        assert (files["created"], files["tracking"]) == (["out.txt"], "scan")
+    assert list(tracker.unwatchable) == [os.fspath(r) for r in roots] and not tracker._locks
+    assert os.strerror(errno.EMFILE) in tracker.unwatchable[os.fspath(roots[0])][0]  # no instance left
+    tracker.release(roots[0])  # its mission finished
+    assert os.fspath(roots[0]) not in tracker.unwatchable
+    now[0] += RETRY_WATCH + 1  # the others' missions never finish here: a minute on, the next failure drops them
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    with tracker.activity(fresh, "f:1"):
+        with _no_new_descriptors():
+            t = await tracker.open(fresh, "f:1")
+        await tracker.close(t)
+    assert list(tracker.unwatchable) == [os.fspath(fresh)]
+    files = await _attempt(tracker, roots[1], lambda: _write(roots[1] / "again.txt"), key="r1:2")
+    assert (files["created"], files["tracking"]) == (["again.txt"], "watch")  # watched again once inotify is back
+    tracker.release(roots[1])
+    assert not tracker.watches and not tracker._locks
