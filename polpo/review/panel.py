@@ -39,7 +39,7 @@ from polpo.review.dimensions import Dim
 from polpo.review.evidence_cap import EvidenceCap, apply_cap, evidence_cap
 from polpo.review.evidence_run import Evidence, gather_evidence
 from polpo.review.feedback import cut, feedback_text, suggestions_of, summary_of
-from polpo.review.probes import reference_code, reference_messages
+from polpo.review.probes import REFERENCE_TEMPERATURE, reference_code, reference_messages
 from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, Seat, run_reviewer
 from polpo.review.rule import Decision, Features, apply_rule
 from polpo.review.scratch import Scratch
@@ -373,17 +373,21 @@ async def _evidence(ctx: ReviewContext, client: ChatClient, writer: ModelSetting
     scratch = Scratch(ctx.workspace, ctx.files_changed, ctx.output if not ctx.files_changed else None)
     call: dict[str, Any] = {}
 
-    async def write(name: str) -> str | None:
+    async def write(name: str, attempt: int) -> str | None:
         assert writer is not None
+        settings = writer if attempt == 0 else replace(writer, temperature=REFERENCE_TEMPERATURE, seed=attempt)
         try:
-            reply = await client.chat(writer, reference_messages(title=ctx.title, description=ctx.description,
-                                                                 name=name))
+            reply = await client.chat(settings, reference_messages(title=ctx.title, description=ctx.description,
+                                                                   name=name))
         except LLMError as exc:
             call.update(function=name, error=f"{exc.kind}: {exc.message}"[:500])
             return None
         code = reference_code(reply.content, name)
-        call.update(function=name, code=redact(code or reply.content or "")[:4000], tokensIn=reply.prompt_tokens,
-                    tokensOut=reply.completion_tokens, cost=reply.cost, usable=code is not None)
+        spent = {k: (call.get(k) or 0) + (v or 0) for k, v in (("tokensIn", reply.prompt_tokens),
+                                                                 ("tokensOut", reply.completion_tokens))}
+        cost = None if reply.cost is None else (call.get("cost") or 0.0) + reply.cost
+        call.update(function=name, code=redact(code or reply.content or "")[:4000], cost=cost, tries=attempt + 1,
+                    usable=code is not None, **spent)
         return code
 
     try:

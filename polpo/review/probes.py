@@ -24,10 +24,12 @@ from typing import Any
 from polpo.review.prompts import head
 from polpo.review.stated_examples import StatedExample
 
-__all__ = ["MAX_CALLS", "REFERENCE_FILE", "called_function", "derive_calls", "reference_code", "reference_messages"]
+__all__ = ["MAX_CALLS", "REFERENCE_FILE", "REFERENCE_TEMPERATURE", "called_function", "derive_calls", "reference_code", "reference_messages"]
 
 MAX_CALLS = 24
 REFERENCE_FILE = "_polpo_reference.py"
+REFERENCE_TEMPERATURE = 0.8
+"""A second or third implementation is sampled (with a seed of its own): at temperature 0 it would be the first."""
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 

@@ -13,7 +13,7 @@ from polpo.llm.client import LLMClient, ModelSettings
 from polpo.review.consensus import Consensus, DimensionResult
 from polpo.review.dimensions import DEFAULT_DIMENSIONS, Dim
 from polpo.review.evidence_cap import FAILED_CAP, PROBE_CAP, apply_cap, evidence_cap
-from polpo.review.evidence_run import Evidence, gather_evidence
+from polpo.review.evidence_run import REFERENCE_TRIES, Evidence, gather_evidence
 from polpo.review.panel import PanelOptions, run_panel
 from polpo.review.probes import REFERENCE_FILE, derive_calls, reference_code
 from polpo.review.reviewer import ReviewContext
@@ -37,12 +37,13 @@ NEIGHBOURS = ("def has_close(numbers, threshold):\n    for a, b in zip(numbers, 
               "        if abs(a - b) < threshold:\n            return True\n    return False\n")  # passes both examples
 
 
-async def gather(ws: Path, reference: str | None) -> tuple[Evidence, list[str]]:
+async def gather(ws: Path, reference: str | list[str | None] | None) -> tuple[Evidence, list[str]]:
+    """``reference``: the judge's implementation, or one per try (until one passes the stated examples)."""
     asked: list[str] = []
 
-    async def write(name: str) -> str | None:
+    async def write(name: str, attempt: int) -> str | None:
         asked.append(name)
-        return reference
+        return reference[attempt] if isinstance(reference, list) else reference
 
     scratch = Scratch(ws, ["solution.py"])
     try:
@@ -118,6 +119,20 @@ async def test_a_reference_that_fails_a_stated_example_is_no_second_opinion(tmp_
     assert evidence_cap(ev) is None
     ev, _ = await gather(work(tmp_path, NEIGHBOURS), None)  # the judge wrote nothing usable: no probes
     assert not [i for i in ev.items if i.kind == "probe"]
+
+
+async def test_the_judge_is_asked_again_until_its_implementation_passes_the_stated_examples(tmp_path: Path) -> None:
+    wrong = "def has_close(numbers, threshold):\n    return False\n"
+    ev, asked = await gather(work(tmp_path, NEIGHBOURS), [wrong, None, CORRECT])  # a wrong one, nothing, a right one
+    assert asked == ["has_close"] * 3
+    probes = [i for i in ev.items if i.kind == "probe"]
+    assert probes and all(i.passed is False for i in probes)  # the third is the second opinion that catches it
+    assert evidence_cap(ev) is not None
+    ev, asked = await gather(work(tmp_path, NEIGHBOURS), [wrong, wrong, wrong, CORRECT])
+    assert len(asked) == REFERENCE_TRIES and not [i for i in ev.items if i.kind == "probe"]  # a bound on the asking
+    assert any("(3 times)" in i.label for i in ev.items if i.kind == "note")
+    ev, asked = await gather(work(tmp_path / "right", CORRECT), CORRECT)
+    assert len(asked) == 1  # a credible first implementation is not asked for again
 
 
 async def test_a_failed_stated_example_bounds_lower_than_a_probe(tmp_path: Path) -> None:
