@@ -182,13 +182,15 @@ async def gather_evidence(*, description: str, criteria: str, workspace: Path, f
     records = await _run_examples(evidence, root, needed, examples, clock, env, probing)
     tries = 1
     while probing is not None and write_reference is not None and tries < REFERENCE_TRIES \
-            and records is not None and not _credible(records, len(examples)):
+            and records is not None and _weakness(records, len(examples)) != (0, 0):
         again = await write_reference(probing[0], tries)  # sampled: another implementation, not the same again
         tries += 1
         if again is None:
             continue
         (root / REFERENCE_FILE).write_text(again, encoding="utf-8")
-        records = await _harness(root, needed, examples, clock, env, probing, work_examples=False)
+        other = await _harness(root, needed, examples, clock, env, probing, work_examples=False)
+        if other is not None and _weakness(other, len(examples)) < _weakness(records, len(examples)):
+            records = other  # the better second opinion of the two
     if probing is not None and records is not None:
         _probe_items(evidence, probing, records, len(examples), tries)
     if scratch.left_out:
@@ -343,10 +345,17 @@ async def _run_examples(evidence: Evidence, root: Path, files: list[str], exampl
     return run.records
 
 
-def _credible(records: list[dict[str, Any]], stated: int) -> bool:
-    """Whether the judge's implementation loaded and passed every stated example."""
-    loaded = not any(r.get("reference") == "unloadable" for r in records)
-    return loaded and sum(1 for r in records if "refExample" in r and r.get("passed")) >= stated
+def _weakness(records: list[dict[str, Any]], stated: int) -> tuple[int, int]:
+    """How weak the judge's implementation is as a second opinion, (0, 0) at best: the stated examples it fails
+    (all of them when it did not load), then the probes it raised on where the work returned a value (measured on
+    HumanEval's strange_sort_list: a reference that raised on every odd-length list left the one bug the probes
+    were for, which drops the middle element, uncounted)."""
+    if any(r.get("reference") == "unloadable" for r in records):
+        return stated + 1, 0
+    failed = stated - sum(1 for r in records if "refExample" in r and r.get("passed"))
+    raised = sum(1 for r in records if isinstance(r.get("probe"), int) and r.get("same") is None
+                 and str(r.get("ref", "")).startswith("raised ") and not str(r.get("work", "")).startswith("raised "))
+    return max(failed, 0), raised
 
 
 def _probe_items(evidence: Evidence, probing: tuple[str, list[str]], records: list[dict[str, Any]],

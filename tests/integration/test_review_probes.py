@@ -135,6 +135,17 @@ async def test_the_judge_is_asked_again_until_its_implementation_passes_the_stat
     assert len(asked) == 1  # a credible first implementation is not asked for again
 
 
+async def test_an_implementation_that_raises_where_the_work_returns_is_asked_for_again(tmp_path: Path) -> None:
+    """HumanEval's strange_sort_list: the judge's first implementation raised on every odd-length list, where the
+    bug (it drops the middle element) shows; a second one that does not raise is the better second opinion."""
+    raising = CORRECT.replace("    for i, a", "    if len(numbers) == 1:\n        raise ValueError('one')\n    for i, a")
+    ev, asked = await gather(work(tmp_path, NEIGHBOURS), [raising, CORRECT])
+    assert len(asked) == 2
+    assert [i for i in ev.items if i.kind == "probe" and i.passed is False]  # the second one's probes catch it
+    ev, asked = await gather(work(tmp_path / "again", NEIGHBOURS), [raising, raising, raising])
+    assert len(asked) == REFERENCE_TRIES  # bounded; what the first one established stands
+
+
 async def test_a_failed_stated_example_bounds_lower_than_a_probe(tmp_path: Path) -> None:
     ev, _ = await gather(work(tmp_path, "def has_close(numbers, threshold):\n    return True\n"), CORRECT)
     cap = evidence_cap(ev)
