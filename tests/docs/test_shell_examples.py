@@ -234,7 +234,7 @@ def test_the_tutorial_runs_without_a_key(tmp_path: Path) -> None:
                         env=block_env())
         assert ran.status == 0, ran
         evs = wait_events(root / ".polpo", lambda es: {e["missionId"] for e in es if e["event"] == "mission:completed"}
-                          >= {"fizzbuzz", "greeting"}, timeout=60)
+                          >= {"fizzbuzz", "greeting"}, timeout=240)  # a bound, not a speed check
     outcomes = {e["missionId"]: e["data"]["outcome"] for e in evs if e["event"] == "mission:completed"}
     assert outcomes == {"fizzbuzz": "completed", "greeting": "completed"}, outcomes
     assert "return \"FizzBuzz\"" in (root / ".polpo" / "workspaces" / "fizzbuzz" / "fizzbuzz.py").read_text()
