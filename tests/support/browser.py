@@ -40,12 +40,13 @@ def launched_chromium() -> Iterator[Any]:
 
 
 @contextmanager
-def page_on_a_daemon(config: Path) -> Iterator[tuple[Any, str]]:
-    """Chromium and a real `polpo daemon` process of ``config`` (its ``[http]`` on): (browser, the API's URL),
-    once the daemon has started (its state folder is ``state`` beside the config's folder)."""
+def page_on_a_daemon(config: Path, env: dict[str, str] | None = None) -> Iterator[tuple[Any, str]]:
+    """Chromium and a real `polpo daemon` process of ``config`` (its ``[http]`` on; ``env`` added to its
+    environment): (browser, the API's URL), once the daemon has started (its state folder is ``state`` beside the
+    config's folder)."""
     from tests.support.daemon import daemon_process, wait_events
 
     state = config.parent.parent / "state"
-    with launched_chromium() as browser, daemon_process(config):
+    with launched_chromium() as browser, daemon_process(config, env=env):
         wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
         yield browser, json.loads((state / "http.json").read_text())["url"]
