@@ -22,6 +22,7 @@ from tests.support.procs import pid_in, wait_dead
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.timeout(300)  # two daemon starts, each importing litellm: minutes on a loaded machine
 def test_a_server_in_a_call_when_its_daemon_is_killed_dies_with_it_and_the_task_runs_again(tmp_path: Path) -> None:
     called = tmp_path / "called"
     env = {"FAULTY_PID_FILE": str(tmp_path / "slow.pid"), "FAULTY_CALLED_FILE": str(called)}
