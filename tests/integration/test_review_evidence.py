@@ -79,6 +79,16 @@ async def test_a_broken_function_fails_the_example_that_shows_its_bug(tmp_path: 
     assert Evidence.from_json(json.loads(json.dumps(ev.to_json()))).items == ev.items
 
 
+async def test_a_doctest_that_shows_nothing_expects_none(tmp_path: Path) -> None:
+    """HumanEval's ``longest``: ``>>> longest([])`` with no line after it (doctest prints nothing for None)."""
+    task = "Write longest(strings).\n>>> longest([])\n\n>>> longest(['a', 'bb'])\n'bb'\n"
+    right = "def longest(strings):\n    return max(strings, key=len) if strings else None\n"
+    ev = await gather(work(tmp_path / "right", right), description=task)
+    assert [i.passed for i in ev.examples] == [True, True], ev.items
+    ev = await gather(work(tmp_path / "wrong", right.replace("else None", "else ''")), description=task)
+    assert [i.passed for i in ev.examples] == [False, True], ev.items
+
+
 async def test_the_examples_run_in_a_copy_and_the_workspace_is_never_touched(tmp_path: Path) -> None:
     vandal = ("import os, pathlib\npathlib.Path('side.txt').write_text('made by the review')\n"
               "with open(__file__, 'a') as f:\n    f.write('# rewritten\\n')\n" + CORRECT)
