@@ -46,10 +46,18 @@ def readme_agents() -> dict[str, dict[str, object]]:
     return agents
 
 
+def readme_mcp_servers() -> dict[str, object]:
+    """The ``[mcp.servers.NAME]`` the docs' agents name (docs/how-to/mcp.md declares them in blocks of their own)."""
+    servers: dict[str, object] = {}
+    for block in blocks("toml"):
+        servers.update(tomllib.loads(block.body).get("mcp", {}).get("servers", {}))
+    return servers
+
+
 def test_every_readme_agent_example_is_valid_config(tmp_path: Path) -> None:
     agents = readme_agents()
     assert {"claude", "codex", "aider", "coder", "shell"} <= set(agents)
-    cfg = parse_config({"agents": agents}, tmp_path / "polpo.toml")
+    cfg = parse_config({"agents": agents, "mcp": {"servers": readme_mcp_servers()}}, tmp_path / "polpo.toml")
     assert cfg.agents["claude"].command is not None and "{prompt}" in cfg.agents["claude"].command
     assert cfg.agents["coder"].type == "llm"
 

@@ -74,7 +74,7 @@ channels = ["people"]
         done = await w.wait_event("mission:completed", timeout=90)
         shown = await cli(cfg, "show", "web:1")
     assert asked.data["question"] == "Which port should it serve on?" and asked.data["source"] == "ask_human"
-    assert "awaiting_answer" in status and "web:1 asks: Which port should it serve on?" in status
+    assert "waiting for an answer" in status and "web:1 asks: Which port should it serve on?" in status
     assert 'polpo answer web:1 "…"' in status
     assert said.strip() == "answered web:1: its agent goes on with the answer"
     assert done.data["outcome"] == "completed"
