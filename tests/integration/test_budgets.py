@@ -67,7 +67,8 @@ def task(title: str, **extra: Any) -> dict[str, Any]:
 
 def flat_judge(scores: list[float] | None = None, seats: int = 2) -> ScriptedJudge:
     """Fails every review (threshold 4.5). The score of attempt n is ``scores[n-1]`` (the last one after them),
-    else 2.0: attempts are sequential, and each of the ``seats`` reviewers submits once per attempt."""
+    else 2.0: attempts are sequential, and each of the ``seats`` reviewers submits once per attempt (its reasoning
+    cites a line of the work's one file, so it is not asked again for the evidence of an uncited score)."""
     submitted = [0]
 
     def score(_req: RecordedRequest) -> float:
@@ -75,7 +76,7 @@ def flat_judge(scores: list[float] | None = None, seats: int = 2) -> ScriptedJud
         if not scores:
             return 2.0
         return scores[min((submitted[0] - 1) // seats, len(scores) - 1)]
-    return ScriptedJudge(score_for=score)
+    return ScriptedJudge(score_for=score, cite="line 1")
 
 
 def llm_bot(srv: FakeLLM, setting: str) -> str:
