@@ -17,7 +17,7 @@ from tests.support.daemon import (
     wait_events,
     write_config,
 )
-from tests.support.procs import is_dead, pid_in, wait_dead
+from tests.support.procs import guards_of, is_dead, pid_in, wait_dead
 
 pytestmark = pytest.mark.slow
 
@@ -121,6 +121,13 @@ def test_a_check_left_running_by_kill_9_is_killed_before_the_checks_resume(tmp_p
         [pid_file] = list(ws.glob("check.*.pid"))
         orphan = pid_in(pid_file)
         assert orphan is not None
+        # the daemon and its guard die together (a machine-wide OOM kill): stopped first, so it cannot replace
+        # its guard, then both killed; nothing is left to end the check but the next start's recovery
+        os.kill(proc.pid, signal.SIGSTOP)
+        guards = guards_of(proc.pid)
+        assert guards
+        for g in guards:
+            os.kill(g, signal.SIGKILL)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     assert not is_dead(orphan)  # the check outlived the daemon
