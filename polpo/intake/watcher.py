@@ -221,8 +221,12 @@ class Intake:
             self.ready.set()
             self.live = True
             pause = self.faults.pause()  # the watch itself out of file descriptors (EMFILE, ENFILE)
+            rescan = False
             while not self.stop_event.is_set():
                 try:
+                    if rescan:  # after a failed watch (no inotify instance left…) the folder is read at each try,
+                        await self._scan(tg)  # so no file waits for the watch; the read is part of the try (its
+                        rescan = False        # failure too); the pause ends when the watch is live again
                     await self._watch(tg, pause)
                 except Exception as exc:  # e.g. watchfiles cannot decode a file name that is not UTF-8
                     code = passing(exc, INPUT_PASSING) or errno_in(str(exc), INPUT_PASSING)  # (watchfiles: text)
@@ -235,10 +239,9 @@ class Intake:
                             self.faults.paused(self.folder, code, exc, delay)
                         else:
                             self.faults.still(self.folder, pause)
+                    rescan = True
                     with anyio.move_on_after(delay):
                         await self.stop_event.wait()
-                    if not self.stop_event.is_set():  # the folder cannot be watched yet (no inotify instance
-                        await self._scan(tg)  # left…): it is read at each try instead, no file waits for the watch
             self.live = False
             tg.cancel_scope.cancel()
 

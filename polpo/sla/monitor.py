@@ -17,7 +17,9 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import anyio.lowlevel
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES
+from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from polpo.clock import Clock
 
@@ -57,10 +59,12 @@ class SlaMonitor:
         """Schedule the interval job on the running asyncio loop (call from async code)."""
         if self._scheduler is not None:
             return
-        scheduler = AsyncIOScheduler(timezone=UTC)
+        # its executor and trigger as objects, imported with this module: by name, they are an entry-point lookup
+        # and an import when the daemon starts, which a daemon out of file descriptors would fail (and end on)
+        scheduler = AsyncIOScheduler(timezone=UTC, executors={"default": AsyncIOExecutor()})
         first = datetime.now(UTC) if self._run_at_start else None
-        scheduler.add_job(self.tick, "interval", seconds=self._interval, id=_JOB_ID, max_instances=1,
-                          coalesce=True, misfire_grace_time=None,
+        scheduler.add_job(self.tick, IntervalTrigger(seconds=self._interval, timezone=UTC), id=_JOB_ID,
+                          max_instances=1, coalesce=True, misfire_grace_time=None,
                           **({"next_run_time": first} if first is not None else {}))
         scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
         scheduler.start()
