@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,11 @@ from tests.support.postgres import PgCluster, running_cluster
 from tests.support.stores import BACKENDS, Backend
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# A run started in the background of a script (`pytest &`, nohup) ignores Ctrl-C, and every program it starts would
+# inherit that: the tests that press Ctrl-C as a person at a terminal does (the docs' shell examples) need it back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
