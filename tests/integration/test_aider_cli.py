@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from polpo.config import Config
+from polpo.missions_lock import LOCK_NAME
 from tests.support.aider import (
     AIDER_COMMAND,
     AIDER_ENV,
@@ -161,9 +162,10 @@ async def test_aider_writes_a_file_then_fixes_a_failing_test_inside_the_workspac
     assert ws.is_relative_to(enclosing_repo)
     assert (ws / "calc.py").read_text() == MUL_FIXED
     assert not [p.name for p in ws.iterdir() if p.name.startswith(".aider")]
-    # nothing landed elsewhere in the enclosing repository; its index, .gitignore and config are untouched
+    # nothing landed elsewhere in the enclosing repository (the daemon's own lock on its missions folder aside, which
+    # refuses a second daemon there); its index, .gitignore and config are untouched
     assert _files_outside(enclosing_repo, cfg.state_dir) == [
-        ".gitignore", "README.md", "config/polpo.toml", "missions/calc.json"]
+        ".gitignore", "README.md", "config/polpo.toml", f"missions/{LOCK_NAME}", "missions/calc.json"]
     assert _git_state(enclosing_repo) == before
 
     # the second task failed its test once, got a targeted fix, and aider was sent the check's feedback
