@@ -226,10 +226,9 @@ def outcomes_dir(folder: str | None) -> str:
         return _outcomes_temp[-1]
     if folder not in _outcomes_ready or not os.path.isdir(folder):
         try:
-            shutil.rmtree(folder)
-            os.makedirs(folder, mode=0o700)
-        except FileNotFoundError:
-            os.makedirs(folder, mode=0o700)
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(folder)
+            os.makedirs(folder, mode=0o700)  # (its making fails as its clearing does, absent or not)
         except OSError as e:  # a read-only or full state folder (a passing fault): this process's own folder, in
             if passing(e) is None:  # the temp folder, does as well; the daemon's is tried again next time
                 raise

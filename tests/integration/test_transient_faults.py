@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
+from polpo.agents.command import outcomes_dir
 from polpo.config import Config
 from polpo.engine.workspace_faults import WorkspaceFaults
 from tests.support.daemon import (
@@ -335,3 +336,19 @@ def test_a_log_reopen_that_fails_for_lack_of_descriptors_does_not_end_the_daemon
         submit(cfg, "job.json", mission_json(_marker_task(marker)))
         _ran_once_after_the_fault(cfg.state_dir, cfg.db_path, marker, "job")
         assert proc.poll() is None
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["not-made-yet", "made"])
+def test_a_read_only_state_folder_gives_an_agent_a_temporary_outcomes_folder(tmp_path: Path, mnt: Mounts,
+                                                                             made: bool) -> None:
+    """A command agent's ``$POLPO_OUTCOMES`` folder lives in the state folder; read-only (a passing fault), the agent
+    gets one of the process's own in the temp folder instead of failing its task (a nemesis seed found the folder
+    not made yet failing the task: its making raised inside the handler of the missing folder)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    if made:
+        (state / "outcomes").mkdir()
+    mnt.read_only(state)
+    got = outcomes_dir(str(state / "outcomes"))
+    assert Path(got).is_dir() and not Path(got).is_relative_to(state)
+    assert (state / "outcomes").exists() == made
