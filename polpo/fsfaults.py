@@ -15,7 +15,7 @@ import os
 import random
 from collections.abc import Callable
 
-__all__ = ["INPUT_PASSING", "PASSING", "WORKSPACE_FULL", "Pause", "errno_in", "errno_name", "passing"]
+__all__ = ["INPUT_PASSING", "PASSING", "WORKSPACE_FULL", "Pause", "StoreAway", "errno_in", "errno_name", "passing"]
 
 PASSING: frozenset[int] = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE,
                                      errno.EACCES})
@@ -42,6 +42,16 @@ def errno_in(text: str, kinds: frozenset[int] = PASSING) -> int | None:
     return None
 
 
+class StoreAway(OSError):
+    """A read the state store could not answer (its database away for now): a passing fault, as a full disk is,
+    so the work that needed it waits and tries again. Its errno is the cause's (ECONNREFUSED…), else ECONNABORTED."""
+
+    def __init__(self, cause: BaseException) -> None:
+        code = getattr(cause, "errno", None)
+        super().__init__(code if isinstance(code, int) and code else errno.ECONNABORTED,
+                         f"the state store did not answer: {type(cause).__name__}: {cause}")
+
+
 def passing(exc: BaseException, kinds: frozenset[int] = PASSING) -> int | None:
     """The errno of a passing fault that ``exc`` (or an exception it was raised from) is, else None.
 
@@ -53,7 +63,7 @@ def passing(exc: BaseException, kinds: frozenset[int] = PASSING) -> int | None:
         if e is None:
             return None
         code = getattr(e, "errno", None)
-        if isinstance(code, int) and code in kinds:
+        if isinstance(code, int) and (code in kinds or isinstance(e, StoreAway)):
             return code
         e = e.__cause__
     return None

@@ -29,7 +29,7 @@ import anyio
 from polpo.engine.admission import Admission, slugify
 from polpo.engine.faults import FaultNotes
 from polpo.engine.schedules import Scheduler
-from polpo.fsfaults import Pause, passing
+from polpo.fsfaults import Pause, StoreAway, passing
 from polpo.intake.check import Verdict, cap, check_mission, internal_error, unreadable
 from polpo.intake.reader import Unreadable
 from polpo.mission.jsonbytes import carryable
@@ -69,6 +69,8 @@ class IntakeHandler:
         except Exception as exc:
             if passing(exc) is not None:  # not the file's fault, and it passes: the watcher tries the file again
                 raise
+            if self.admission.store.away(exc):  # the database away (nemesis seed 1016 rejected a file for it)
+                raise StoreAway(exc) from exc
             log.exception("internal error while handling %s", carryable(source))
             self._reject(carryable(source), digest, internal_error(exc), known=known, stamp=stamp)
             return "rejected"

@@ -111,6 +111,11 @@ class StoreCore:
         """The store, for messages (the SQLite file, the PostgreSQL server and database)."""
         return "in memory"
 
+    def away(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by a read, says the store is away for now (an outage that passes), not that the
+        read itself was wrong: a reader waits and tries again rather than deciding on it."""
+        return isinstance(exc, StoreUnavailable)
+
     def _gone(self) -> str | None:
         """Cheap, before each batch: how the database went away ("was deleted"…), None while it is in place."""
         return None

@@ -135,6 +135,9 @@ class PostgresStore(NamedReads, SqlPruning, StoreCore):
     def where(self) -> str:
         return f"PostgreSQL {self.target.where}"
 
+    def away(self, exc: BaseException) -> bool:
+        return isinstance(exc, StoreUnavailable) or is_outage(exc)  # refused, reset, a server restarting…
+
     async def _gone_now(self) -> str | None:
         """The identity row read again: another value, or none, is another database under the same name."""
         try:

@@ -60,6 +60,10 @@ class Store(Protocol):
     @property
     def where(self) -> str: ...
 
+    def away(self, exc: BaseException) -> bool:
+        """Whether a read's ``exc`` is an outage that passes (try again), not an answer about the read."""
+        ...
+
     async def watch_identity(self) -> None:
         """Runs until the database is deleted or replaced, then stops the writer and calls ``on_lost``."""
         ...
