@@ -22,10 +22,10 @@ from polpo.engine.board import MissionBoard
 from polpo.engine.handles import RunHandle
 from polpo.engine.sources import TaskSource, Turn
 from polpo.model.records import Mission, Task
-from polpo.model.status import StopReason
+from polpo.model.status import StopReason, TaskStatus
 from polpo.oplog import bind_task
 from polpo.store.identity import StoreLost
-from polpo.store.outage_wait import OutageWait
+from polpo.store.outage_wait import OUTAGE_FIRST, OutageWait
 from polpo.tools.proctable import kill_group
 
 log = logging.getLogger("polpo.dispatcher")
@@ -37,8 +37,10 @@ RunTask = Callable[[Task, RunHandle], Awaitable[None]]
 
 class Dispatcher:
     def __init__(self, board: MissionBoard, agents: AgentFactory, max_concurrency: int, run_task: RunTask,
-                 source: TaskSource, on_release: Callable[[], object] | None = None) -> None:
+                 source: TaskSource, on_release: Callable[[], object] | None = None,
+                 away: Callable[[BaseException], bool] = lambda _e: False) -> None:
         self.board = board
+        self.away = away  # whether an error is the store's outage (Store.away): the task's turn waits it out
         self.on_release = on_release  # after a task's turn ends (the engine sweeps what it left running)
         self.agents = agents
         self.run_task = run_task
@@ -143,16 +145,30 @@ class Dispatcher:
     async def _guarded(self, task: Task, turn: Turn) -> None:
         handle = turn.handle
         bind_task(task.mission_id, task.id)  # this run's log records name its task
+        wait = OutageWait(f"task {task.id}", log)
         try:
-            await self.run_task(task, handle)
-        except StoreLost:  # the database is gone: nothing about the task can be recorded, and the daemon stops
-            pass
-        except Exception as exc:
-            log.error("internal error while running task %s:\n%s", task.id, traceback.format_exc())
-            self._contain(task, handle, exc)
+            while True:
+                try:
+                    await self.run_task(task, handle)
+                    return
+                except StoreLost:  # the database is gone: nothing about the task can be recorded; the daemon stops
+                    return
+                except Exception as exc:
+                    if not self._again(task, handle, exc):
+                        log.error("internal error while running task %s:\n%s", task.id, traceback.format_exc())
+                        self._contain(task, handle, exc)
+                        return
+                    await anyio.sleep(wait.failed(exc) or OUTAGE_FIRST)  # (at most OUTAGE_CAP: a stop waits that)
         finally:
             self._finish(self.source, task, turn)
             self.release(handle)
+
+    def _again(self, task: Task, handle: RunHandle, exc: Exception) -> bool:
+        """A read of the store met its outage (a PostgreSQL reset…) where the turn can be taken again from what is
+        stored: before anything started (pending), or with the agent's result stored (review: its assessment
+        resumes, the agent never runs twice). Not the task's fault, so it is not failed for it (nemesis seed 18)."""
+        return (self.away(exc) and not self.stopping and handle.stop_reason is None
+                and task.status in (TaskStatus.PENDING, TaskStatus.REVIEW))
 
     @staticmethod
     def _finish(source: TaskSource, task: Task, turn: Turn) -> None:

@@ -90,7 +90,7 @@ class Engine:
                                    unreachable=lambda ws, node: unreachable(ws, roots, node))
             own = source.own
         self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task, source,
-                                     on_release=self._after_release)
+                                     on_release=self._after_release, away=store.away)
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.schedules = Scheduler(store, clock, self.admission, cancel=lambda mid, by: self.commands.cancel(mid, by))

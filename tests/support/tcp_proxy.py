@@ -42,6 +42,7 @@ class TcpProxy:
         self._loop = asyncio.new_event_loop()
         self._open = asyncio.Event()  # set: bytes pass; clear: blackholed
         self._delay = 0.0
+        self._refusing = False  # set: every new connection is reset at once (a server restarting, a firewall)
         self._pairs: set[_Pair] = set()
         self._server: asyncio.AbstractServer | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy", daemon=True)
@@ -65,6 +66,18 @@ class TcpProxy:
     def latency(self, seconds: float) -> None:
         def go() -> None:
             self._delay = seconds
+        self._loop.call_soon_threadsafe(go)
+
+    def refuse(self) -> None:
+        """From now on every new connection is reset as soon as it is accepted (until :meth:`allow`)."""
+        def go() -> None:
+            self._refusing = True
+        self._loop.call_soon_threadsafe(go)
+
+    def allow(self) -> None:
+        """Undo :meth:`refuse`."""
+        def go() -> None:
+            self._refusing = False
         self._loop.call_soon_threadsafe(go)
 
     def reset(self) -> int:
@@ -110,6 +123,9 @@ class TcpProxy:
 
     async def _handle(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        if self._refusing:
+            _abort(c_writer)
+            return
         pair = _Pair(c_writer)
         self._pairs.add(pair)
         try:

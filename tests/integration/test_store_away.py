@@ -1,0 +1,84 @@
+"""Reads that meet the PostgreSQL store away (its connections reset, new ones refused), a real server behind a TCP
+proxy: not the user's mistake nor the task's, so nothing is rejected or failed for them.
+
+* A mission file: the intake's read says the store is away (a passing fault), and the watcher tries the file again
+  later (nemesis seed 1016 saw "internal error while handling m2.json" and the file rejected).
+* A task's assessment: its read waits the outage out and the assessment resumes from the stored result, the agent
+  not run again (nemesis seed 18 saw a task failed as an internal error of the task runner)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+import pytest
+
+from polpo.agents.base import AgentRequest
+from polpo.clock import FakeClock
+from polpo.config import StoreSettings
+from polpo.fsfaults import StoreAway, passing
+from polpo.intake.handler import IntakeHandler
+from polpo.store.postgres import PostgresStore
+from tests.support.engine import ScriptAgent, config, engine_on_memory
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.anyio
+
+OUTAGE_HELD = 2.0
+"""Seconds the way to the database stays refused: longer than the first tries' backoff (0.5 s, then 1 s)."""
+
+
+async def test_a_file_met_while_the_database_is_away_is_tried_again_not_rejected(
+        tmp_path: Path, postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    url = urlsplit(postgres_url)
+    proxy = TcpProxy(url.port or 5432).start()
+    try:
+        store = await PostgresStore.open(StoreSettings(url=url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}")
+                                                       .geturl(), pool_size=1), clock=FakeClock())
+        doc = {"name": "m", "tasks": [{"title": "A", "description": "a", "assignTo": "fake"}]}
+        async with engine_on_memory(config(tmp_path), agents={"fake": ScriptAgent()}, store=store,  # type: ignore[arg-type]
+                                    stop=False) as run:
+            proxy.reset()
+            proxy.close()  # the way to the server is gone: open connections reset, new ones refused
+            handler = IntakeHandler(run.engine.admission, known_agents=run.engine.agents.known_names(), channels=None)
+            with caplog.at_level(logging.ERROR, logger="polpo.intake"), pytest.raises(StoreAway) as away:
+                await handler(tmp_path / "m.json", orjson.dumps(doc))
+            assert passing(away.value) is not None  # what the watcher waits out, then tries the file again
+        assert not [r for r in caplog.records if r.name == "polpo.intake"]
+        assert not [e for e in run.events if e.event in ("mission:rejected", "mission:accepted")]
+    finally:
+        proxy.close()
+
+
+async def test_an_assessment_whose_read_meets_the_database_away_waits_and_the_task_passes(
+        tmp_path: Path, postgres_url: str) -> None:
+    url = urlsplit(postgres_url)
+    proxy = TcpProxy(url.port or 5432).start()
+    heal = threading.Timer(OUTAGE_HELD, proxy.allow)
+
+    def act(r: AgentRequest) -> int:  # the agent's work is done, then the way to the database goes
+        (r.workspace / "cov.txt").write_text("80\n")
+        proxy.refuse()
+        proxy.reset()
+        heal.start()
+        return 0
+
+    agent = ScriptAgent(act)
+    metric = {"type": "metric", "name": "coverage", "command": "cat cov.txt 2>/dev/null || echo 50",
+              "baseline": "before", "min": 60}  # its baseline is read back from the store by the assessment
+    try:
+        store = await PostgresStore.open(StoreSettings(url=url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}")
+                                                       .geturl(), pool_size=2), clock=FakeClock())
+        async with engine_on_memory(config(tmp_path), agents={"fake": agent}, store=store) as run:  # type: ignore[arg-type]
+            m = await run.accept({"tasks": [{"title": "cover", "description": "d", "assignTo": "fake",
+                                             "maxRetries": 0, "maxFixAttempts": 0, "expectations": [metric]}]})
+            done = await run.wait_event("mission:completed", mission_id=m.id, timeout=60)
+    finally:
+        heal.cancel()
+        proxy.close()
+    assert done.data["outcome"] == "completed", [(e.event, e.data) for e in run.events][-8:]
+    assert len(agent.requests) == 1  # the agent ran once: the assessment resumed from its stored result
+    assert not [e for e in run.events if e.event == "task:error"]
