@@ -66,6 +66,9 @@ def take(folder: Path, me: dict[str, Any]) -> TextIO | None:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:  # held: by a node of this store (share it) or by another daemon (refused)
                 holder = _holder(f)
+                if not holder.get("store"):  # a peer that took it a moment ago is writing its name: ask again
+                    time.sleep(0.01)
+                    continue
                 if holder.get("store") != me["store"]:
                     raise FolderInUse(folder, holder) from None
                 try:

@@ -4,7 +4,10 @@ is gone leaves no lock behind."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +47,28 @@ def test_daemons_of_one_store_share_the_folder_and_another_store_is_refused(tmp_
     c = missions_lock.take(tmp_path, missions_lock.describe("store-2", tmp_path / "s2", None))  # nobody holds it
     assert c is not None and json.loads((tmp_path / missions_lock.LOCK_NAME).read_text())["store"] == "store-2"
     missions_lock.release(c)
+
+
+def test_a_node_that_checks_while_a_peer_writes_its_name_shares_the_folder(tmp_path: Path) -> None:
+    """The peer that took the folder a moment ago holds it exclusively while the file is still empty (it writes
+    its name next): the node of the same store asks again rather than calling the holder another daemon (a
+    cluster test saw node a refused by "another polpo daemon (unknown)", its own peer b)."""
+    node = missions_lock.describe("store-1", tmp_path / "s1", "b")
+    peer = open(tmp_path / missions_lock.LOCK_NAME, "a+")  # noqa: SIM115 - closed below
+    fcntl.flock(peer, fcntl.LOCK_EX)  # taken, the name not written yet
+
+    def write_name() -> None:
+        time.sleep(0.1)
+        peer.write(json.dumps(node))
+        peer.flush()
+        fcntl.flock(peer, fcntl.LOCK_SH)
+
+    writer = threading.Thread(target=write_name)
+    writer.start()
+    try:
+        mine = missions_lock.take(tmp_path, {**node, "node": "a"})
+        assert mine is not None  # shared with its peer, not refused
+        missions_lock.release(mine)
+    finally:
+        writer.join(10)
+        peer.close()
