@@ -59,7 +59,7 @@ def main() -> int:
         while True:
             plan = make_plan(seed, topology=args.topology, kinds=kinds)
             if plan.postgres and pg is None:
-                pg = start_cluster()
+                pg = start_cluster(durable=True)  # its faults kill the server: no acknowledged commit may be lost
             count += 1
             try:
                 result = run_plan(plan, pg, out=(lambda _line: None) if args.quiet else print, keep=args.keep,

@@ -42,7 +42,7 @@ SEEDS = [
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PgCluster]:
     """A server of the nemesis's own: its faults stop and kill it, which the session's shared one must not see."""
-    with running_cluster() as cluster:
+    with running_cluster(durable=True) as cluster:  # its faults kill the server: no acknowledged commit is lost
         yield cluster
 
 
