@@ -38,6 +38,7 @@ from polpo.model.schedule import Schedule, ScheduleStatus
 from polpo.model.status import MissionStatus, SourceOutcome
 from polpo.schedules.plan import Policy, due, next_fire, on_overlap, plan
 from polpo.schedules.triggers import Trigger
+from polpo.store.identity import StoreLost
 from polpo.store.protocol import SourceRecord, Store
 from polpo.store.tx import Tx
 
@@ -165,6 +166,8 @@ class Scheduler:
                 continue
             try:
                 await self._tick_one(s, now)
+            except StoreLost:  # this node may no longer write (fenced, its database gone): it is stopping and
+                return         # says why; the next leader fires what is due (nemesis seeds 36 and 43)
             except Exception:  # a bug in one schedule must not stop the others (or the daemon)
                 log.exception("schedule %s failed at %s", s.id, iso(now))
 

@@ -8,6 +8,7 @@ stop (what ``kill -9`` leaves behind).
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -294,3 +295,17 @@ async def test_in_a_cluster_only_the_leader_fires_and_a_new_leader_goes_on_from_
         fired = c.of("schedule:triggered")
         assert [(e.node, e.mission_id, e.data["scheduledFor"]) for e in fired] == [
             ("L", "report", "2026-03-23T00:01:00.000Z"), ("W", "report#2", "2026-03-23T00:02:00.000Z")]
+
+
+async def test_a_fenced_node_lets_a_due_firing_go_without_an_error(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A node that may no longer write (its lease is gone) meets a due firing: it is stopping and says why; the
+    firing is the next leader's, so no traceback is logged and nothing fires here (nemesis seeds 36 and 43)."""
+    async with engine(tmp_path, stop=False) as run:
+        assert await register(run, scheduled()) == "scheduled"
+        run.store.fence("node a (incarnation x) no longer holds its lease")
+        with caplog.at_level(logging.ERROR, logger="polpo.schedules"):
+            run.clock.set(minute(1, 5))
+            await run.engine.schedules.tick(run.clock.now())
+    assert not [r for r in caplog.records if r.name == "polpo.schedules"]
+    assert triggered(run) == []
