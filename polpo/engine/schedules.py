@@ -39,6 +39,7 @@ from polpo.model.status import MissionStatus, SourceOutcome
 from polpo.schedules.plan import Policy, due, next_fire, on_overlap, plan
 from polpo.schedules.triggers import Trigger
 from polpo.store.identity import StoreLost
+from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import SourceRecord, Store
 from polpo.store.tx import Tx
 
@@ -66,6 +67,7 @@ class Scheduler:
         self.by_id: dict[str, Schedule] = {}
         self._parsed: dict[tuple[str, str], tuple[MissionSpec, Trigger, Policy]] = {}
         self._wake = anyio.Event()
+        self._away = OutageWait("the schedules", log)  # the database away: said once, the next tick tries again
 
     async def load(self) -> None:
         self.by_id = {s.id: s for s in await self.store.schedules()}
@@ -168,8 +170,12 @@ class Scheduler:
                 await self._tick_one(s, now)
             except StoreLost:  # this node may no longer write (fenced, its database gone): it is stopping and
                 return         # says why; the next leader fires what is due (nemesis seeds 36 and 43)
-            except Exception:  # a bug in one schedule must not stop the others (or the daemon)
-                log.exception("schedule %s failed at %s", s.id, iso(now))
+            except Exception as exc:
+                if self.store.away(exc):  # a read met the database away: one line, and the next tick tries again
+                    self._away.failed(exc)  # (what is due stays due: nemesis seed 57 logged a traceback)
+                    return
+                log.exception("schedule %s failed at %s", s.id, iso(now))  # a bug in one must not stop the others
+        self._away.ok()
 
     def _active(self, source: str) -> Mission | None:
         return next((m for m in self.admission.board.missions.values()

@@ -4,12 +4,14 @@ proxy: not the user's mistake nor the task's, so nothing is rejected or failed f
 * A mission file: the intake's read says the store is away (a passing fault), and the watcher tries the file again
   later (nemesis seed 1016 saw "internal error while handling m2.json" and the file rejected).
 * A task's assessment: its read waits the outage out and the assessment resumes from the stored result, the agent
-  not run again (nemesis seed 18 saw a task failed as an internal error of the task runner)."""
+  not run again (nemesis seed 18 saw a task failed as an internal error of the task runner).
+* A due firing: one warning, no traceback, and the next tick fires it (nemesis seed 57)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -82,3 +84,38 @@ async def test_an_assessment_whose_read_meets_the_database_away_waits_and_the_ta
     assert done.data["outcome"] == "completed", [(e.event, e.data) for e in run.events][-8:]
     assert len(agent.requests) == 1  # the agent ran once: the assessment resumed from its stored result
     assert not [e for e in run.events if e.event == "task:error"]
+
+
+async def test_a_due_firing_whose_read_meets_the_database_away_waits_for_the_next_tick(
+        tmp_path: Path, postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """One warning, no traceback, and the firing happens at the next tick once the database answers (nemesis seed
+    57 logged a traceback for each tick of the outage)."""
+    url = urlsplit(postgres_url)
+    proxy = TcpProxy(url.port or 5432).start()
+    start = datetime(2026, 3, 23, 0, 0, 30, tzinfo=UTC)
+    doc = {"name": "report", "tasks": [{"title": "Write", "description": "w", "assignTo": "fake"}],
+           "schedule": "*/1 * * * *"}
+    try:
+        store = await PostgresStore.open(StoreSettings(url=url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}")
+                                                       .geturl(), pool_size=2), clock=FakeClock(start))
+        async with engine_on_memory(config(tmp_path), agents={"fake": ScriptAgent()}, store=store,  # type: ignore[arg-type]
+                                    clock=FakeClock(start)) as run:
+            handler = IntakeHandler(run.engine.admission, known_agents=run.engine.agents.known_names(),
+                                    channels=None, schedules=run.engine.schedules)
+            assert await handler(tmp_path / "report.json", orjson.dumps(doc)) == "scheduled"
+            run.clock.set(start + timedelta(minutes=1))
+            proxy.refuse()
+            proxy.reset()
+            with caplog.at_level(logging.WARNING, logger="polpo.schedules"):
+                await run.engine.schedules.tick(run.clock.now())
+                await run.engine.schedules.tick(run.clock.now())
+            proxy.allow()
+            await run.engine.schedules.tick(run.clock.now())
+            fired = await run.wait_event("schedule:triggered", timeout=30)
+    finally:
+        proxy.close()
+    logged = [r for r in caplog.records if r.name == "polpo.schedules"]
+    assert logged and all(r.levelno == logging.WARNING and not r.exc_info for r in logged), logged
+    assert "the schedules waits for the database" in logged[0].getMessage()  # said once, then (maybe) resumed
+    assert len([r for r in logged if "waits for the database" in r.getMessage()]) == 1
+    assert fired.event == "schedule:triggered"
