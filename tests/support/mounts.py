@@ -17,6 +17,7 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,10 @@ __all__ = ["Mounts", "mount_refusal", "mounts"]
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+
+
+REMOUNT_TRIES = 40
+"""Tries to make a bind mount read-only while a writer that opened through it a moment ago closes (2 s)."""
 
 
 class Mounts:
@@ -44,6 +49,14 @@ class Mounts:
         """From now on, nothing can be created or opened for writing in ``folder`` (``EROFS``)."""
         self._mount("--bind", str(folder), str(folder))
         self._mounted.append(folder)
+        for _ in range(REMOUNT_TRIES):  # a file opened for writing through the new mount meanwhile makes it busy
+            try:
+                self._mount("-o", "remount,ro,bind", str(folder))
+                return
+            except OSError as e:
+                if "busy" not in str(e):
+                    raise
+                time.sleep(0.05)
         self._mount("-o", "remount,ro,bind", str(folder))
 
     def writable(self, folder: Path) -> None:
