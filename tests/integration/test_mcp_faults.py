@@ -158,6 +158,10 @@ async def test_shared_servers_a_previous_life_left_running_are_ended_at_start(tm
     orphan = await anyio.open_process(["sleep", "60"], env={**os.environ, ATTEMPT_MARK: mark},
                                       start_new_session=True)
     async with orphan:
+        # the kernel fills a process's /proc environ late in its exec, after the parent already saw it start
+        with anyio.fail_after(10):
+            while orphan.pid not in find_processes_with_env(ATTEMPT_MARK, mark):
+                await anyio.sleep(0.01)
         pool = McpPool({"time": McpServerSettings(command="mcp-server-time", shared=True)}, state)
         assert await pool.end_previous() == 1
         assert await orphan.wait() == -signal.SIGTERM

@@ -17,7 +17,7 @@ import errno
 import os
 import shutil
 import subprocess
-import time
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,10 +28,6 @@ __all__ = ["Mounts", "mount_refusal", "mounts"]
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
-
-
-REMOUNT_TRIES = 40
-"""Tries to make a bind mount read-only while a writer that opened through it a moment ago closes (2 s)."""
 
 
 class Mounts:
@@ -46,18 +42,21 @@ class Mounts:
             raise OSError(f"mount {' '.join(argv)} failed: {r.stderr.strip()}")
 
     def read_only(self, folder: Path) -> None:
-        """From now on, nothing can be created or opened for writing in ``folder`` (``EROFS``)."""
-        self._mount("--bind", str(folder), str(folder))
-        self._mounted.append(folder)
-        for _ in range(REMOUNT_TRIES):  # a file opened for writing through the new mount meanwhile makes it busy
+        """From now on, nothing can be created or opened for writing in ``folder`` (``EROFS``).
+
+        The read-only mount is made on a stage no process writes through, then bound onto ``folder`` in one step
+        (a bind copies the mount's read-only flag): remounting a bind of ``folder`` itself read-only fails as busy
+        whenever the daemon opens a file for writing through it in between.
+        """
+        with tempfile.TemporaryDirectory(prefix="polpo-ro-") as stage:
+            self._mount("--bind", str(folder), stage)
             try:
-                self._mount("-o", "remount,ro,bind", str(folder))
-                return
-            except OSError as e:
-                if "busy" not in str(e):
-                    raise
-                time.sleep(0.05)
-        self._mount("-o", "remount,ro,bind", str(folder))
+                self._mount("-o", "remount,ro,bind", stage)
+                self._mount("--bind", stage, str(folder))
+            finally:
+                if _run("umount", stage).returncode != 0:
+                    _run("umount", "-l", stage)
+        self._mounted.append(folder)
 
     def writable(self, folder: Path) -> None:
         """Undo :meth:`read_only`."""
