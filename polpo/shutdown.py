@@ -11,7 +11,8 @@ seconds at most, since what did not answer will most likely not answer the next 
 
 :class:`LastResort` covers a wait no step bounds (a shielded clean-up, a blocking call): armed when the stop
 begins, a timer thread ends the process (exit 1, one line saying why) if the stop has not ended by then. Time
-is the injected clock's monotonic seconds for the steps; the last resort's timer is a thread's own.
+is the injected clock's monotonic seconds for the steps; the last resort's timer is a thread's own, and counts
+only the time the process ran (a SIGSTOP in the middle of a stop does not use it up).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -77,23 +79,41 @@ class StopSteps:
         return True
 
 
+TICK = 0.25  # seconds between the last resort's looks at the time
+SUSPENDED = 2 * TICK  # the most one look counts: a longer gap is time the process was not running (SIGSTOP)
+
+
 class LastResort:
-    """A timer thread that ends the process if the stop has not ended when it fires (see the module docstring)."""
+    """A timer thread that ends the process if the stop has not ended when it fires (see the module docstring).
+
+    It counts the time the process ran, not the wall clock's: a node stopped (SIGSTOP, a paused VM) in the middle
+    of its stop resumes with its whole margin left, instead of the timer firing the moment it wakes and exiting a
+    stop that was about to end well. A look that comes late by more than :data:`SUSPENDED` counts as one tick.
+    """
 
     def __init__(self, on_fire: Callable[[], object] | None = None) -> None:
         self.on_fire = on_fire  # what to do first (kill the agents); the process then exits 1
-        self._timer: threading.Timer | None = None
+        self._disarmed: threading.Event | None = None  # the armed timer's own: set when disarmed
 
     def arm(self, seconds: float, reason: Callable[[], str]) -> None:
-        if self._timer is None:
-            self._timer = threading.Timer(seconds, self._fire, (seconds, reason))
-            self._timer.daemon = True
-            self._timer.start()
+        if self._disarmed is None:
+            self._disarmed = threading.Event()
+            threading.Thread(target=self._watch, args=(seconds, reason, self._disarmed), daemon=True,
+                             name="polpo-last-resort").start()
 
     def disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._disarmed is not None:
+            self._disarmed.set()
+            self._disarmed = None
+
+    def _watch(self, seconds: float, reason: Callable[[], str], disarmed: threading.Event) -> None:
+        ran, last = 0.0, time.monotonic()
+        while not disarmed.wait(min(TICK, max(0.0, seconds - ran))):
+            now = time.monotonic()
+            ran, last = ran + min(now - last, SUSPENDED), now
+            if ran >= seconds:
+                self._fire(seconds, reason)
+                return
 
     def _fire(self, seconds: float, reason: Callable[[], str]) -> None:
         if self.on_fire is not None:

@@ -40,6 +40,7 @@ from polpo.model.records import Mission, Task
 from polpo.model.status import AttemptKind, AttemptStatus, GateStatus, MissionStatus, StopReason, TaskStatus
 from polpo.store import claim_writes
 from polpo.store.errors import StoreError
+from polpo.store.identity import StoreLost
 from polpo.store.outage_wait import OutageWait
 from polpo.store.protocol import Store
 from polpo.store.tx import OUT_OF_TERM, Tx
@@ -90,6 +91,7 @@ class Commands:
         self.people = People(store, clock, board)  # resume, reject, override: what a person says
         self.reviews = PersonReview(store, clock, board, dispatcher.resume)  # work the judge could not decide
         self.questions = questions or Questions(cfg, store, clock, board, None)  # answers, tool calls' approvals
+        self._timers_away = OutageWait("the leader's timer loop", log)  # delays, approvals, questions
 
     async def cancel(self, mid: str, by: str = "user") -> str:
         """Cancel a mission; with several daemons, first take its tasks back from the cluster's queue."""
@@ -350,10 +352,10 @@ class Commands:
                     if done.error == OUT_OF_TERM:
                         return  # this node no longer leads: the command stays queued for the next leader
                     raise
-            await self._timers(tg)
+            await self.timers(tg)
             await anyio.sleep(poll)
 
-    async def _timers(self, tg: TaskGroup) -> None:
+    async def timers(self, tg: TaskGroup) -> None:
         """Delays that expired, approvals and questions that timed out, by the injected clock (the leader's inbox
         loop)."""
         try:
@@ -361,5 +363,12 @@ class Commands:
             self.board.holds.tick(now)
             self.people.tick(now)
             await self.questions.tick(tg)
-        except Exception:  # a bug here must not end the inbox; the next poll tries again
+        except StoreLost:  # this node may no longer write: it is stopping and says why
+            return
+        except Exception as exc:  # a bug here must not end the inbox; the next poll tries again
+            if self.store.away(exc):  # the database away (nemesis seed 1012): one line, not a traceback a poll
+                self._timers_away.failed(exc)
+                return
             log.exception("the checkpoint, delay, approval and question timers failed")
+            return
+        self._timers_away.ok()

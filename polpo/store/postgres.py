@@ -29,6 +29,7 @@ ended by the server, not kept with its locks until TCP gives up.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
@@ -245,7 +246,17 @@ class PostgresStore(NamedReads, SqlPruning, StoreCore):
         return first, last
 
     async def _close_backend(self) -> None:
-        await self.pool.close()
+        """asyncpg's close cancels the pool's upkeep and waits for it. A deadline landing in that moment (every
+        timer fires at once when a SIGSTOPped node resumes) came back as the upkeep's own cancellation, which
+        anyio cannot tell from a real one, and ended the daemon with a traceback (nemesis seed 1012). So the close
+        runs in a task of its own that our cancellation cannot reach; cut short, the pool is terminated."""
+        closing = asyncio.ensure_future(self.pool.close())
+        closing.add_done_callback(lambda f: f.cancelled() or f.exception())  # (a terminated close's error: seen)
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            self.pool.terminate()
+            raise
 
     # -- retention (polpo.store.prune): a pooled connection, short transactions; the space is autovacuum's to
     # reclaim, as PostgreSQL's operators expect (no VACUUM FULL, whose lock would stop every node)

@@ -5,22 +5,26 @@ proxy: not the user's mistake nor the task's, so nothing is rejected or failed f
   later (nemesis seed 1016 saw "internal error while handling m2.json" and the file rejected).
 * A task's assessment: its read waits the outage out and the assessment resumes from the stored result, the agent
   not run again (nemesis seed 18 saw a task failed as an internal error of the task runner).
-* A due firing: one warning, no traceback, and the next tick fires it (nemesis seed 57)."""
+* A due firing: one warning, no traceback, and the next tick fires it (nemesis seed 57).
+* The leader's timers (delays, approvals, questions): one warning, no traceback (nemesis seed 1012)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import anyio
 import orjson
 import pytest
 
 from polpo.agents.base import AgentRequest
 from polpo.clock import FakeClock
 from polpo.config import StoreSettings
+from polpo.engine.questions import TICK_EVERY
 from polpo.fsfaults import StoreAway, passing
 from polpo.intake.handler import IntakeHandler
 from polpo.store.postgres import PostgresStore
@@ -119,3 +123,56 @@ async def test_a_due_firing_whose_read_meets_the_database_away_waits_for_the_nex
     assert "the schedules waits for the database" in logged[0].getMessage()  # said once, then (maybe) resumed
     assert len([r for r in logged if "waits for the database" in r.getMessage()]) == 1
     assert fired.event == "schedule:triggered"
+
+
+async def test_the_timers_meeting_the_database_away_say_so_once_without_a_traceback(
+        tmp_path: Path, postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The leader's timers read the questions that are due at every poll: with the database's connections reset,
+    one warning and one when they resume, never a traceback per poll (nemesis seed 1012 logged one)."""
+    url = urlsplit(postgres_url)
+    proxy = TcpProxy(url.port or 5432).start()
+    try:
+        store = await PostgresStore.open(StoreSettings(url=url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}")
+                                                       .geturl(), pool_size=2), clock=FakeClock())
+        async with engine_on_memory(config(tmp_path), agents={"fake": ScriptAgent()}, store=store,  # type: ignore[arg-type]
+                                    clock=FakeClock()) as run, anyio.create_task_group() as tg:
+            await run.engine.commands.timers(tg)
+            proxy.refuse()
+            proxy.reset()
+            with caplog.at_level(logging.WARNING, logger="polpo.commands"):
+                for poll in range(3):  # (the questions are read at most every TICK_EVERY seconds)
+                    if poll == 2:
+                        proxy.allow()
+                    await anyio.sleep(TICK_EVERY)
+                    await run.engine.commands.timers(tg)
+    finally:
+        proxy.close()
+    logged = [r for r in caplog.records if r.name == "polpo.commands"]
+    assert logged and all(r.levelno == logging.WARNING and not r.exc_info for r in logged), logged
+    said = [r.getMessage() for r in logged]
+    assert said[0].startswith("the leader's timer loop waits for the database"), said
+    assert len([m for m in said if "waits for the database" in m]) == 1, said
+    assert said[-1].startswith("the leader's timer loop resumed after"), said
+
+
+async def test_a_store_close_cut_short_while_its_pool_reconnects_is_cancelled_cleanly(postgres_url: str) -> None:
+    """The stop's last step closes the store under a deadline. Behind a half-open network the pool's upkeep is
+    stuck reconnecting, and asyncpg's close cancels it and waits for it. A deadline landing in that same moment
+    (all timers fire at once when a SIGSTOPped node resumes) came back as the upkeep's own cancellation, which
+    anyio could not tell from a real one: the daemon ended with a traceback (nemesis seed 1012). Now the step
+    ends as cut short, the pool terminated."""
+    url = urlsplit(postgres_url)
+    proxy = TcpProxy(url.port or 5432).start()
+    try:
+        store = await PostgresStore.open(StoreSettings(url=url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}")
+                                                       .geturl(), pool_size=2), clock=FakeClock())
+        proxy.blackhole()
+        proxy.reset()  # the pool's connection is gone; a new one hangs (no FIN, no RST)
+        await anyio.sleep(1.5)  # the pool's upkeep is reconnecting
+        with anyio.CancelScope() as scope:
+            asyncio.get_running_loop().call_soon(scope.cancel)  # the deadline, in the moment the close begins
+            await store.close()
+    finally:
+        proxy.close()
+    assert scope.cancelled_caught
+    assert store.pool.is_closing()

@@ -60,11 +60,17 @@ class History:
     store: dict[str, list[dict[str, Any]]]
     lives: dict[str, list[Life]]
     freezes: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (SIGSTOP, SIGCONT)
+    paused: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> its daemon stopped (any)
     cuts: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (cut, mend) of its network
     quiet_seq: int = 0  # the store's last event when every mission had ended
     stop_problems: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     served: dict[str, int] = field(default_factory=dict)  # tokens the providers served, per task
+
+
+def _within(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    """How much of [start, end] the spans cover."""
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
 
 def _ts(text: str) -> float:
@@ -205,9 +211,11 @@ def daemons(h: History) -> list[str]:
                            f"{life.last_line[:200]!r}")
             if "Traceback" in text and not life.stopped_by_harness:
                 out.append(f"node {node}: pid {life.pid} printed a traceback")
-            if life.leaving_at is not None and life.ended is not None and life.ended - life.leaving_at > LEAVE_WITHIN:
-                out.append(f"node {node}: pid {life.pid} said it was leaving and exited only "
-                           f"{life.ended - life.leaving_at:.0f} s later (half-alive meanwhile)")
+            if life.leaving_at is not None and life.ended is not None:
+                ran = life.ended - life.leaving_at - _within(h.paused.get(node, []), life.leaving_at, life.ended)
+                if ran > LEAVE_WITHIN:  # (time it spent stopped by the nemesis is not its own)
+                    out.append(f"node {node}: pid {life.pid} said it was leaving and exited only {ran:.0f} s later "
+                               "(half-alive meanwhile)")
         if not lives or lives[-1].pid not in started:
             out.append(f"node {node}: its last start (pid {lives[-1].pid if lives else '?'}) never recovered "
                        "(no orchestrator:started)")

@@ -34,6 +34,8 @@ __all__ = ["Result", "run_plan", "run_seed"]
 
 QUIET_WITHIN = 120.0  # seconds after the last heal to wait for every mission to end (invariants judge the bound)
 UP_WITHIN = 60.0  # seconds for every node to be up again after that
+SETTLE_LEASES = 3.0  # leases after the last heal before the run ends: a daemon resumed at the heal may find its
+# lease gone, stop with its reason and be started again (as a service manager does), all before the final stop
 
 
 @dataclass
@@ -97,19 +99,21 @@ def run_plan(plan: Plan, pg: PgCluster | None, *, out: Callable[[str], None] = p
         out("timeline:")
         lives = _Lives(world, clock)
         person.start()
-        freezes, cuts = _play(plan, world, faults, clock, lives)
+        freezes, cuts, paused = _play(plan, world, faults, clock, lives)
         healed = time.time()
         lives.look()
         clock.log("every fault is healed; waiting for the missions to end")
         quiet_seq = _wait_quiet(plan, world, clock, lives)
-        _wait(lambda: all(_up(world, n) for n in plan.nodes), UP_WITHIN, "every node up")
+        settle = healed + SETTLE_LEASES * plan.lease
+        _wait(lambda: time.time() >= settle and all(_up(world, n) for n in plan.nodes),
+              UP_WITHIN + SETTLE_LEASES * plan.lease, "every node up", lives.look)
         lives.look()
         person.stop()
         clock.log("stopping the nodes")
         problems = world.stop()
         history = History(plan=plan, t0=clock.t0, healed=healed, runs=runs(parse(world.ledger)),
                           logs={n: world.events(n) for n in plan.nodes}, store=world.store_rows(),
-                          lives={n: s.lives for n, s in world.sups.items()}, freezes=freezes, cuts=cuts,
+                          lives={n: s.lives for n, s in world.sups.items()}, freezes=freezes, cuts=cuts, paused=paused,
                           quiet_seq=quiet_seq, stop_problems=problems, orphans=_orphans(world),
                           served=served(world.bill))
         result.violations = check(history)
@@ -133,14 +137,16 @@ def run_plan(plan: Plan, pg: PgCluster | None, *, out: Callable[[str], None] = p
 Spans = dict[str, list[tuple[float, float]]]
 
 
-def _play(plan: Plan, world: World, faults: Faults, clock: _Clock, lives: _Lives) -> tuple[Spans, Spans]:
-    """Every mission and fault step at its time; the whole-node freezes and the network cuts, per node (wall-clock
-    spans, for the invariants)."""
+def _play(plan: Plan, world: World, faults: Faults, clock: _Clock,
+          lives: _Lives) -> tuple[Spans, Spans, Spans]:
+    """Every mission and fault step at its time; the whole-node freezes, the network cuts and every span a node's
+    daemon was stopped (with its node or alone), per node (wall-clock spans, for the invariants)."""
     actions: list[tuple[float, MissionSpec | Step]] = [(m.at, m) for m in plan.missions]
     actions += [(s.at, s) for s in plan.steps()]
     actions.sort(key=lambda a: a[0])
     freezes: dict[str, list[tuple[float, float]]] = {}
     cuts: dict[str, list[tuple[float, float]]] = {}
+    paused: dict[str, list[tuple[float, float]]] = {}
     began: dict[tuple[str, str], float] = {}
     for at, what in actions:
         while (delay := clock.t0 + at - time.time()) > 0:
@@ -157,7 +163,13 @@ def _play(plan: Plan, world: World, faults: Faults, clock: _Clock, lives: _Lives
             began[key] = time.time()
         elif ((what.verb, what.arg) == ("cont", "node") or what.verb == "mend") and key in began:
             (freezes if key[1] == "node" else cuts).setdefault(what.target, []).append((began.pop(key), time.time()))
-    return freezes, cuts
+        if what.arg in ("node", "daemon"):
+            node = faults.resolved.get(what.target, what.target)
+            if what.verb == "stop":
+                began[(node, "paused")] = time.time()
+            elif what.verb == "cont" and (node, "paused") in began:
+                paused.setdefault(node, []).append((began.pop((node, "paused")), time.time()))
+    return freezes, cuts, paused
 
 
 class _Lives:
@@ -212,8 +224,9 @@ def _wait_quiet(plan: Plan, world: World, clock: _Clock, lives: _Lives) -> int:
 
 
 def _up(world: World, node: str) -> bool:
+    """The node's daemon runs, has said it started, and has not said it is leaving (fenced, about to exit)."""
     life = world.sups[node].life
-    return life is not None and any(e.get("event") == "orchestrator:started" and e["data"].get("pid") == life.pid
+    return life is not None and life.leaving_at is None and any(e.get("event") == "orchestrator:started" and e["data"].get("pid") == life.pid
                                     for e in world.events(node))
 
 
@@ -252,9 +265,11 @@ def _orphans(world: World) -> list[str]:
     return found
 
 
-def _wait(cond: Callable[[], bool], seconds: float, what: str) -> None:
+def _wait(cond: Callable[[], bool], seconds: float, what: str, meanwhile: Callable[[], object] | None = None) -> None:
     deadline = time.monotonic() + seconds
     while not cond():
         if time.monotonic() > deadline:
             raise TimeoutError(f"nemesis: {what}: not within {seconds:g} s")
+        if meanwhile is not None:
+            meanwhile()
         time.sleep(0.1)

@@ -125,6 +125,10 @@ def test_an_agent_that_outlives_its_daemon_and_a_daemon_that_hangs_or_dies_witho
     assert any("half-alive" in v for v in check(history(lives={"a": [hung]}, logs=started))["daemons"])
     clean = Life(pid=60, started=0.0, ended=20.0, rc=1, lines=[(19.0, "polpo: stopped: fenced")], leaving_at=15.0)
     assert not check(history(lives={"a": [clean]}, logs=started))["daemons"]
+    # stopped by the nemesis for 16 s of its 18 s stop (seed 1012): the time it was stopped is not its own
+    paused = Life(pid=60, started=0.0, ended=28.0, rc=1, lines=[(27.0, "polpo: stopped: fenced")], leaving_at=10.0)
+    assert not check(history(lives={"a": [paused]}, logs=started, paused={"a": [(10.5, 26.5)]}))["daemons"]
+    assert check(history(lives={"a": [paused]}, logs=started, paused={"b": [(10.5, 26.5)]}))["daemons"]
 
 
 def test_spend_the_store_did_not_count_is_caught() -> None:

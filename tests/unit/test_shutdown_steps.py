@@ -4,8 +4,10 @@ another guard (polpo.tools.guard_link.keeps_guard) is a pure rule on when the ea
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 
 import anyio
 import pytest
@@ -78,3 +80,23 @@ async def test_a_step_that_fails_does_not_stop_the_stop() -> None:
 
     assert not await steps.step("the event log's last read", fails)
     assert steps.abandoned == []  # (it answered: the next steps keep their time)
+
+
+def test_the_last_resort_counts_only_the_time_the_process_ran() -> None:
+    """A node SIGSTOPped in the middle of its stop (nemesis seed 1012) resumes with its margin left: the timer
+    does not fire the moment the process wakes, ending a stop that was about to end well; it still fires later."""
+    code = ("import time; from polpo.shutdown import LastResort; "
+            "LastResort().arm(2.0, lambda: 'asked to stop'); print('armed', flush=True); time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "armed\n"
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(3.0)  # longer than the whole margin, all of it stopped
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert proc.wait(timeout=20) == 1  # ... and it fires once it has run its 2 s
+        assert proc.stderr is not None and "the stop did not end within 2 s" in proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
