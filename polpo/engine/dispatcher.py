@@ -145,7 +145,7 @@ class Dispatcher:
     async def _guarded(self, task: Task, turn: Turn) -> None:
         handle = turn.handle
         bind_task(task.mission_id, task.id)  # this run's log records name its task
-        wait = OutageWait(f"task {task.id}", log)
+        wait = OutageWait(f"task {task.id}", log, away=self.away)  # (SQLite's StoreUnavailable backs off too)
         try:
             while True:
                 try:

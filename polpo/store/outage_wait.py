@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from polpo.fsfaults import Pause
 from polpo.store.postgres_faults import is_outage
@@ -25,14 +26,17 @@ class OutageWait:
     """One component's wait for the database (``what`` names the work in its log lines)."""
 
     def __init__(self, what: str, log: logging.Logger, *, first: float = OUTAGE_FIRST, cap: float = OUTAGE_CAP,
-                 ) -> None:
+                 away: Callable[[BaseException], bool] = is_outage) -> None:
+        """``away``: what counts as the store away (default PostgreSQL's outages; a store's own ``away`` also
+        counts SQLite's StoreUnavailable)."""
         self.what = what
         self.log = log
+        self.away = away
         self.pause = Pause(time.monotonic, first, cap)
 
     def failed(self, e: BaseException) -> float | None:
         """The seconds to wait before trying again when ``e`` is an outage (logged once), else None."""
-        if not is_outage(e):
+        if not self.away(e):
             return None
         delay = self.pause.failed()
         if self.pause.tries == 1:
