@@ -42,8 +42,8 @@ __all__ = ["BATCH", "doc_bytes", "fill"]
 
 BATCH = 250  # missions per transaction
 
-_FILES = {"created": [], "modified": [], "deleted": [], "attributed": False, "tracking": "watch",
-          "note": "shared workspace: changes not attributed (task m:3 ran in it meanwhile)"}
+_FILES_NOTE = "shared workspace: changes not attributed (task m:3 ran in it meanwhile)"
+_FILES = {"created": [], "modified": [], "deleted": [], "attributed": False, "tracking": "watch", "note": _FILES_NOTE}
 
 
 try:
@@ -112,7 +112,7 @@ def _one(store: StoreCore, clock: FakeClock, i: int, folder: Path, state: Path, 
         tx.event(E.AgentSpawned(agent_name="noop", attempt=1, pid=20000 + k, kind="initial", model=None),
                  mission_id=mid, task_id=tid)
         tx.event(E.AgentFinished(agent_name="noop", attempt=1, exit_code=0, duration=0.0129, timed_out=False,
-                                 error=None, files_changed=0, files_note=_FILES["note"]), mission_id=mid, task_id=tid)
+                                 error=None, files_changed=0, files_note=_FILES_NOTE), mission_id=mid, task_id=tid)
         tx.event(E.TaskTransition(from_="in_progress", to="review", trigger="finished", exit_code=0),
                  mission_id=mid, task_id=tid)
         tx.event(E.AssessmentStarted(attempt=1, trigger="initial", total=1 if k == 0 else 0), mission_id=mid,
