@@ -330,6 +330,8 @@ class Commands:
             try:
                 queued = await self.store.queued_commands()
                 wait.ok()
+            except StoreLost:  # this node may no longer write (fenced, its database gone): it is stopping and
+                return         # says why; the commands stay queued for the next leader
             except Exception as e:  # the database is away: the commands wait in it (never the daemon's end)
                 delay = wait.failed(e)
                 if delay is None:
@@ -339,6 +341,8 @@ class Commands:
             for c in queued:
                 try:
                     status, answer = await self.apply(c.kind, c.target)
+                except StoreLost:
+                    return
                 except Exception as exc:  # a bug in one command must not end the inbox (or the daemon)
                     if (delay := wait.failed(exc)) is not None:  # it stays queued: applied when the database is back
                         await anyio.sleep(delay)
@@ -348,6 +352,8 @@ class Commands:
                 done = self.store.tx().decided().command_done(c.id, status, answer, self.clock.now())
                 try:
                     await self.store.commit(done)
+                except StoreLost:  # fenced between its read and its answer (nemesis seed 4137: a traceback)
+                    return
                 except StoreError:
                     if done.error == OUT_OF_TERM:
                         return  # this node no longer leads: the command stays queued for the next leader

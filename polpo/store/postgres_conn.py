@@ -33,7 +33,7 @@ class PgTarget:
     def error(self, doing: str, exc: BaseException) -> StoreError:
         """A StoreError for a failed connection or query, naming the server but never the password; an outage
         (:func:`is_outage`) is :class:`StoreUnavailable`, which readers may try again, and says what to do."""
-        detail = self.scrub(str(exc)) or type(exc).__name__
+        detail = " ".join(self.scrub(str(exc)).split()) or type(exc).__name__  # one line: a DETAIL: line joins it
         if is_outage(exc):
             return StoreUnavailable(f"cannot {doing} the PostgreSQL store at {self.where}: {detail}; the server is "
                                     "stopped, restarting or unreachable: start it or check the way to it, then try "

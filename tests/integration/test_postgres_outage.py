@@ -52,6 +52,17 @@ def test_which_errors_are_an_outage(error: BaseException, outage: bool) -> None:
     assert is_outage(error) is outage
 
 
+def test_a_servers_error_of_several_lines_is_said_on_one() -> None:
+    """A daemon that cannot go on says why on one line, and PostgreSQL's errors carry DETAIL: and HINT: lines
+    (nemesis seed 4140: a start during recovery exited with its reason cut in two)."""
+    exc = asyncpg.CannotConnectNowError("the database system is not yet accepting connections\n"
+                                        "DETAIL:  Consistent recovery state has not been yet reached.")
+    said = str(target(StoreSettings(url="postgresql://polpo@db:5432/polpo")).error("connect to", exc))
+    assert "\n" not in said
+    assert said.startswith("cannot connect to the PostgreSQL store at polpo@db:5432/polpo: the database system is "
+                           "not yet accepting connections DETAIL: Consistent recovery state has not been yet reached.;")
+
+
 @pytest.fixture(scope="module")
 def own_cluster() -> Iterator[PgCluster]:
     """A server of these tests' own: they stop and start it, which the session's shared one must not see."""
