@@ -233,8 +233,8 @@ class TaskRunner:
         self.store.submit(tx)
         if refused is not None:  # the task's or mission's budget stopped the agent at a turn boundary
             self.stops.budget_end(task, attempt, attempt.error or "budget", hold=hold(m, refused))
-            if task.terminal:  # not when it waits on hold for a larger budget
-                await self.isolation.release(m, task, self.slot_of(task).ignore_files)
+            if task.terminal:  # not when it waits on hold for a larger budget; the slot read at the start: the
+                await self.isolation.release(m, task, slot.ignore_files)  # finished mission's may be forgotten
             return
         if slot.asks and await self.questions.from_output(m, task, attempt):
             return  # its output is a question: it waits for the answer, and runs again with it
