@@ -234,6 +234,21 @@ def spend(h: History) -> list[str]:
     return out
 
 
+def _reachable_from(h: History, node: str, at: float) -> float:
+    """From when, after ``at``, some node other than ``node`` could reach PostgreSQL for the leases a take-over
+    needs: a cut of it that begins before that time is up pushes it to that cut's mend (nemesis seed 7110 cut both
+    nodes within 0.04 s: nobody could lead until the other one's cut mended)."""
+    window = LEADER_AFTER * h.plan.lease
+    froms = []
+    for n in (n for n in h.plan.nodes if n != node):
+        t = at
+        for c, m in sorted(h.cuts.get(n, [])):
+            if c <= t + window and m > t:
+                t = m
+        froms.append(t)
+    return min(froms, default=at)
+
+
 def leader_cut(h: History) -> list[str]:
     leads = sorted((_ts(e["ts"]), json.loads(e["data"])["node"]) for e in h.store.get("events", [])
                    if e["event"] == "cluster:leader")
@@ -245,9 +260,13 @@ def leader_cut(h: History) -> list[str]:
             before = [who for t, who in leads if t <= cut]
             if not before or before[-1] != node:
                 continue
-            if not any(cut < t <= cut + LEADER_AFTER * h.plan.lease and who != node for t, who in leads):
+            start = _reachable_from(h, node, cut)  # (no node can lead while every other one is cut off too)
+            if mend - start <= LEADER_AFTER * h.plan.lease:
+                continue
+            if not any(cut < t <= start + LEADER_AFTER * h.plan.lease and who != node for t, who in leads):
                 out.append(f"leader {node} was cut off from PostgreSQL at +{cut - h.t0:.1f} s for {mend - cut:.0f} s "
-                           f"and no other node led within {LEADER_AFTER:g} leases")
+                           f"and no other node led within {LEADER_AFTER:g} leases"
+                           + (f" of +{start - h.t0:.1f} s, when another could reach it" if start > cut else ""))
     return out
 
 

@@ -147,3 +147,8 @@ def test_a_leader_cut_off_for_long_and_not_replaced_is_caught() -> None:
     soon = other | {"ts": "2026-01-01T00:00:09.000Z"}
     assert not check(history(cuts={"a": [(cut, cut + 20)]}, store={"events": [lead, soon]}))["leader-cut"]
     assert not check(history(cuts={"b": [(cut, cut + 20)]}, store={"events": [lead, other]}))["leader-cut"]
+    # b was cut off too until 00:00:12 (seed 7110): nobody could lead before; b led 2 s after, in time
+    both = {"a": [(cut, cut + 20)], "b": [(cut, cut + 7)]}
+    assert not check(history(cuts=both, store={"events": [lead, other]}))["leader-cut"]
+    late = other | {"ts": "2026-01-01T00:00:19.000Z"}  # 7 s after b could reach it: more than 3 leases
+    assert check(history(cuts=both, store={"events": [lead, late]}))["leader-cut"]
