@@ -322,7 +322,10 @@ class Commands:
         """Apply the commands the CLI queued in the store, until cancelled (the timers' slow work, a model that
         answers for a person, runs in this loop's task group: it ends with the loop, as leadership does)."""
         async with anyio.create_task_group() as tg:
-            await self._inbox(poll, tg)
+            try:
+                await self._inbox(poll, tg)
+            except StoreLost:  # this node may no longer write (fenced, its database gone): it is stopping and
+                return         # says why; the commands stay queued for the next leader (nemesis seed 4137)
 
     async def _inbox(self, poll: float, tg: TaskGroup) -> None:
         wait = OutageWait("the command inbox", log)
@@ -330,8 +333,6 @@ class Commands:
             try:
                 queued = await self.store.queued_commands()
                 wait.ok()
-            except StoreLost:  # this node may no longer write (fenced, its database gone): it is stopping and
-                return         # says why; the commands stay queued for the next leader
             except Exception as e:  # the database is away: the commands wait in it (never the daemon's end)
                 delay = wait.failed(e)
                 if delay is None:
@@ -342,7 +343,7 @@ class Commands:
                 try:
                     status, answer = await self.apply(c.kind, c.target)
                 except StoreLost:
-                    return
+                    raise
                 except Exception as exc:  # a bug in one command must not end the inbox (or the daemon)
                     if (delay := wait.failed(exc)) is not None:  # it stays queued: applied when the database is back
                         await anyio.sleep(delay)
@@ -352,8 +353,6 @@ class Commands:
                 done = self.store.tx().decided().command_done(c.id, status, answer, self.clock.now())
                 try:
                     await self.store.commit(done)
-                except StoreLost:  # fenced between its read and its answer (nemesis seed 4137: a traceback)
-                    return
                 except StoreError:
                     if done.error == OUT_OF_TERM:
                         return  # this node no longer leads: the command stays queued for the next leader
