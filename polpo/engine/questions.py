@@ -135,6 +135,7 @@ class Questions:
         never asked."""
         if task.questions == 0:
             return Received(questions_left=self.cfg.questions.max_per_task)
+        await self.store.flush()  # the answer that made the task ready may be submitted, not yet written: read it
         qs = await self.store.task_questions(task.id)
         asked = [q for q in qs if q.kind is QuestionKind.QUESTION]
         latest = qs[-1] if qs else None

@@ -88,6 +88,36 @@ async def test_a_question_waits_across_a_crash_and_its_answer_is_delivered_once(
     assert row["status"] == "delivered" and row["delivered_in"] == first.attempt_id
 
 
+class SlowDisk(MemoryStore):
+    """A store whose writes take their time once ``slow`` is set (a loaded disk, CI's): what was submitted is not
+    yet readable while the engine goes on."""
+
+    slow = False
+
+    async def _apply(self, rows: Any, events: Any) -> Any:
+        if self.slow:
+            await anyio.sleep(0.3)
+        return await super()._apply(rows, events)
+
+
+@pytest.mark.parametrize(("command", "ask"), [("answer", QUESTION), ("approve", TOOL)])
+async def test_the_next_attempt_receives_an_answer_the_store_has_not_written_yet(tmp_path: Path, command: str,
+                                                                                 ask: Ask) -> None:
+    """CI's seed: after a restart the answer was applied and the attempt started before the answer's row was
+    written; the attempt read the question as still asked and began a new conversation without it."""
+    store, agent = SlowDisk(FakeClock()), asks(ask)
+    async with engine_on_memory(cfg(tmp_path), agents={"fake": agent}, store=store) as run:
+        m = await run.accept({"tasks": [task("a")]})
+        await run.wait_event("question:asked" if ask.kind is QuestionKind.QUESTION else "approval:requested")
+        store.slow = True
+        fields = {"answer": "8080"} if command == "answer" else {}
+        status, said = await run.engine.commands.apply(command, encode(f"{m.id}:1", by="alice", **fields))
+        assert status == "done", said
+        await run.wait_event("mission:completed", mission_id=m.id)
+    resumed = agent.requests[1].resume
+    assert resumed is not None and resumed.answered_by == "alice", agent.requests[1]
+
+
 async def test_a_tool_call_is_approved_or_refused_through_approve_and_reject(tmp_path: Path) -> None:
     agent = asks(TOOL)
     async with engine_on_memory(cfg(tmp_path), agents={"fake": agent}) as run:
