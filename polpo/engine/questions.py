@@ -239,6 +239,7 @@ class Questions:
 
     async def _withdraw(self, qid: str, task_id: str) -> None:
         """A question whose task no longer waits for it (its mission was cancelled…): it waits for nobody now."""
+        await self.store.flush()  # its answer, submitted and not yet written, made its task stop waiting: keep it
         for q in await self.store.task_questions(task_id):
             if q.id == qid and q.open:
                 q.status = QuestionStatus.WITHDRAWN

@@ -238,6 +238,32 @@ async def test_a_question_whose_mission_was_cancelled_is_withdrawn_when_its_time
     assert not run.of("question:answered")
 
 
+async def test_an_answer_not_yet_written_when_its_time_is_up_is_not_withdrawn(tmp_path: Path) -> None:
+    """The timer read the question as still asked (its answer submitted, not yet written) and its task as no
+    longer waiting: it must not withdraw the answered question."""
+    store, held = SlowDisk(FakeClock()), anyio.Event()
+
+    async def act(r: AgentRequest) -> AgentResult | int:
+        if r.attempt_number == 1:
+            return AgentResult(**{**result(0).__dict__, "asks": QUESTION})
+        await held.wait()
+        return 0
+    async with engine_on_memory(cfg(tmp_path, "[questions]\ntimeout = 60\n"), agents={"fake": ScriptAgent(act)},
+                                store=store) as run:
+        m = await run.accept({"tasks": [task("a")]})
+        await run.wait_event("question:asked")
+        store.slow = True
+        await run.engine.commands.apply("answer", encode(f"{m.id}:1", answer="8080", by="alice"))
+        run.clock.advance(61)
+        async with anyio.create_task_group() as tg:
+            run.engine.questions._last_tick = -1e9
+            await run.engine.questions.tick(tg)
+        held.set()
+        await run.wait_event("mission:completed", mission_id=m.id)
+        [row] = run.store.rows("questions", lambda r: True)
+    assert row["status"] == "answered" and row["answered_by"] == "alice"
+
+
 @pytest.mark.parametrize(("status", "task_status", "said"), [
     ("withdrawn", "cancelled", "    withdrawn: its task stopped waiting for it"),
     ("asked", "cancelled", "    withdrawn: its task stopped waiting for it"),  # before the timer records it
