@@ -9,10 +9,15 @@ the deadline, the guard kills every group it holds (SIGKILL) and forgets them; w
 died, even by SIGKILL) it kills them and exits. It lives in a session of its own, so signals to the daemon's
 process group (a terminal's Ctrl-Z) do not reach it.
 
-Its limit: it runs on the same machine; a whole-machine freeze pauses it too (see docs/how-to/cluster.md).
+Guards come in pairs (:mod:`polpo.tools.guard_link`): each is told every line and holds every group, and neither
+needs the other, so one that dies while the daemon is paused (and cannot replace it) leaves the other to kill at
+the deadline. A guard that dies or stops is replaced by the daemon.
+
+Its limit: it runs on the same machine; a whole-machine freeze pauses it too, and a paused daemon whose two guards
+are both killed leaves its agents unguarded (see docs/how-to/cluster.md).
 Run as ``python -m polpo.tools.guard DEADLINE DAEMON_PID``; it imports nothing heavy (starts in
 ~30 ms). A DEADLINE of ``inf`` (a daemon on SQLite: nobody takes its tasks over while it is paused) kills only
-when the pipe closes. A guard that dies or stops is replaced by the daemon (:mod:`polpo.tools.guard_link`).
+when the pipe closes.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Before, ``kill -9`` of a node's guard left the daemon unguarded: a later ``kill -9`` of the daemon, or a pause of
 it past its lease, left its agents running as orphans while another node ran their tasks too. Now the daemon
-notices its guard's end (or its stop) at once and starts a new guard that holds the same process groups, so
-whatever is killed or paused first, the agents end within the guard's bound."""
+notices a guard's end (or its stop) at once and starts a new guard that holds the same process groups; and it keeps
+two, so a guard killed while the daemon is paused leaves the other to kill the agents. Whatever is killed or paused
+first, the agents end within the guard's bound."""
 
 from __future__ import annotations
 
@@ -61,19 +62,20 @@ def running_agents(c: Cluster, n: int) -> set[int]:
 
 
 def replaced(daemon: int, old: int) -> int:
-    """The new guard's pid, once the daemon has started one in place of ``old``."""
-    assert within(5, lambda: [g for g in guards_of(daemon) if g != old]), "no new guard was started"
-    [new] = guards_of(daemon)
+    """The new guard's pid, once the daemon has started one in place of ``old`` (it keeps a pair)."""
+    assert within(5, lambda: old not in (now := guards_of(daemon)) and len(now) == 2), "no new guard was started"
+    [new] = [g for g in guards_of(daemon) if g != old][-1:]
     return new
 
 
 def lose_guard(c: Cluster, sig: int) -> int:
-    """Send ``sig`` to node g's guard; the pid of the guard its daemon starts in its place."""
+    """Send ``sig`` to one of node g's guards; the pid of the guard its daemon starts in its place."""
     node = c.nodes["g"]
     assert node.proc is not None
-    [guard] = guards_of(node.proc.pid)
-    os.kill(guard, sig)
-    return replaced(node.proc.pid, guard)
+    guards = guards_of(node.proc.pid)
+    assert len(guards) == 2, guards
+    os.kill(guards[0], sig)
+    return replaced(node.proc.pid, guards[0])
 
 
 def test_a_killed_or_stopped_guard_is_replaced_and_the_agents_die_with_their_daemon(cluster: Cluster) -> None:
@@ -85,6 +87,21 @@ def test_a_killed_or_stopped_guard_is_replaced_and_the_agents_die_with_their_dae
     c.kill("g")  # kill -9 of the daemon: its (new) guard kills the agents
     assert within(10, lambda: not any(alive(p) for p in pids)), "agents outlived their daemon"
     assert orphans(c.root) == []
+
+
+def test_a_daemon_paused_then_one_of_its_guards_killed_still_has_its_agents_killed(cluster: Cluster) -> None:
+    """Nemesis seed 6099: a paused daemon cannot replace a guard killed meanwhile; the other one of its pair kills
+    the agents (with a single guard they ran on past the take-over)."""
+    c = cluster
+    pids = running_agents(c, 2)
+    node = c.nodes["g"]
+    assert node.proc is not None
+    guards = guards_of(node.proc.pid)
+    c.pause("g")
+    os.kill(guards[0], signal.SIGKILL)
+    assert within(LEASE * 3, lambda: not any(alive(p) for p in pids)), "a paused daemon's agents went on"
+    c.resume("g")
+    assert c.exited("g", 30) == 1  # it finds itself stale by its own clock and leaves
 
 
 def test_a_killed_guard_then_a_daemon_paused_past_its_lease_still_kills_the_agents(cluster: Cluster) -> None:

@@ -21,7 +21,7 @@ def test_the_agents_of_a_daemon_on_sqlite_die_with_it_after_its_guard_was_replac
     with daemon_process(cfg) as proc:
         submit_long(tmp_path)
         agent = wait_agent(tmp_path)
-        [guard] = guards_of(proc.pid)
+        guard = guards_of(proc.pid)[0]
         os.kill(guard, signal.SIGKILL)
         replaced(proc.pid, guard)
         proc.kill()  # kill -9 of the daemon: its new guard kills the agent
@@ -35,11 +35,10 @@ def test_a_daemon_that_cannot_keep_a_guard_stops_its_agents_and_exits_with_the_r
         submit_long(tmp_path)
         agent = wait_agent(tmp_path)
         for _ in range(3):  # each one lost is replaced…
-            [guard] = guards_of(proc.pid)
+            guard = guards_of(proc.pid)[0]
             os.kill(guard, signal.SIGKILL)
             replaced(proc.pid, guard)
-        [guard] = guards_of(proc.pid)
-        os.kill(guard, signal.SIGKILL)  # …up to three within a minute: then the node gives up
+        os.kill(guards_of(proc.pid)[0], signal.SIGKILL)  # …up to three within a minute: then the node gives up
         assert proc.wait(timeout=30) == 1
         _, err = proc.communicate()
         assert err.strip().splitlines()[-1].startswith("polpo: stopped: this node cannot keep a guard"), err

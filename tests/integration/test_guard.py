@@ -50,7 +50,7 @@ def test_the_guard_kills_its_groups_when_the_beat_stops_and_spares_ended_ones() 
         assert gone_within(held, 10)  # no beat any more: killed once the deadline passed
         assert held.returncode == -signal.SIGKILL
         assert released.poll() is None  # it was dropped: never killed
-        assert link.proc is not None and link.proc.poll() is None  # the guard itself goes on guarding
+        assert len(link.guards) == 2 and all(g.proc.poll() is None for g in link.guards)  # they go on guarding
     finally:
         released.kill()
         released.wait()
@@ -64,15 +64,16 @@ def test_the_guard_kills_its_groups_when_the_daemon_is_gone() -> None:
     try:
         link.started(p.pid)
         link.beat()
-        assert link.proc is not None and link.proc.stdin is not None
-        link.proc.stdin.close()  # what the daemon's death does to the pipe
+        guards, link.guards = link.guards, []
+        for g in guards:
+            assert g.proc.stdin is not None
+            g.proc.stdin.close()  # what the daemon's death does to the pipes
         assert gone_within(p, 10)
-        assert link.proc.wait(timeout=10) == 0
+        assert [g.proc.wait(timeout=10) for g in guards] == [0, 0]
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-        link.proc = None
 
 
 async def test_a_program_started_when_the_node_may_no_longer_act_is_killed_at_once(tmp_path: Path) -> None:
@@ -92,16 +93,23 @@ async def test_a_guard_that_dies_is_replaced_holding_the_same_groups_and_its_dae
     p = sleeper()
     try:
         link.started(p.pid)
-        first = link.proc
-        assert first is not None
-        first.kill()
+        first, other = link.guards
+        first.proc.kill()
         with anyio.fail_after(10):  # its pidfd is heard in the event loop: replaced at once
-            while link.proc is None or link.proc is first:
+            while first in link.guards or len(link.guards) < 2:
                 await anyio.sleep(0.01)
         assert link.losses and link.lost is None
-        assert p.poll() is None  # the agent goes on under the new guard
-        assert link.proc.stdin is not None
-        link.proc.stdin.close()  # the daemon's death, as the new guard sees it
+        assert p.poll() is None  # the agent goes on under the new pair
+        other.proc.kill()  # the old one too: only the new guard is left…
+        with anyio.fail_after(10):
+            while other in link.guards or len(link.guards) < 2:
+                await anyio.sleep(0.01)
+        newest = link.guards[-1]
+        link.guards.remove(newest)
+        newest.retire()  # …then that one goes, and the daemon dies before it can replace it
+        [last] = link.guards
+        assert last.proc.stdin is not None and p.poll() is None
+        last.proc.stdin.close()  # the daemon's death, as the guard it started in place of the first sees it
         assert gone_within(p, 10)
     finally:
         if p.poll() is None:
@@ -123,6 +131,35 @@ async def test_a_node_that_cannot_keep_a_guard_is_told_why() -> None:
     assert len(lost) == 1 and "cannot keep a guard" in lost[0] and "exited with code 3" in lost[0]
     assert len(link.losses) == LOSSES
     assert not link.started(123456)  # nothing more may start on this node
+
+
+def logged_guard(log: Path) -> list[str]:
+    """The guard's command with its stderr appended to ``log`` (exec: the pid stays the guard's)."""
+    return ["bash", "-c", f'exec "{sys.executable}" -m polpo.tools.guard "$@" 2>>"{log}"', "guard"]
+
+
+def test_a_paused_daemon_whose_guard_is_killed_has_its_agents_killed_by_the_other(tmp_path: Path) -> None:
+    """Nemesis seed 6099: the daemon paused (here: it neither beats nor hears of its guard's end), then a guard
+    killed. The other guard of the pair keeps the deadline on its own and kills the agents."""
+    log = tmp_path / "guards.log"
+    link = GuardLink(1.0, program=logged_guard(log))
+    link.start()
+    p = sleeper()
+    try:
+        assert link.started(p.pid)
+        first, second = link.guards
+        first.proc.kill()
+        first.proc.wait()
+        assert gone_within(p, 15)
+        assert p.returncode == -signal.SIGKILL
+        said = log.read_text()
+        assert "has not beaten" in said and "killed 1 agent process group" in said, said
+        assert second.proc.poll() is None  # the other one did it, and goes on guarding
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        link.close()
 
 
 def test_the_guard_reads_a_group_leaders_start_time_itself_and_spares_a_reused_pid() -> None:

@@ -1,8 +1,8 @@
 """The fault classes, as small pieces: one verb on one target, each undone by its pair.
 
 =========================  =====================================================================================
-``kill`` / ``stop`` / ``cont``  a node's ``daemon``, ``guard``, one ``agent`` (the first running one of the node,
-                           by task id) or the whole ``node`` (daemon, guard and agents together): SIGKILL,
+``kill`` / ``stop`` / ``cont``  a node's ``daemon``, ``guard`` (one of its two), one ``agent`` (the first running one of
+                           the node, by task id) or the whole ``node`` (daemon, guards and agents): SIGKILL,
                            SIGSTOP, SIGCONT. ``kill … node`` also holds the node down until ``up``.
 ``up``                     lets the node's service manager start it again (after ``kill … node``)
 ``cut`` / ``mend``         the node's way to PostgreSQL: a half-open blackhole (sockets held open, nothing
@@ -72,7 +72,8 @@ class Faults:
             deadline = time.monotonic() + GUARD_WAIT
             while daemon is not None and not guards_of(daemon) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            return [] if daemon is None else guards_of(daemon)
+            return [] if daemon is None else guards_of(daemon)[:1]  # one of its pair: one process dies (the OOM
+            # killer, a stray kill -9); both at once is the documented limit (docs/how-to/cluster.md)
         agents = self._agents(node)
         if what == "agent":
             return agents[:1]
