@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -30,17 +31,38 @@ from polpo.tools.proctable import kill_group
 
 log = logging.getLogger("polpo.dispatcher")
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "after_error"]
 
 RunTask = Callable[[Task, RunHandle], Awaitable[None]]
+TurnEnd = Literal["again", "leave", "contain"]
+
+
+def after_error(outage: bool, ending: bool, status: TaskStatus) -> TurnEnd:
+    """What a task's turn that raised does next (pure).
+
+    * ``again``: the store's outage (a PostgreSQL reset…) where the turn can be taken again from what is stored:
+      before anything started (pending), or with the agent's result stored (review: its assessment resumes, the
+      agent never runs twice). Not the task's fault, so it is not failed for it (nemesis seed 18).
+    * ``leave``: an outage met while this node stops, or may no longer write (fenced: its lease ran out while the
+      database was away): the turn ends and the task stays as stored, for the next start or the next leader
+      (nemesis seed 8014: a read reset by a PostgreSQL kill, as the node left, was failed as an internal error).
+    * ``contain``: anything else is the runner's bug: the task fails with an internal error, the daemon goes on.
+    """
+    if outage and ending:
+        return "leave"
+    if outage and status in (TaskStatus.PENDING, TaskStatus.REVIEW):
+        return "again"
+    return "contain"
 
 
 class Dispatcher:
     def __init__(self, board: MissionBoard, agents: AgentFactory, max_concurrency: int, run_task: RunTask,
                  source: TaskSource, on_release: Callable[[], object] | None = None,
-                 away: Callable[[BaseException], bool] = lambda _e: False) -> None:
+                 away: Callable[[BaseException], bool] = lambda _e: False,
+                 ended: Callable[[], bool] = lambda: False) -> None:
         self.board = board
         self.away = away  # whether an error is the store's outage (Store.away): the task's turn waits it out
+        self.ended = ended  # whether this node may no longer write (fenced, or its database lost)
         self.on_release = on_release  # after a task's turn ends (the engine sweeps what it left running)
         self.agents = agents
         self.run_task = run_task
@@ -154,7 +176,13 @@ class Dispatcher:
                 except StoreLost:  # the database is gone: nothing about the task can be recorded; the daemon stops
                     return
                 except Exception as exc:
-                    if not self._again(task, handle, exc):
+                    ending = self.stopping or handle.stop_reason is not None or self.ended()
+                    then = after_error(self.away(exc), ending, task.status)
+                    if then == "leave":
+                        log.warning("task %s: its turn ends with this node's stop (the store is away: %s); it goes "
+                                    "on from what is stored", task.id, exc)
+                        return
+                    if then == "contain":
                         log.error("internal error while running task %s:\n%s", task.id, traceback.format_exc())
                         self._contain(task, handle, exc)
                         return
@@ -162,13 +190,6 @@ class Dispatcher:
         finally:
             self._finish(self.source, task, turn)
             self.release(handle)
-
-    def _again(self, task: Task, handle: RunHandle, exc: Exception) -> bool:
-        """A read of the store met its outage (a PostgreSQL reset…) where the turn can be taken again from what is
-        stored: before anything started (pending), or with the agent's result stored (review: its assessment
-        resumes, the agent never runs twice). Not the task's fault, so it is not failed for it (nemesis seed 18)."""
-        return (self.away(exc) and not self.stopping and handle.stop_reason is None
-                and task.status in (TaskStatus.PENDING, TaskStatus.REVIEW))
 
     @staticmethod
     def _finish(source: TaskSource, task: Task, turn: Turn) -> None:

@@ -90,7 +90,8 @@ class Engine:
                                    unreachable=lambda ws, node: unreachable(ws, roots, node))
             own = source.own
         self.dispatcher = Dispatcher(self.board, agents, cfg.daemon.max_concurrency, self._run_task, source,
-                                     on_release=self._after_release, away=store.away)
+                                     on_release=self._after_release, away=store.away,
+                                     ended=lambda: store.fenced is not None or store.lost is not None)
         self.admission = Admission(cfg, store, clock, self.board, agents)
         self.recovery: Recovery
         self.schedules = Scheduler(store, clock, self.admission, cancel=lambda mid, by: self.commands.cancel(mid, by))

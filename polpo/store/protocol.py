@@ -52,6 +52,7 @@ class Store(Protocol):
     commits: int
     identity: str  # the store's UUID, written once at creation (polpo.store.identity)
     lost: str | None  # why nothing more is written: the database was deleted or replaced while running
+    fenced: str | None  # why this node writes nothing more: it lost its lease (a cluster node)
     on_lost: Callable[[str], None] | None
 
     @property
