@@ -250,3 +250,28 @@ async def test_a_node_whose_heartbeat_hangs_stops_by_its_own_clock_before_its_le
         await blocker.close()
         await store.close()
     assert beats  # the guard was beaten while the node could act
+
+
+async def test_a_node_that_leaves_on_a_clean_stop_does_not_take_its_leave_for_a_lost_lease(
+        postgres_url: str) -> None:
+    """Nemesis seed 8160: a clean stop deleted the node's row, then a renewal already under way found it gone and
+    said the lease was lost: the stop exited 1. Leaving ends the renewals first."""
+    store = await PostgresStore.open(StoreSettings(url=postgres_url), clock=FakeClock())
+    member = Membership(store.pool, "leaver", 1.2, store.target)  # a renewal every 0.2 s
+    await member.join()
+    lost: list[str] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(member.run, lost.append)
+            await anyio.sleep(0.5)  # renewing
+            await member.leave()
+            await anyio.sleep(1.0)  # five renewals' time, and past the watch's 2/3 of the lease
+            tg.cancel_scope.cancel()
+    finally:
+        await store.close()
+    assert lost == []
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM nodes WHERE name = 'leaver'") == 0  # it left
+    finally:
+        await conn.close()
