@@ -66,11 +66,30 @@ class _DriverOutages(logging.Filter):
         return exc is None or not is_outage(exc)
 
 
+class _DriverLeftovers(logging.Filter):
+    """asyncpg gives a pooled connection back in a task of its own, shielded from cancellation; when a stop's
+    deadline cuts that release short and the database is gone, the task's outage error is reported by asyncio as
+    never retrieved, with its traceback (nemesis seed 8603). It is news of the outage the stop already said: one
+    line, as a warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and is_outage(exc) and "asyncpg" in record.getMessage():
+            record.msg, record.args = ("a database connection was not given back to its pool: the database went "
+                                       "away meanwhile (%s: %s)", (type(exc).__name__, exc))
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 _FILTER = _DriverOutages()
+_LEFTOVERS = _DriverLeftovers()
 
 
 def quiet_driver_outages() -> None:
-    """Keep the driver's per-try outage tracebacks out of the daemon's log (idempotent)."""
-    pool_log = logging.getLogger("asyncpg.pool")
-    if _FILTER not in pool_log.filters:
-        pool_log.addFilter(_FILTER)
+    """Keep the driver's per-try outage tracebacks, and those of its releases a stop cut short, out of the daemon's
+    log (idempotent)."""
+    for name, f in (("asyncpg.pool", _FILTER), ("asyncio", _LEFTOVERS)):
+        logger = logging.getLogger(name)
+        if f not in logger.filters:
+            logger.addFilter(f)

@@ -11,6 +11,7 @@ proxy: not the user's mistake nor the task's, so nothing is rejected or failed f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
@@ -27,6 +28,7 @@ from polpo.config import StoreSettings
 from polpo.engine.questions import TICK_EVERY
 from polpo.fsfaults import StoreAway, passing
 from polpo.intake.handler import IntakeHandler
+from polpo.store.outage_wait import quiet_driver_outages
 from polpo.store.postgres import PostgresStore
 from tests.support.engine import ScriptAgent, config, engine_on_memory
 from tests.support.tcp_proxy import TcpProxy
@@ -176,3 +178,48 @@ async def test_a_store_close_cut_short_while_its_pool_reconnects_is_cancelled_cl
         proxy.close()
     assert scope.cancelled_caught
     assert store.pool.is_closing()
+
+
+async def leftover_release(postgres_url: str) -> None:
+    """A pooled connection in a transaction, given back under a deadline that cuts the release short while the
+    database does not answer, then the connection reset: asyncpg's shielded release task fails unobserved."""
+    import gc
+
+    import asyncpg
+
+    url = urlsplit(postgres_url)
+    loop = asyncio.get_running_loop()
+    runners = loop.get_exception_handler()  # (the test runner's collects what the daemon's loop would log)
+    loop.set_exception_handler(None)
+    with TcpProxy(url.port or 5432) as proxy, contextlib.ExitStack() as back:
+        back.callback(loop.set_exception_handler, runners)
+        pool = await asyncpg.create_pool(url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}").geturl(),
+                                         min_size=1, max_size=1)
+        con = await pool.acquire()
+        await con.execute("BEGIN")  # its release must roll back first
+        proxy.blackhole()
+        with anyio.move_on_after(0.3):  # the stop's deadline
+            await pool.release(con)
+        proxy.reset()
+        await anyio.sleep(0.5)  # the release's ROLLBACK learns the connection is gone
+        pool.terminate()
+        del con, pool
+        gc.collect()
+
+
+async def test_a_release_a_stop_cut_short_is_one_warning_not_a_traceback(
+        postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Nemesis seed 8603: asyncio reported asyncpg's failed release task, never retrieved, with its traceback."""
+    await leftover_release(postgres_url)
+    raw = [r for r in caplog.records if "never retrieved" in r.getMessage()]
+    assert raw and raw[0].exc_info is not None  # what the driver leaves, without polpo's filter
+    caplog.clear()
+    quiet_driver_outages()
+    try:
+        await leftover_release(postgres_url)
+    finally:
+        for name in ("asyncio", "asyncpg.pool"):
+            logging.getLogger(name).filters.clear()
+    [said] = [r for r in caplog.records if "not given back to its pool" in r.getMessage()]
+    assert said.levelno == logging.WARNING and said.exc_info is None
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
