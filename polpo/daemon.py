@@ -54,6 +54,7 @@ from polpo.telemetry.otel import start_tracing
 from polpo.telemetry.otel import wanted as tracing_wanted
 from polpo.tools.childwatch import pidfd_child_watcher
 from polpo.tools.guard_link import GuardLink
+from polpo.tools.marks import daemon_mark
 from polpo.tools.procs import kill_running
 
 if TYPE_CHECKING:
@@ -91,7 +92,8 @@ class Daemon:
         self._fatal: str | None = None  # why this node left its cluster (the daemon then exits 1)
         self._cluster: ClusterNode | None = None
         self.locks = DaemonLocks(cfg)  # its state folder's and its missions folder's
-        self._guard = GuardLink(None, on_lost=self._lost)  # a cluster node's own replaces it (with its lease)
+        self._guard = GuardLink(None, on_lost=self._lost,  # a cluster node's own replaces it (with its lease)
+                                marker=daemon_mark(cfg.state_dir))
         self._steps: StopSteps | None = None
         self._last_resort = LastResort(kill_running)
         self._printer: ConsolePrinter | None = None

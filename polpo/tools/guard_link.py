@@ -126,10 +126,13 @@ class _Guard:
 class GuardLink:
     def __init__(self, deadline: float | None, may_start: Callable[[], bool] = lambda: True, *,
                  on_lost: Callable[[str], None] | None = None, program: Sequence[str] | None = None,
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic, marker: str | None = None) -> None:
         """``deadline``: seconds without a beat before the guards kill (None: only when the daemon dies);
-        ``on_lost``: told why once the guards cannot be kept; ``program``: the guard's command (tests)."""
+        ``on_lost``: told why once the guards cannot be kept; ``program``: the guard's command (tests);
+        ``marker``: the start of this daemon's attempt marker (polpo.tools.marks), so the guards also kill what
+        was started and not yet told of."""
         self.deadline = deadline
+        self.marker = marker
         self.may_start = may_start
         self.on_lost = on_lost
         self.program = list(program) if program is not None else [sys.executable, "-m", "polpo.tools.guard"]
@@ -149,7 +152,7 @@ class GuardLink:
     def _spawn(self) -> None:
         """Start a guard that holds every group the link holds."""
         deadline = "inf" if self.deadline is None else repr(self.deadline)
-        proc = subprocess.Popen([*self.program, deadline, str(os.getpid())],
+        proc = subprocess.Popen([*self.program, deadline, str(os.getpid()), *([self.marker] if self.marker else [])],
                                 stdin=subprocess.PIPE, start_new_session=True, close_fds=True)
         guard = _Guard(proc)
         self.guards.append(guard)
@@ -235,4 +238,5 @@ class GuardLink:
             procs.WATCH.remove(self)
         guards, self.guards = self.guards, []
         for guard in guards:
+            self._write(guard, b"!\n")  # a clean stop: what is not held was not started (no marker scan)
             guard.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ATTEMPT_MARK", "attempt_env", "attempt_mark"]
+__all__ = ["ATTEMPT_MARK", "attempt_env", "attempt_mark", "daemon_mark"]
 
 ATTEMPT_MARK = "POLPO_ATTEMPT_MARK"
 
@@ -20,3 +20,8 @@ def attempt_mark(state_dir: Path, attempt_id: str) -> str:
 
 def attempt_env(state_dir: Path, attempt_id: str) -> dict[str, str]:
     return {ATTEMPT_MARK: attempt_mark(state_dir, attempt_id)}
+
+
+def daemon_mark(state_dir: Path) -> str:
+    """What every attempt marker of this state folder starts with (a guard kills what carries it)."""
+    return attempt_mark(state_dir, "")

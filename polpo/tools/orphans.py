@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 
-from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
+from polpo.tools.marks import ATTEMPT_MARK, daemon_mark
 from polpo.tools.proctable import find_processes_with_env, terminate_group
 
 log = logging.getLogger("polpo.orphans")
@@ -122,7 +122,7 @@ async def kill_state_dir_orphans(state_dir: Path, grace: float = 2.0) -> int:
     """End every process an attempt of this state folder left running (this node's previous life: after a
     ``kill -9`` the leader of a cluster has given those tasks to other nodes, so they must not go on here)."""
     groups: set[int] = set()
-    for pid in find_processes_with_env(ATTEMPT_MARK, attempt_mark(state_dir, ""), prefix=True):
+    for pid in find_processes_with_env(ATTEMPT_MARK, daemon_mark(state_dir), prefix=True):
         try:
             groups.add(os.getpgid(pid))
         except ProcessLookupError:

@@ -15,8 +15,9 @@ import pytest
 
 from polpo.clock import SystemClock
 from polpo.tools import procs
-from polpo.tools.guard import Held
+from polpo.tools.guard import MARK, Held
 from polpo.tools.guard_link import LOSSES, GuardLink
+from polpo.tools.marks import ATTEMPT_MARK, attempt_env, daemon_mark
 from polpo.tools.proctable import process_start_ticks
 
 pytestmark = pytest.mark.anyio
@@ -160,6 +161,42 @@ def test_a_paused_daemon_whose_guard_is_killed_has_its_agents_killed_by_the_othe
             p.kill()
             p.wait()
         link.close()
+
+
+def marked_sleeper(state_dir: Path) -> subprocess.Popen[bytes]:
+    """An agent of ``state_dir``'s daemon (its attempt marker in its environment), in a group of its own, with a
+    child of its own in that group."""
+    env = {"PATH": "/usr/bin:/bin", **attempt_env(state_dir, "m:1/1")}
+    return subprocess.Popen(["bash", "-c", "sleep 60 & wait"], start_new_session=True, env=env)
+
+
+def test_an_agent_started_but_not_yet_told_of_dies_with_its_daemon_by_its_marker(tmp_path: Path) -> None:
+    """Nemesis seed 8605: the daemon was killed between starting an agent and telling its guards (+PGID); the
+    agent ran on until the next start's recovery. The guards also kill what carries the daemon's marker, and
+    spare another daemon's (another state folder) agents."""
+    ours, theirs = tmp_path / "state", tmp_path / "other-state"
+    link = GuardLink(60, marker=daemon_mark(ours))
+    link.start()
+    unannounced, other = marked_sleeper(ours), marked_sleeper(theirs)
+    try:
+        time.sleep(0.3)  # (both have exec'd: their environment is readable)
+        guards, link.guards = link.guards, []
+        for g in guards:
+            assert g.proc.stdin is not None
+            g.proc.stdin.close()  # the daemon's death, as its guards see it
+        assert gone_within(unannounced, 10) and unannounced.returncode == -signal.SIGKILL
+        assert [g.proc.wait(timeout=10) for g in guards] == [0, 0]
+        assert other.poll() is None  # another daemon's agent: never touched
+    finally:
+        for p in (unannounced, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_the_guards_marker_is_the_attempts() -> None:
+    """The guard does not import polpo.tools.marks (it starts in ~30 ms): its copy of the name must agree."""
+    assert f"{ATTEMPT_MARK}=".encode() == MARK
 
 
 def test_the_guard_reads_a_group_leaders_start_time_itself_and_spares_a_reused_pid() -> None:

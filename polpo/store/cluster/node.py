@@ -18,6 +18,7 @@ from polpo.store.outage_wait import quiet_driver_outages
 from polpo.store.postgres import PostgresStore
 from polpo.store.protocol import Store
 from polpo.tools.guard_link import GuardLink
+from polpo.tools.marks import daemon_mark
 from polpo.tools.orphans import kill_state_dir_orphans
 from polpo.tools.procs import kill_running
 
@@ -39,7 +40,8 @@ class ClusterNode:
         self.leadership = Leadership(store.target, node, self.membership.incarnation, lease, self.fence)
         self.queue = ClaimQueue(store.pool, node, self.membership.incarnation, lease, self.fence)
         self.fence.local = self.membership.why_not
-        self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self._may_start, on_lost=self._guard_lost)
+        self.guard = GuardLink(lease * GUARD_DEADLINE, may_start=self._may_start, on_lost=self._guard_lost,
+                               marker=daemon_mark(cfg.state_dir))
         self.membership.beat = self.guard.beat
         assert store.event_log is not None
         self.follower = EventFollower(store.target, store.events_after, store.event_log, node,
