@@ -81,7 +81,13 @@ class IntakeHandler:
         mission ran is read again: its new bytes may start a run now)."""
         by_source = {source: p for p in stamps  # (a name that is not UTF-8 is read: it is refused by name)
                      if carryable(source := os.path.abspath(p)) == source}  # noqa: ASYNC240 - string work
-        return {by_source[r.path] for r in await self.admission.store.sources_at(list(by_source))
+        try:
+            records = await self.admission.store.sources_at(list(by_source))
+        except Exception as exc:
+            if self.admission.store.away(exc):  # the scan waits the database out (nemesis seed 9517)
+                raise StoreAway(exc) from exc
+            raise
+        return {by_source[r.path] for r in records
                 if r.stamp and r.hash and r.stamp == stamps[by_source[r.path]] and r.outcome is not SourceOutcome.BUSY}
 
     async def _handle(self, source: str, content: bytes | Unreadable, digest: str, info: SourceRecord | None,

@@ -217,16 +217,15 @@ class Intake:
     async def run(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         async with anyio.create_task_group() as tg:
-            await self._scan(tg)  # files added while the daemon was down
-            self.ready.set()
-            self.live = True
-            pause = self.faults.pause()  # the watch itself out of file descriptors (EMFILE, ENFILE)
-            rescan = False
+            pause = self.faults.pause()  # the watch or the scan meeting a passing fault (EMFILE, the store away)
+            rescan = True  # the first scan finds the files added while the daemon was down
             while not self.stop_event.is_set():
                 try:
                     if rescan:  # after a failed watch (no inotify instance left…) the folder is read at each try,
                         await self._scan(tg)  # so no file waits for the watch; the read is part of the try (its
                         rescan = False        # failure too); the pause ends when the watch is live again
+                        self.ready.set()
+                        self.live = True
                     await self._watch(tg, pause)
                 except Exception as exc:  # e.g. watchfiles cannot decode a file name that is not UTF-8
                     code = passing(exc, INPUT_PASSING) or errno_in(str(exc), INPUT_PASSING)  # (watchfiles: text)

@@ -28,6 +28,7 @@ from polpo.config import StoreSettings
 from polpo.engine.questions import TICK_EVERY
 from polpo.fsfaults import StoreAway, passing
 from polpo.intake.handler import IntakeHandler
+from polpo.intake.watcher import Intake
 from polpo.store.outage_wait import quiet_driver_outages
 from polpo.store.postgres import PostgresStore
 from tests.support.engine import ScriptAgent, config, engine_on_memory
@@ -59,6 +60,41 @@ async def test_a_file_met_while_the_database_is_away_is_tried_again_not_rejected
         assert not [e for e in run.events if e.event in ("mission:rejected", "mission:accepted")]
     finally:
         proxy.close()
+
+
+async def test_the_start_up_scan_meeting_the_database_away_waits_without_a_traceback_and_takes_the_file_in(
+        tmp_path: Path, postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Nemesis seed 9517: the intake's scan of the missions folder read the files' records while PostgreSQL was
+    away, and logged "watching … failed" with a traceback twice a second until it came back."""
+    url = urlsplit(postgres_url)
+    proxy = TcpProxy(url.port or 5432).start()
+    heal = threading.Timer(OUTAGE_HELD, proxy.allow)
+    try:
+        store = await PostgresStore.open(StoreSettings(url=url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}")
+                                                       .geturl(), pool_size=1), clock=FakeClock())
+        folder = tmp_path / "missions"
+        folder.mkdir(exist_ok=True)
+        (folder / "m.json").write_text(orjson.dumps(
+            {"name": "m", "tasks": [{"title": "A", "description": "a", "assignTo": "fake"}]}).decode())
+        async with engine_on_memory(config(tmp_path), agents={"fake": ScriptAgent()}, store=store,  # type: ignore[arg-type]
+                                    stop=False) as run:
+            handler = IntakeHandler(run.engine.admission, known_agents=run.engine.agents.known_names(), channels=None)
+            intake = Intake(folder, handler, force_polling=True, faults=handler, unchanged=handler.unchanged)
+            proxy.refuse()
+            proxy.reset()  # the way to the server is gone until the timer lets it through again
+            heal.start()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(intake.run)
+                accepted = await run.wait_event("mission:accepted", timeout=60)
+                intake.stop_event.set()
+    finally:
+        heal.cancel()
+        proxy.close()
+    assert accepted.mission_id is not None  # the file was taken in once the database answered
+    assert not [r for r in caplog.records if r.exc_info is not None and r.name.startswith("polpo")]
+    assert not [r for r in caplog.records if "watching" in r.getMessage() and "failed" in r.getMessage()]
+    [paused] = [r for r in caplog.records if r.getMessage().startswith("intake paused on")]  # said once
+    assert "the state store did not answer" in paused.getMessage()
 
 
 async def test_an_assessment_whose_read_meets_the_database_away_waits_and_the_task_passes(
