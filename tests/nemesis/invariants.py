@@ -40,7 +40,9 @@ from tests.nemesis.plan import LLM_BUDGET, Plan
 from tests.nemesis.provider import COMPLETION_TOKENS, PROMPT_TOKENS
 from tests.nemesis.supervisor import Life
 
-__all__ = ["CHECKS", "History", "check"]
+__all__ = ["CHECKS", "PG", "History", "check"]
+
+PG = "pg"  # History.cuts: PostgreSQL's own outages (pg-down to pg-up), for every node at once
 
 FREEZE_ALLOWANCE = 1.0  # seconds a whole-node freeze's agents may run on after the SIGCONT (docs: Fencing, Limits)
 END_WITHIN = 90.0  # seconds after the last heal by which every mission has ended
@@ -61,7 +63,8 @@ class History:
     lives: dict[str, list[Life]]
     freezes: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (SIGSTOP, SIGCONT)
     paused: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> its daemon stopped (any)
-    cuts: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (cut, mend) of its network
+    cuts: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (cut, mend) of its network;
+    # PG -> (pg-down, pg-up)
     quiet_seq: int = 0  # the store's last event when every mission had ended
     stop_problems: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
@@ -237,12 +240,13 @@ def spend(h: History) -> list[str]:
 def _reachable_from(h: History, node: str, at: float) -> float:
     """From when, after ``at``, some node other than ``node`` could reach PostgreSQL for the leases a take-over
     needs: a cut of it that begins before that time is up pushes it to that cut's mend (nemesis seed 7110 cut both
-    nodes within 0.04 s: nobody could lead until the other one's cut mended)."""
+    nodes within 0.04 s: nobody could lead until the other one's cut mended). PostgreSQL down is a cut of every
+    node (seed 10001 stopped it during a leader's cut)."""
     window = LEADER_AFTER * h.plan.lease
     froms = []
     for n in (n for n in h.plan.nodes if n != node):
         t = at
-        for c, m in sorted(h.cuts.get(n, [])):
+        for c, m in sorted(h.cuts.get(n, []) + h.cuts.get(PG, [])):  # (PostgreSQL down: nobody reaches it)
             if c <= t + window and m > t:
                 t = m
         froms.append(t)

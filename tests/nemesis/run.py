@@ -159,9 +159,9 @@ def _play(plan: Plan, world: World, faults: Faults, clock: _Clock,
             continue
         clock.log(faults.act(what))
         key = (what.target, "node" if what.arg == "node" else "net")
-        if (what.verb, what.arg) == ("stop", "node") or what.verb == "cut":
+        if (what.verb, what.arg) == ("stop", "node") or what.verb in ("cut", "pg-down"):
             began[key] = time.time()
-        elif ((what.verb, what.arg) == ("cont", "node") or what.verb == "mend") and key in began:
+        elif ((what.verb, what.arg) == ("cont", "node") or what.verb in ("mend", "pg-up")) and key in began:
             (freezes if key[1] == "node" else cuts).setdefault(what.target, []).append((began.pop(key), time.time()))
         if what.arg in ("node", "daemon"):
             node = faults.resolved.get(what.target, what.target)

@@ -152,3 +152,7 @@ def test_a_leader_cut_off_for_long_and_not_replaced_is_caught() -> None:
     assert not check(history(cuts=both, store={"events": [lead, other]}))["leader-cut"]
     late = other | {"ts": "2026-01-01T00:00:19.000Z"}  # 7 s after b could reach it: more than 3 leases
     assert check(history(cuts=both, store={"events": [lead, late]}))["leader-cut"]
+    # PostgreSQL itself down until 00:00:12 (seed 10001: stopped 1.7 s into a's cut): nobody could lead before
+    down = {"a": [(cut, cut + 20)], "pg": [(cut + 2, cut + 7)]}
+    assert not check(history(cuts=down, store={"events": [lead, other]}))["leader-cut"]
+    assert check(history(cuts=down, store={"events": [lead, late]}))["leader-cut"]
