@@ -33,6 +33,8 @@ import signal
 import sys
 import time
 
+from polpo.tools.procscan import pid_alive, with_env
+
 __all__ = ["MARK", "Held", "kill_marked", "main"]
 
 MARK = b"POLPO_ATTEMPT_MARK="  # polpo.tools.marks.ATTEMPT_MARK (not imported: this process imports nothing heavy)
@@ -76,22 +78,6 @@ class Held:
         return killed
 
 
-def _marked(needle: bytes) -> list[int]:
-    """Pids whose initial environment holds ``needle`` at the start of a variable (this daemon's marker)."""
-    me, found = os.getpid(), []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue
-        if any(v.startswith(needle) for v in env.split(b"\0")):
-            found.append(int(name))
-    return found
-
-
 def kill_marked(prefix: str, spare: tuple[int, ...] = (), done: frozenset[int] = frozenset()) -> int:
     """Kill every process marked with ``prefix`` (the daemon's state folder) and its group, looking twice; how
     many groups. A group in ``done`` was killed already; one in ``spare`` (the guard's, the daemon's) is never
@@ -101,7 +87,7 @@ def kill_marked(prefix: str, spare: tuple[int, ...] = (), done: frozenset[int] =
     for look in range(2):
         if look:
             time.sleep(RESCAN_AFTER)
-        for pid in _marked(needle):
+        for pid in with_env(needle, prefix=True):
             try:
                 pgid = os.getpgid(pid)
                 if pgid in done or pgid in groups:
@@ -125,16 +111,6 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _now() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
@@ -143,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     deadline, daemon = float(args[0]), args[1] if len(args) > 1 else "?"
     mark = args[2] if len(args) > 2 else None
-    spare = (os.getpgid(0),) + ((os.getpgid(int(daemon)),) if daemon.isdigit() and _alive(int(daemon)) else ())
+    spare = (os.getpgid(0),) + ((os.getpgid(int(daemon)),) if daemon.isdigit() and pid_alive(int(daemon)) else ())
 
     def kill_all() -> int:
         """The held groups, then those of whatever else carries this daemon's marker (started, not yet told)."""

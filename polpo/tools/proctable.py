@@ -12,6 +12,8 @@ import signal
 
 import anyio
 
+from polpo.tools.procscan import pids, with_env
+
 __all__ = ["find_processes_with_env", "group_alive", "kill_group", "process_start_ticks", "process_state",
            "terminate_group"]
 
@@ -56,14 +58,6 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def _pids() -> list[int]:
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    return [int(name) for name in names if name.isdigit()]
-
-
 def group_alive(pgid: int) -> bool:
     """True if some process of group ``pgid`` exists and is not a zombie."""
     try:
@@ -73,7 +67,7 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # Something answers, but zombies answer too (and nobody may reap them): look at the members' states.
-    for pid in _pids():
+    for pid in pids():
         fields = _read_stat_fields(pid)
         if fields is None or len(fields) < 3:
             continue
@@ -91,22 +85,7 @@ def find_processes_with_env(key: str, value: str, *, prefix: bool = False) -> li
     children carry a per-attempt marker variable. ``prefix``: the value only starts with ``value`` (every
     attempt of one state folder).
     """
-    needle = f"{key}={value}".encode()
-    me = os.getpid()
-    found: list[int] = []
-    for pid in _pids():
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        if any(v.startswith(needle) for v in data.split(b"\0")) if prefix else needle in data.split(b"\0"):
-            found.append(pid)
-    return sorted(found)
-
-
+    return with_env(f"{key}={value}".encode(), prefix=prefix)
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> bool:

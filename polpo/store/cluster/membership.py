@@ -22,6 +22,7 @@ from polpo.store.cluster.timing import RENEW, SELF_STOP, must_stop, now
 from polpo.store.errors import StoreError
 from polpo.store.fencing import session_settings
 from polpo.store.postgres_conn import PgTarget
+from polpo.tools.procscan import pid_alive
 
 log = logging.getLogger("polpo.cluster")
 
@@ -35,16 +36,6 @@ _RENEW = ("UPDATE nodes SET heartbeat_at = clock_timestamp() WHERE name = $1 AND
 
 class ClusterError(StoreError):
     """This daemon cannot (or can no longer) take part in the cluster; the message says why."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _PoolConn:
@@ -85,7 +76,7 @@ class Membership:
             row = await c.fetchrow(
                 "SELECT host, pid, clock_timestamp() - heartbeat_at < make_interval(secs => $2) AS alive "
                 "FROM nodes WHERE name = $1 FOR UPDATE", self.name, self.lease)
-            if row is not None and row["alive"] and not (row["host"] == self.host and not _pid_alive(row["pid"])):
+            if row is not None and row["alive"] and not (row["host"] == self.host and not pid_alive(row["pid"])):
                 raise ClusterError(
                     f"node name {self.name!r} is in use by a live daemon (pid {row['pid']} on {row['host']}); "
                     "give each daemon its own [daemon] node")
