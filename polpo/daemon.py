@@ -286,16 +286,15 @@ class Daemon:
                 tg.start_soon(tracing.run)
             if self._printer is not None:
                 tg.start_soon(self._heartbeats)
-            if cluster is None:
-                await intake.ready.wait()
-            else:
-                await cluster.follower.ready.wait()
-            self.started.set()
-            if self.on_ready is not None:
-                self.on_ready(self)
-            sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=watching {cfg.missions_dir}"
-                      + (f"; API at {self.http.url}" if self.http is not None else ""))
-            await self._stop.wait()
+            # ready once the folder is scanned (a cluster node: once the event log caught up); a stop asked before
+            # that (a node that lost its lease while the database was away) is not held until then (seed 12431)
+            if await _first(intake.ready if cluster is None else cluster.follower.ready, self._stop) is not self._stop:
+                self.started.set()
+                if self.on_ready is not None:
+                    self.on_ready(self)
+                sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=watching {cfg.missions_dir}"
+                          + (f"; API at {self.http.url}" if self.http is not None else ""))
+                await self._stop.wait()
             sd_notify("STOPPING=1")
             grace = 0.0 if self._fatal else cfg.daemon.shutdown_grace.total_seconds()
             steps = self._steps = StopSteps.of(cfg, self.clock)  # each step has a deadline (a half-open network…)
@@ -384,3 +383,16 @@ def check_extras(cfg: Config) -> None:
         require("postgres", "[store] url")
     if tracing_wanted():
         require("otel", "tracing (OTEL_* is set)", "; or set OTEL_SDK_DISABLED=true to run without traces")
+
+
+async def _first(*events: anyio.Event) -> anyio.Event:
+    """The first of ``events`` to be set (waiting for it)."""
+    done: list[anyio.Event] = []
+    async with anyio.create_task_group() as tg:
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            done.append(event)
+            tg.cancel_scope.cancel()
+        for event in events:
+            tg.start_soon(wait, event)
+    return done[0]
