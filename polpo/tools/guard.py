@@ -5,8 +5,8 @@ and another node may take their tasks over once the lease runs out. The daemon s
 (:mod:`polpo.tools.guard_link`) and writes one line per event: ``+PGID TICKS`` when an agent's process group is
 started (the guard reads the leader's start time itself when TICKS is left out), ``-PGID`` when it has
 ended, ``.`` as a beat while the node may act on its lease, ``!`` before a clean stop closes the pipe. When no
-line came for the deadline, the guard kills every group it holds (SIGKILL) and forgets them; when the pipe closes (the daemon
-died, even by SIGKILL) it kills them and exits. It lives in a session of its own, so signals to the daemon's
+line came for the deadline, the guard kills every group it holds (SIGKILL) and forgets them; when the pipe closes
+(the daemon died, even by SIGKILL) it kills them and exits. It lives in a session of its own, so signals to the daemon's
 process group (a terminal's Ctrl-Z) do not reach it.
 
 Guards come in pairs (:mod:`polpo.tools.guard_link`): each is told every line and holds every group, and neither
@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline, daemon = float(args[0]), args[1] if len(args) > 1 else "?"
     mark = args[2] if len(args) > 2 else None
     spare = (os.getpgid(0),) + ((os.getpgid(int(daemon)),) if daemon.isdigit() and pid_alive(int(daemon)) else ())
+    held = Held()
 
     def kill_all() -> int:
         """The held groups, then those of whatever else carries this daemon's marker (started, not yet told)."""
@@ -129,7 +130,6 @@ def main(argv: list[str] | None = None) -> int:
     poll = None if deadline == float("inf") else max(0.01, deadline / 6)  # inf: only the daemon's death kills
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the pipe tells this guard to go
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    held = Held()
     last = _now()
     acted = False  # killed since the daemon's last line: a paused daemon's marker is looked for once
     clean = False  # the daemon said it stops cleanly: it started nothing it did not tell of

@@ -97,25 +97,24 @@ class _Guard:
             return "it was stopped (SIGSTOP)"
         return None
 
-    def retire(self) -> None:
-        """This guard ends for good: killed (a stopped one too), reaped, its pipe and pidfd closed."""
+    def let_go(self) -> None:
+        """Stop listening for its end and close its pipe (a guard whose pipe closes kills what it holds, exits)."""
         self.unwatch_exit()
         self.fd = -1
-        with contextlib.suppress(OSError):
-            self.proc.kill()
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
+
+    def retire(self) -> None:
+        """This guard ends for good: killed (a stopped one too), reaped, its pipe and pidfd closed."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        self.let_go()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=1)  # SIGKILL ends even a stopped process at once
 
-    def close(self) -> None:
-        """At the daemon's end: its pipe closes, so it kills what is left (nothing, after a clean stop) and exits."""
-        self.unwatch_exit()
-        self.fd = -1
-        if self.proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+    def reap(self) -> None:
+        """Wait for a guard let go of to exit (killed if it does not within 5 s)."""
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -239,4 +238,6 @@ class GuardLink:
         guards, self.guards = self.guards, []
         for guard in guards:
             self._write(guard, b"!\n")  # a clean stop: what is not held was not started (no marker scan)
-            guard.close()
+            guard.let_go()
+        for guard in guards:
+            guard.reap()
