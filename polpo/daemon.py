@@ -303,12 +303,15 @@ class Daemon:
             await steps.step("the SLA monitor", monitor.shutdown)
             await steps.step("stopping the runs", lambda: engine.stop(grace), extra=grace)
             await steps.step("recording the shutdown", lambda: self._record_shutdown(store, engine))
-            if cluster is not None:
+            await steps.step("the notifications", lambda: notifier.drain(5.0))  # their outcomes are events too
+            if cluster is not None:  # every write is made before the node leaves: after it, none can be (12466)
+                if cluster.fence.fenced is None:
+                    await steps.step("the last writes", store.flush)
                 await steps.step("the event log's last read", cluster.follower.drain)
-                await steps.step("leaving the cluster", cluster.membership.leave)  # the others see it at once
-            await steps.step("the notifications", lambda: notifier.drain(5.0))
             if self.http is not None:
                 await steps.step("the API", self.http.stop)  # after the shutdown event, so followers see it
+            if cluster is not None:
+                await steps.step("leaving the cluster", cluster.leave)  # the others see it at once
             if tracing is not None:
                 tracing.shutdown()
             tg.cancel_scope.cancel()

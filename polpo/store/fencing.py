@@ -122,6 +122,7 @@ class Fence:
     fenced: str | None = None
     on_fenced: list[Callable[[str], None]] = field(default_factory=list)
     local: Callable[[], str | None] | None = None  # this node's own clock's verdict (Membership.why_not)
+    left: bool = False  # this node left the cluster on a clean stop: a later refusal is its own doing
 
     def ensure(self) -> None:
         """Before a transaction: raise :class:`Fenced` if this node is fenced, or its own clock says it must stop
@@ -129,6 +130,8 @@ class Fence:
         if self.fenced is None and self.local is not None and (why := self.local()) is not None:
             self.trip(why)
         if self.fenced is not None:
+            if self.left:
+                log.warning("a write after this node left the cluster was not made (a stop step came late)")
             raise Fenced(self.fenced)
 
     def call(self, term: int | None = None) -> str:
@@ -139,12 +142,20 @@ class Fence:
                 f"{float(self.lease)!r}::float8, {leader})")
 
     def trip(self, reason: str) -> Fenced:
-        """Record that this node is fenced (first reason wins), tell the listeners once; the error to raise."""
+        """Record that this node is fenced (first reason wins), tell the listeners once; the error to raise.
+        After :meth:`leave` nobody is told: the row is gone because this node deleted it, not because it lost its
+        lease, and a clean stop must not turn into a lost node's exit (nemesis seed 12466)."""
         if self.fenced is None:
             self.fenced = reason
-            for fn in self.on_fenced:
-                fn(reason)
+            if not self.left:
+                for fn in self.on_fenced:
+                    fn(reason)
         return Fenced(self.fenced)
+
+    def leave(self) -> None:
+        """A clean stop is about to delete this node's row: from now on every write is refused here."""
+        self.left = True
+        self.trip(f"node {self.node!r} left the cluster on a clean stop: nothing more is written")
 
     async def begin(self, conn: Any, *, deposed: bool = False) -> None:
         """BEGIN a transaction on ``conn`` that goes on only while this node holds its lease, in one round trip

@@ -47,6 +47,18 @@ def test_a_fence_trips_once_and_then_refuses_everything() -> None:
         f.ensure()
 
 
+def test_a_node_that_left_refuses_later_writes_without_taking_them_for_a_lost_lease() -> None:
+    """Seed 12466: after a clean stop's leave, the database refuses a late write (the row is gone); the node must
+    not take that for a lost lease (its listeners stop it with exit 1), and its own clock no longer matters."""
+    heard: list[str] = []
+    f = Fence("n", "i", 2.0, on_fenced=[heard.append], local=lambda: "paused")
+    f.leave()
+    with pytest.raises(Fenced, match="left the cluster"):
+        f.ensure()
+    f.trip("node n (incarnation i) no longer holds its lease")  # the database's refusal of a write under way
+    assert heard == []
+
+
 def test_the_nodes_own_clock_fences_it_before_any_transaction() -> None:
     f = Fence("n", "i", 2.0, local=lambda: "paused")
     with pytest.raises(Fenced, match="paused"):

@@ -66,6 +66,13 @@ class ClusterNode:
             self.guard.close()
             raise
 
+    async def leave(self) -> None:
+        """A clean stop's last step: the fence refuses every later write quietly (it would find the row gone and
+        take that for a lost lease), then the row is deleted, so the others see this node gone at once. A write
+        already under way holds the row (``FOR KEY SHARE``): the delete waits for it."""
+        self.fence.leave()
+        await self.membership.leave()
+
     def _may_start(self) -> bool:
         """A program may start only while this node may act; otherwise the node is fenced (and leaves) now."""
         try:
