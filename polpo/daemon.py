@@ -305,8 +305,7 @@ class Daemon:
             await steps.step("recording the shutdown", lambda: self._record_shutdown(store, engine))
             await steps.step("the notifications", lambda: notifier.drain(5.0))  # their outcomes are events too
             if cluster is not None:  # every write is made before the node leaves: after it, none can be (12466)
-                if cluster.fence.fenced is None:
-                    await steps.step("the last writes", store.flush)
+                await steps.step("the last writes", cluster.flush)
                 await steps.step("the event log's last read", cluster.follower.drain)
             if self.http is not None:
                 await steps.step("the API", self.http.stop)  # after the shutdown event, so followers see it

@@ -66,6 +66,11 @@ class ClusterNode:
             self.guard.close()
             raise
 
+    async def flush(self) -> None:
+        """A clean stop's last writes, before it leaves; none for a fenced node (the store refuses them anyway)."""
+        if self.fence.fenced is None:
+            await self.store.flush()
+
     async def leave(self) -> None:
         """A clean stop's last step: the fence refuses every later write quietly (it would find the row gone and
         take that for a lost lease), then the row is deleted, so the others see this node gone at once. A write
