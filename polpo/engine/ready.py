@@ -74,9 +74,13 @@ class ReadyQueue:
             self.running[k] += 1
 
     def finished(self, keys: Sequence[str]) -> None:
+        """A key whose last run ended is dropped (a Counter reads it as 0): a key per mission would otherwise be
+        kept for every mission ever run, as a schedule firing every second makes 86 400 a day."""
         self.running_total -= 1
         for k in keys:
             self.running[k] -= 1
+            if not self.running[k]:
+                del self.running[k]
             self._let_one_out(k)
 
     def __len__(self) -> int:

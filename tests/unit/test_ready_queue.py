@@ -104,3 +104,15 @@ def test_dispatch_order_matches_a_brute_force_scheduler(tasks: list[tuple[int, s
             q.finished([k for k, _ in limits[done]])
             for k, _ in limits[done]:
                 used[k] -= 1
+
+
+def test_a_key_whose_runs_all_ended_is_not_kept() -> None:
+    """One ``mission:<id>`` key per mission ever run was kept at 0: memory that grew with history (issue 31)."""
+    q = ReadyQueue(global_limit=2)
+    for i in range(100):
+        q.push(0.0, i, 0, f"t{i}")
+        tid = q.pop_startable(lambda _t: True, lambda t: [("agent:noop", 2), (f"mission:{t}", None)])
+        assert tid == f"t{i}"
+        q.started(["agent:noop", f"mission:{tid}"])
+        q.finished(["agent:noop", f"mission:{tid}"])
+    assert dict(q.running) == {} and q.running_total == 0
