@@ -8,6 +8,7 @@ Real parts: a private server stopped with ``pg_ctl stop -m fast`` and started ag
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -26,6 +27,7 @@ from polpo.events.catalog import Event
 from polpo.store import read
 from polpo.store.cluster.claims import ClaimQueue
 from polpo.store.errors import StoreUnavailable
+from polpo.store.identity import StoreLost
 from polpo.store.postgres import PostgresStore
 from polpo.store.postgres_faults import is_outage
 from polpo.store.readers import ReaderPool
@@ -183,3 +185,24 @@ async def test_a_claim_whose_commit_answer_was_lost_is_given_back_and_its_task_r
     finally:
         await pool.close()
         await proxy.close()
+
+
+async def test_a_leader_fenced_while_it_recovers_a_dead_nodes_task_leaves_quietly(
+        own_cluster: PgCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Nemesis seed 14822: the leader took a dead node's claim over, then lost its own lease; the recovery's write
+    was refused and logged as an error with a traceback. It is the end of this node's term: the sweep stops (the
+    next leader takes the claim over as a dead node's), and nothing is logged as an error."""
+    url = own_cluster.url(own_cluster.create_database("fencedsweep"))
+    doc = {"name": "m", "tasks": [{"title": "A", "assignTo": "fake", "description": "a"}]}
+    async with leader(url, tmp_path) as (run, store):
+        m = await run.accept(doc)
+        await store.flush()
+        a = next(iter(m.tasks))
+        await _fetch(url, "UPDATE claims SET node = 'b', incarnation = 'ib' WHERE task_id = $1", a)  # b is gone
+        role = run.engine.cluster
+        assert role is not None
+        store.fence("node 'L' no longer holds its lease")
+        with caplog.at_level(logging.WARNING), pytest.raises(StoreLost):
+            await role.sweep()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.name != "polpo.store"] == []
+    assert a not in role.own
