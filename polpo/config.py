@@ -39,7 +39,7 @@ class ConfigError(Exception):
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 DEFAULT_MAX_MISSION_BYTES = 4 * 1024 * 1024  # larger mission files are rejected unread

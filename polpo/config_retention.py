@@ -23,7 +23,7 @@ def _keep_for(v: object) -> object:
 class RetentionSettings(BaseModel):
     """What a daemon that runs for months keeps of its finished work (docs/how-to/retention.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     # a finished mission with its tasks, attempts, assessments, reviews, transcripts, events and workspace in the
     # state folder, this long after it finished; "forever": never removed

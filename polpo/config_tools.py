@@ -57,7 +57,7 @@ def _secs(n: float) -> timedelta:
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _checked_refs(values: Mapping[str, str]) -> Mapping[str, str]:

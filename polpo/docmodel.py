@@ -44,7 +44,7 @@ class Model(BaseModel):
     """Base: camelCase aliases, unknown keys forbidden, listed Polpo-only keys tolerated (popped, remembered)."""
 
     model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True,
-                              serialize_by_alias=True, extra="forbid", frozen=True)
+                              serialize_by_alias=True, extra="forbid", frozen=True, defer_build=True)
     TOLERATED: ClassVar[frozenset[str]] = frozenset()
     TOLERATED_PREFIXES: ClassVar[tuple[str, ...]] = ()
 
