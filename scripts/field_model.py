@@ -174,12 +174,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def server_argv(kind: str, model: Path, port: int, context: int, alias: str) -> list[str]:
+def server_argv(kind: str, model: Path, port: int, context: int, alias: str, parallel: int = 1) -> list[str]:
+    """``parallel`` slots (llama-server) each get the whole ``context``: a panel's seats decode as one batch, which
+    on a CPU costs little more than one seat (the weights are read once per step for all of them)."""
     threads = str(os.cpu_count() or 2)
     if kind == "llama-server":
         return [str(install_llama_server()), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-                "--jinja", "--chat-template-file", str(TEMPLATE), "--ctx-size", str(context), "--parallel", "1",
-                "--threads", threads,
+                "--jinja", "--chat-template-file", str(TEMPLATE), "--ctx-size", str(context * parallel),
+                "--parallel", str(parallel), "--threads", threads,
                 "--alias", alias]
     return [str(install_llama_cpp_python()), "-m", "llama_cpp.server", "--model", str(model),
             "--host", "127.0.0.1", "--port", str(port), "--chat_format", "chatml-function-calling",
@@ -204,12 +206,13 @@ def wait_ready(proc: subprocess.Popen[bytes], base: str, log_path: Path, timeout
     raise SystemExit(f"field_model: the server did not answer {base}/models within {timeout:.0f} s ({log_path})")
 
 
-def serve(kind: str, context: int, log_path: Path | None, name: str = DEFAULT_MODEL) -> dict[str, str]:
+def serve(kind: str, context: int, log_path: Path | None, name: str = DEFAULT_MODEL,
+          parallel: int = 1) -> dict[str, str]:
     """Start the server in its own session (it outlives this command); return the POLPO_FIELD_* variables."""
     model = install_model(name)
     alias = MODELS[name].alias
     port = free_port()
-    argv = server_argv(kind, model, port, context, alias)
+    argv = server_argv(kind, model, port, context, alias, parallel)
     log_path = log_path or CACHE / "logs" / f"{kind}-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as out:
@@ -249,6 +252,9 @@ def main() -> None:
     srv.add_argument("--server", choices=SERVERS, default="llama-server")
     srv.add_argument("--model", choices=sorted(MODELS), default=DEFAULT_MODEL, help="which model (default 0.5b)")
     srv.add_argument("--context", type=int, default=CONTEXT, help="the server's context window, in tokens")
+    srv.add_argument("--parallel", type=int, default=1,
+                     help="llama-server's slots, each with the whole context (a panel's seats at once: [judge] "
+                          "seats, with [llm] max_concurrency_per_model as large)")
     srv.add_argument("--log", type=Path, help="the server's log file (default: under the cache)")
     st = sub.add_parser("stop", help="stop the server serve started")
     st.add_argument("--pid", type=int, default=int(os.environ.get("POLPO_FIELD_SERVER_PID", "0")))
@@ -258,7 +264,7 @@ def main() -> None:
         install_model(args.model)
         install_llama_server() if args.server == "llama-server" else install_llama_cpp_python()
     elif args.cmd == "serve":
-        for name, value in serve(args.server, args.context, args.log, args.model).items():
+        for name, value in serve(args.server, args.context, args.log, args.model, args.parallel).items():
             print(f"export {name}={shlex.quote(value)}")
     elif args.pid > 0:
         stop(args.pid)
