@@ -88,8 +88,10 @@ class ResultsFile:
 
 def setup_key(judges: Sequence[ModelSettings], options: Any) -> str:
     """A short name for a judge set-up (its models, sampling and panel rules): results of another set-up are
-    another measurement, so they go to another file and are never reused for this one."""
-    body = json.dumps({"judges": [[j.model, j.api_base, j.temperature, j.max_tokens, j.context_window, j.seed]
+    another measurement, so they go to another file and are never reused for this one. Where a model is served
+    is not part of it: a local server started again on another port serves the same judge, and ``--resume``
+    must go on with its results."""
+    body = json.dumps({"judges": [[j.model, j.temperature, j.max_tokens, j.context_window, j.seed]
                                   for j in judges],
                        "diversity": getattr(options, "diversity", None), "logprobs": getattr(options, "logprobs", None),
                        "maxTurns": getattr(options, "max_turns", None),
