@@ -35,10 +35,18 @@ import time
 
 from polpo.tools.procscan import pid_alive, with_env
 
-__all__ = ["MARK", "Held", "kill_marked", "main"]
+__all__ = ["GATHER", "MARK", "Held", "gather_for", "kill_marked", "main"]
 
 MARK = b"POLPO_ATTEMPT_MARK="  # polpo.tools.marks.ATTEMPT_MARK (not imported: this process imports nothing heavy)
 RESCAN_AFTER = 0.1  # seconds: a process exec'd a moment ago may show its environment only later (a kernel race)
+GATHER = 0.05  # seconds the guard sleeps after a read, so what the daemon writes meanwhile comes in one read
+
+
+def gather_for(deadline: float) -> float:
+    """How long to sleep after a read (pure): :data:`GATHER`, or a tenth of a short deadline. A guard woken by
+    every line cost the machine ~50 µs of CPU per agent run, each; gathering makes it ~20 reads a second at
+    most, whatever the rate of runs, and delays a kill by at most this."""
+    return min(GATHER, deadline / 10)
 
 
 class Held:
@@ -128,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         n = held.kill_all()
         return n + (kill_marked(mark, spare, done) if mark else 0)
     poll = None if deadline == float("inf") else max(0.01, deadline / 6)  # inf: only the daemon's death kills
+    gather = gather_for(deadline)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the pipe tells this guard to go
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     last = _now()
@@ -149,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in lines:
                 clean = clean or line == b"!"
                 held.apply(line)
+            time.sleep(gather)
         elif poll is not None and (held.groups or (mark and not acted)) and _now() - last > deadline:
             acted = True
             n = kill_all()

@@ -140,6 +140,7 @@ class GuardLink:
         self.held: set[int] = set()  # the process groups the guards are told they hold
         self.losses: list[float] = []  # when each guard was lost
         self.lost: str | None = None  # why no guard is kept any more
+        self._ended: list[bytes] = []  # ``-PGID`` lines not yet sent: they go with the next line (see ended)
         self._closing = False
 
     def start(self) -> None:
@@ -175,6 +176,8 @@ class GuardLink:
         """Look at the guards every :data:`CHECK_EVERY` seconds (an end is heard at once; a stop only so)."""
         while True:
             await anyio.sleep(CHECK_EVERY if self.deadline is None else min(CHECK_EVERY, self.deadline / 6))
+            if self._ended:
+                self._send(b"")
             self.check()
 
     def _replace(self, old: _Guard, why: str) -> None:
@@ -214,10 +217,16 @@ class GuardLink:
         return True
 
     def ended(self, pgid: int) -> None:
+        """The group is gone (run_process killed what was left of it). Told with the next line, or within
+        :data:`CHECK_EVERY` by :meth:`run`, not now: a write wakes both guards, and a held group that has ended
+        costs a guard nothing (its kill finds no process; a reused pid's other start time is skipped). This
+        halves the guards' wake-ups per agent run."""
         self.held.discard(pgid)
-        self._send(f"-{pgid}\n".encode())
+        self._ended.append(f"-{pgid}\n".encode())
 
     def _send(self, line: bytes) -> None:
+        if self._ended:
+            line, self._ended = b"".join(self._ended) + line, []
         for guard in list(self.guards):
             self._write(guard, line)
 
@@ -236,8 +245,9 @@ class GuardLink:
         if self in procs.WATCH:
             procs.WATCH.remove(self)
         guards, self.guards = self.guards, []
+        bye, self._ended = b"".join(self._ended) + b"!\n", []
         for guard in guards:
-            self._write(guard, b"!\n")  # a clean stop: what is not held was not started (no marker scan)
+            self._write(guard, bye)  # a clean stop: what is not held was not started (no marker scan)
             guard.let_go()
         for guard in guards:
             guard.reap()

@@ -215,3 +215,84 @@ def test_the_guard_reads_a_group_leaders_start_time_itself_and_spares_a_reused_p
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def recorder(folder: Path) -> list[str]:
+    """A guard's command that only records every byte the link writes to it, in ``folder``/its pid."""
+    return ["sh", "-c", f'exec cat >> "{folder}/$$"', "recorder"]
+
+
+def recorded(path: Path, want: str) -> str:
+    """The recording once it holds ``want`` (bounded wait: the recorder writes as it reads)."""
+    for _ in range(250):
+        text = path.read_text() if path.exists() else ""
+        if want in text:
+            return text
+        time.sleep(0.02)
+    return path.read_text() if path.exists() else ""
+
+
+def test_an_ended_group_is_told_with_the_next_line_not_on_its_own(tmp_path: Path) -> None:
+    """``-PGID`` costs no write (and no wake-up of two guards) of its own: it goes with the next beat or start,
+    and a clean stop's ``!`` carries what is still unsaid."""
+    link = GuardLink(60, program=recorder(tmp_path))
+    link.start()
+    files = [tmp_path / str(g.pid) for g in link.guards]
+    try:
+        assert link.started(4_000_001)
+        assert [recorded(f, "+4000001\n") for f in files] == ["+4000001\n"] * 2
+        link.ended(4_000_001)
+        time.sleep(0.2)
+        assert all("-4000001" not in f.read_text() for f in files)  # not written on its own
+        assert link.started(4_000_002)
+        assert all(recorded(f, "+4000002\n").endswith("-4000001\n+4000002\n") for f in files)
+        link.ended(4_000_002)
+    finally:
+        link.close()
+    assert all(recorded(f, "!\n").endswith("+4000002\n-4000002\n!\n") for f in files)
+
+
+async def test_the_link_tells_an_ended_group_within_its_check_period_when_nothing_else_is_written(
+        tmp_path: Path) -> None:
+    link = GuardLink(None, program=recorder(tmp_path))
+    link.start()
+    files = [tmp_path / str(g.pid) for g in link.guards]
+    try:
+        link.started(4_000_003)
+        link.ended(4_000_003)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(link.run)
+            with anyio.fail_after(10):
+                while not all("-4000003" in (f.read_text() if f.exists() else "") for f in files):
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        assert [f.read_text() for f in files] == ["+4000003\n-4000003\n"] * 2
+    finally:
+        link.close()
+
+
+def voluntary_switches(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc status")
+
+
+def test_a_guard_gathers_what_comes_while_it_sleeps_instead_of_waking_for_every_line() -> None:
+    """100 lines written 2 ms apart: a guard woken by each would switch ~100 times; one that sleeps
+    ``GATHER`` after each read wakes a handful of times (an upper bound, not a timing)."""
+    link = GuardLink(None)
+    link.start()
+    try:
+        guard = link.guards[0]
+        time.sleep(0.3)  # its start-up is over
+        before = voluntary_switches(guard.pid)
+        for i in range(100):
+            link.started(4_100_000 + i)
+            time.sleep(0.002)
+        time.sleep(0.2)
+        woken = voluntary_switches(guard.pid) - before
+        assert woken < 30, woken
+        assert guard.proc.poll() is None
+    finally:
+        link.close()
