@@ -9,10 +9,12 @@ itself: every event once, numbers gapless.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import asyncpg
 import pytest
 
@@ -50,6 +52,28 @@ pytestmark = pytest.mark.anyio
 ])
 def test_which_errors_are_an_outage(error: BaseException, outage: bool) -> None:
     assert is_outage(error) is outage
+
+
+async def test_a_session_the_server_ended_during_a_pause_mid_transaction_is_an_outage(postgres_url: str) -> None:
+    """Nemesis seed 14822's InternalClientError, on a real server: a node paused between two statements of a claim
+    for longer than ``idle_in_transaction_session_timeout`` (polpo.store.fencing.session_settings) finds its
+    session ended by the server. asyncpg reads the server's FATAL error (state 2) before it sees the socket close,
+    and the claim's next statement (state 11) collides with it. It is a lost connection in other words, and
+    counts as one: the claim waits and tries again on a new connection."""
+    c = await asyncpg.connect(postgres_url, server_settings={"idle_in_transaction_session_timeout": "300"})
+    try:
+        await c.execute("BEGIN")
+        time.sleep(1.5)  # the whole event loop stopped, as by SIGSTOP: the server ends the idle session meanwhile
+        # one turn of the loop later, its select sees the socket readable, and this task goes first: the read of
+        # the FATAL error follows it; the close is read a turn later
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        with pytest.raises(Exception) as caught:
+            await c.fetch("SELECT $1::int", 1)
+    finally:
+        c.terminate()
+    assert type(caught.value).__name__ == "InternalClientError", caught.value
+    assert is_outage(caught.value)
 
 
 def test_a_servers_error_of_several_lines_is_said_on_one() -> None:
