@@ -6,11 +6,13 @@ import pytest
 
 from polpo.store.cluster.timing import GUARD_DEADLINE, GUARD_POLL, RENEW, SELF_STOP, TAKE_AFTER, must_stop
 from polpo.store.fencing import Fence, Fenced
+from polpo.tools.guard import gather_for
 
 
 def test_the_margins_nest_a_node_stops_and_its_guard_kills_before_anyone_takes_over() -> None:
     assert GUARD_DEADLINE < SELF_STOP < 1 < TAKE_AFTER
-    assert RENEW + GUARD_DEADLINE + GUARD_POLL < TAKE_AFTER  # the guard's kill, after the last renewal's beat
+    # the guard's kill, after the last renewal's beat, a look at its deadline and its gather (for a 1 s lease)
+    assert RENEW + GUARD_DEADLINE + GUARD_POLL + gather_for(GUARD_DEADLINE * 1.0) < TAKE_AFTER
     assert RENEW * 3 <= SELF_STOP  # three renewals may fail before a node stops
 
 

@@ -7,7 +7,10 @@ when the daemon's beat stops for ``GUARD_DEADLINE`` of the lease (a paused daemo
 dies. A taker treats a node as dead only after ``TAKE_AFTER`` leases without a heartbeat: the lease plus a margin
 that covers the guard's deadline after the last beat (a beat follows every renewal within ``RENEW``)::
 
-    last renewal + RENEW + GUARD_DEADLINE + guard's poll  <  last renewal + TAKE_AFTER   (1/6 + 1/2 + 1/12 < 3/2)
+    last renewal + RENEW + GUARD_DEADLINE + guard's poll + its gather  <  last renewal + TAKE_AFTER
+                                                                     (1/6 + 1/2 + 1/12 + 1/20 < 3/2)
+
+(the gather: a guard sleeps a tenth of its deadline at most after each read, :func:`polpo.tools.guard.gather_for`).
 
 Time is read with CLOCK_BOOTTIME, which keeps counting while the machine sleeps (a laptop lid): a node that wakes
 sees at once how long it was away.
