@@ -271,6 +271,9 @@ async def test_the_link_tells_an_ended_group_within_its_check_period_when_nothin
         link.close()
 
 
+NO_PID = 4_194_305  # above PID_MAX_LIMIT (2**22): never a real process, so never a real group
+
+
 def voluntary_switches(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("voluntary_ctxt_switches:"):
@@ -288,7 +291,7 @@ def test_a_guard_gathers_what_comes_while_it_sleeps_instead_of_waking_for_every_
         time.sleep(0.3)  # its start-up is over
         before = voluntary_switches(guard.pid)
         for i in range(100):
-            link.started(4_100_000 + i)
+            link.started(NO_PID + i)  # no process can have it: the clean stop's kill of held groups finds none
             time.sleep(0.002)
         time.sleep(0.2)
         woken = voluntary_switches(guard.pid) - before
