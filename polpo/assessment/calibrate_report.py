@@ -56,9 +56,10 @@ def fit(results: Sequence[ItemResult], *, max_false_pass: float, max_false_fail:
     return fit_rule(items, max_false_pass=max_false_pass, max_false_fail=max_false_fail), ""
 
 
-def report(results: Sequence[ItemResult], rule: Rule | None = None) -> dict[str, Any]:
+def report(results: Sequence[ItemResult], rule: Rule | None = None, *, fitted: bool = False) -> dict[str, Any]:
     """Agreement of the panel and of each reviewer with people, the comparison, the linear calibration, and what
-    ``rule`` decides on these items."""
+    ``rule`` decides on these items (``fitted``: the rule was fitted to these very labels, so its counts here are
+    in-sample, not a measure on unseen work)."""
     scored = [r for r in results if r.panel is not None]
     panel = agreement([r.panel for r in scored if r.panel is not None], [r.human for r in scored])
     seats = sorted({s for r in scored for s in r.seats})
@@ -76,7 +77,8 @@ def report(results: Sequence[ItemResult], rule: Rule | None = None) -> dict[str,
                    "meanSpearman": _round(statistics.fmean(rhos)) if rhos else None,
                    "bestSpearman": _round(max(rhos)) if rhos else None},
         "calibration": {"scale": _round(line[0]), "bias": _round(line[1])} if line else None,
-        "rule": {**rule.to_json(), "onLabels": report_rule(rule, _labelled(results)).to_json()} if rule else None,
+        "rule": {**rule.to_json(), "onLabels": report_rule(rule, _labelled(results)).to_json(),
+                 "fittedToTheseLabels": fitted} if rule else None,
         "copies": sum(r.copies for r in scored),
         "sources": {k: sum(r.source == k for r in scored) for k in ("probability", "sampled", "mixed")},
         "contradicted": sum(r.contradicted for r in scored),
@@ -133,11 +135,14 @@ def render(rep: dict[str, Any], *, source: str, judges: Sequence[str]) -> str:
                      f"person; false passes {on['falsePass']}/{on['broken']} broken (95% upper bound {bound}), "
                      f"false fails {on['falseFail']}/{on['good']} good; accuracy on decided items "
                      f"{_fmt(on['accuracy'])}")
+        lines.append("  " + ("counted on the labels the rule was fitted to: an in-sample estimate; run it with "
+                             "--rule on labels it has not seen to measure it" if rule["fittedToTheseLabels"] else
+                             "counted on labels the rule was not fitted to: a measure on unseen work"))
         need = labels_needed(rule["maxFalsePass"])
         if on["broken"] < need:
             lines.append(f"  note: {on['broken']} broken item(s) cannot show a false-pass rate under "
-                         f"{rule['maxFalsePass']:g} with 95% confidence (that takes {need} with none passing); "
-                         "counted on the labels the rule was fitted to, it is an estimate: label more broken work")
+                         f"{rule['maxFalsePass']:g} with 95% confidence (that takes {need} with none passing): "
+                         "label more broken work")
     for f in rep["failed"]:
         lines.append(f"not scored: {f['id']}: {f['error']}")
     return "\n".join(lines)

@@ -83,7 +83,7 @@ def calibrate(labels: Path | None, labels_option: Path | None, write_to: Path | 
                 rule = load_calibration(source).rule
             except ValueError as e:
                 raise click.ClickException(str(e)) from None
-    rep = report(results, rule)
+    rep = report(results, rule, fitted=write_to is not None)
     if write_to is not None:
         if rep["calibration"] is None and rep["rule"] is None:
             raise click.ClickException(f"nothing to write: {no_fit_reason(rep)}")
@@ -101,7 +101,7 @@ def calibrate(labels: Path | None, labels_option: Path | None, write_to: Path | 
                              max_false_fail=max_false_fail or other_cfg.judge.max_false_fail)[0]
         elif other_rule is None and other_cfg.judge.calibration is not None:
             other_rule = load_calibration(other_cfg.judge.calibration).rule
-        other = report(other_results, other_rule)
+        other = report(other_results, other_rule, fitted=write_to is not None)
     if as_json:
         print_json({**rep, "compare": other} if other is not None else rep)
     else:

@@ -223,3 +223,30 @@ def test_a_stopped_run_keeps_its_items_and_resume_continues_it(tmp_path: Path, j
     assert res.stdout.splitlines()[2].split() == ["panel", "6", "0.882", "0.833", "-0.333"]  # as a whole run
     assert not any("print(s)" in json.dumps(r["messages"]) for r in judge.requests)  # item 2 not run again
     assert len(results.read_text().splitlines()) == 6
+
+
+def test_a_rule_is_reported_with_its_passes_fails_and_persons_and_says_whether_it_saw_these_labels(
+        tmp_path: Path, judge: FakeLLM) -> None:
+    config = judge_config(tmp_path, judge)
+    out = tmp_path / "rule.json"
+    fitted = run_cli("calibrate", str(LABELS), "--write", str(out), "--max-false-pass", "0.1", "--config",
+                     str(config), "--results", str(tmp_path / "r.jsonl"), env={KEY_ENV: "sk-calibrate"})
+    assert fitted.returncode == 0, fitted.stderr
+    rule = json.loads(out.read_text())["rule"]
+    # panel scores [1, 1, 2, 3, 5, 4]; the two broken items (human 1 and 2) both score 1: passing starts above
+    # them at 1.5, and no good item scores under it
+    assert (rule["passAt"], rule["failBelow"], rule["onLabels"]["person"]) == (1.5, 1.5, 0)
+    assert rule["fittedToTheseLabels"] is True
+    assert "on these labels: 4 passed, 2 failed, 0 sent to a person; false passes 0/2 broken" in fitted.stdout
+    assert "counted on the labels the rule was fitted to: an in-sample estimate" in fitted.stdout
+    assert "note: 2 broken item(s) cannot show a false-pass rate under 0.1 with 95% confidence (that takes 29" \
+        in fitted.stdout
+    # the same rule, narrowed by hand, measured on these labels as unseen work: the 3 goes to a person
+    held = tmp_path / "held.json"
+    held.write_text(json.dumps({**json.loads(out.read_text()), "rule": {**rule, "passAt": 3.5, "failBelow": 2.5}}))
+    given = run_cli("calibrate", str(LABELS), "--rule", str(held), "--config", str(config), "--results",
+                    str(tmp_path / "r.jsonl"), "--resume", env={KEY_ENV: "sk-calibrate"})
+    assert given.returncode == 0, given.stderr
+    assert "on these labels: 2 passed, 3 failed, 1 sent to a person; false passes 0/2 broken" in given.stdout
+    assert "counted on labels the rule was not fitted to: a measure on unseen work" in given.stdout
+    assert "fitted to: an in-sample" not in given.stdout
