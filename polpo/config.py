@@ -123,7 +123,7 @@ class JudgeSettings(_Base):
     cache_ttl: Duration = Field(default_factory=lambda: _secs(7 * 86400))
     diversity: bool = True  # seats after the first get their own angle, evidence order and sampling
     logprobs: bool = True  # score tokens' log-probabilities, for G-Eval's probability-weighted scores
-    probes: bool = True  # probe stated-example functions against the judge's own implementation
+    probes: bool = True  # the judge's own implementation (stated-example functions) and program (text answers)
     max_false_pass: float = Field(0.05, gt=0, lt=1)  # `polpo calibrate --write`'s rule: broken work passing
     max_false_fail: float = Field(0.2, gt=0, lt=1)  # … and good work failing without a person
 

@@ -6,9 +6,10 @@ So the facts polpo established bound the critical dimensions (or, with none mark
 
 * a stated example the work fails, or a file of the work that does not load: at most :data:`FAILED_CAP` (2) —
   the work does not do what its own task says;
-* a probe where the work and the judge's own implementation (which passes every stated example) disagree: at
-  most :data:`PROBE_CAP` (2.5) — a case the examples did not cover is likely wrong, but the reference may be the
-  one in error, so it weighs less.
+* a probe where the work and the judge's own implementation (which passes every stated example) disagree, or a
+  text answer that differs from what two programs of the judge's agree on (:mod:`polpo.review.answer_probe`):
+  at most :data:`PROBE_CAP` (2.5) — the work is likely wrong, but the judge's code may be the one in error, so
+  it weighs less.
 
 Below the default threshold either way, and the review says which items capped it. A cheap check that failed has
 already failed the attempt before any review runs, so checks do not cap here.
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from polpo.review.answer_probe import ORIGIN as ANSWER_ORIGIN
 from polpo.review.consensus import Consensus, WeightedDimension, capped_score
 from polpo.review.evidence_run import Evidence
 
@@ -48,9 +50,13 @@ def evidence_cap(evidence: Evidence) -> EvidenceCap | None:
                            "the work fails what its own task states (" + ", ".join(i.id for i in failed) + ")")
     differ = [i for i in evidence.items if i.kind == "probe" and i.passed is False]
     if differ:
+        ids = ", ".join(i.id for i in differ)
+        if all(i.origin == ANSWER_ORIGIN for i in differ):
+            return EvidenceCap(PROBE_CAP, [i.id for i in differ], "the work's answer differs from the one two "
+                               f"programs the judge wrote from the task agree on ({ids})")
         return EvidenceCap(PROBE_CAP, [i.id for i in differ],
-                           "the work disagrees with the judge's own implementation on inputs near the stated "
-                           "examples (" + ", ".join(i.id for i in differ) + ")")
+                           f"the work disagrees with the judge's own implementation on inputs near the stated "
+                           f"examples ({ids})")
     return None
 
 

@@ -12,7 +12,8 @@ numbered items (``E1``, ``E2``…) that scores must cite:
   judges — with the ``python3`` the agents' commands use, their secret-free environment and the attempt's
   marker, its own process group, a time limit per file import, per example and for the whole run;
 * a work that is only text (no files) has its Python code blocks written to a scratch folder and run the same
-  way.
+  way; a text answer that is data (a list, a JSON value, numbers) is compared with what programs the judge
+  writes from the task print (:mod:`polpo.review.answer_probe`).
 
 A scratch copy holds the work's regular files (never a link, a pipe or a device) and leaves out version-control
 folders; dependency folders (``node_modules``, virtual environments) are copied last, each only if it fits the
@@ -34,13 +35,14 @@ from typing import Any, Literal
 
 from polpo.clock import Clock, SystemClock
 from polpo.llm.secrets import redact
+from polpo.review.answer_probe import ANSWER_PROGRAM, ORIGIN, comparable, same_answer, shown
 from polpo.review.probes import REFERENCE_FILE, called_function, derive_calls
 from polpo.review.scratch import ANSWER, MAX_PY_FILES, Scratch, live_file, output_code
 from polpo.review.stated_examples import StatedExample, defined_names, find_examples
 from polpo.tools.commands import command_env
 from polpo.tools.procs import run_process
 
-__all__ = ["CheckEvidence", "Evidence", "EvidenceItem", "gather_evidence", "render_evidence"]
+__all__ = ["ANSWER_CALL", "CheckEvidence", "Evidence", "EvidenceItem", "gather_evidence", "render_evidence"]
 
 HARNESS = Path(__file__).with_name("example_harness.py")
 MAX_READ_CHARS = 200_000
@@ -50,6 +52,12 @@ Kind = Literal["check", "example", "load", "probe", "note"]
 KINDS: tuple[str, ...] = ("check", "example", "load", "probe", "note")
 WriteReference = Callable[[str, int], Awaitable[str | None]]
 """Asks the judge model for its own implementation of a function (by name; the try, 0 first); the code, or None."""
+WriteAnswer = Callable[[int], Awaitable[str | None]]
+"""Asks the judge model for a program that prints the task's answer (the try, 0 first); the code, or None."""
+ANSWER_CALL = "the answer"
+"""The judge's own call that wrote a program computing a text answer, as its record names it."""
+ANSWER_LIMIT = 10.0
+"""Seconds a program of the judge's may run: a task whose answer is data is small to compute."""
 REFERENCE_TRIES = 3
 """Implementations asked for until one passes every stated example: measured on Qwen2.5-Coder-1.5B, the first
 failed one of HumanEval's stated examples on several problems, and a second, sampled, often passed."""
@@ -120,6 +128,11 @@ class Evidence:
         loads = [i for i in self.items if i.kind == "load"]
         if loads:
             parts.append(f"{len(loads)} file(s) failed to load")
+        probes = [i for i in self.items if i.kind == "probe"]
+        if probes:
+            differ = [i.id for i in probes if i.passed is False]
+            parts.append(f"the judge's own code differs from the work ({', '.join(differ)})" if differ
+                         else "the judge's own code agrees with the work")
         return "; ".join(parts) or "no check ran and the task states no example to run"
 
     def to_json(self) -> dict[str, Any]:
@@ -151,7 +164,8 @@ def render_evidence(evidence: Evidence, order: Sequence[int] | None = None) -> s
 async def gather_evidence(*, description: str, criteria: str, workspace: Path, files: Sequence[str],
                           output: str | None, checks: Sequence[CheckEvidence], scratch: Scratch,
                           clock: Clock | None = None, env: Mapping[str, str] | None = None,
-                          write_reference: WriteReference | None = None) -> Evidence:
+                          write_reference: WriteReference | None = None,
+                          write_answer: WriteAnswer | None = None) -> Evidence:
     """Run what can be run; never raises for what the work does (its failures are the evidence)."""
     evidence = Evidence()
     for c in checks:
@@ -160,6 +174,8 @@ async def gather_evidence(*, description: str, criteria: str, workspace: Path, f
     # the examples are looked for in the live files (reading changes nothing); the work is copied only to run them
     if output is not None:
         code = output_code(output)
+        if not code and write_answer is not None and comparable(output) is not None:
+            await _answer_probe(evidence, output, scratch, write_answer, clock or SystemClock(), env)
         sources, readmes = ([(ANSWER, code)] if code else []), []
     else:
         live = [(f, p) for f in files if (p := live_file(workspace, f)) is not None]
@@ -197,6 +213,50 @@ async def gather_evidence(*, description: str, criteria: str, workspace: Path, f
         evidence.add("note", "dependency folders too large to copy were left out of the copy the examples ran in: "
                      + ", ".join(scratch.left_out), None)
     return evidence
+
+
+async def _answer_probe(evidence: Evidence, output: str, scratch: Scratch, write: WriteAnswer, clock: Clock,
+                        env: Mapping[str, str] | None) -> None:
+    """The work's answer beside what the judge's own programs print (:mod:`polpo.review.answer_probe`): agreeing
+    with one is shown; differing counts only when a second program, sampled apart, prints what the first did."""
+    root = await scratch.path()
+    if root is None:
+        evidence.add("note", scratch.problem or "no scratch folder to compute the answer in", None)
+        return
+    label = "the answer, computed by a program the judge wrote from the task alone"
+    first, why = await _computed(root, write, 0, clock, env)
+    if first is None:
+        evidence.add("note", f"the judge's own program for the answer {why}: nothing to compare with", None)
+        return
+    if same_answer(first, output):
+        evidence.add("probe", label, True, f"it prints the same answer as the work: {shown(first)}", ORIGIN)
+        return
+    second, why2 = await _computed(root, write, 1, clock, env)
+    if second is not None and same_answer(second, first):
+        evidence.add("probe", label, False, f"the work answers {shown(output)}; two programs the judge wrote apart "
+                     f"both print {shown(first)}", ORIGIN)
+    else:
+        evidence.add("note", "the judge's own programs for the answer do not agree with each other: not evidence "
+                     "either way", None, f"the first printed {shown(first)}; the second "
+                     + (f"printed {shown(second)}" if second is not None else why2))
+
+
+async def _computed(root: Path, write: WriteAnswer, attempt: int, clock: Clock,
+                    env: Mapping[str, str] | None) -> tuple[str | None, str]:
+    """What one program of the judge's prints, when it is an answer (data); else None and why not."""
+    code = await write(attempt)
+    if code is None:
+        return None, "was not written (no runnable program in the reply)"
+    (root / ANSWER_PROGRAM).write_text(code, encoding="utf-8")
+    proc = await run_process(["python3", "-I", "-B", ANSWER_PROGRAM], cwd=root, env={**command_env(), **(env or {})},
+                             clock=clock, stdin=b"", timeout=ANSWER_LIMIT, grace=1.0)
+    printed = proc.stdout_tail.strip()
+    if not proc.ok:
+        ended = proc.error or ("ran out of time" if proc.timed_out else f"ended with exit code {proc.exit_code}")
+        return None, f"{ended}" + (f" ({proc.stderr_tail.strip()[-200:]})" if proc.stderr_tail.strip() else "")
+    if proc.stdout_bytes > len(proc.stdout_tail.encode()) or comparable(printed) is None:
+        return None, "printed no answer polpo can compare as data"
+    return printed, ""
 
 
 async def _reference(root: Path, examples: Sequence[StatedExample], sources: Mapping[str, str],
