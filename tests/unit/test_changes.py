@@ -308,3 +308,31 @@ async def test_a_finished_missions_folder_leaves_nothing_in_the_tracker(tmp_path
     assert (files["created"], files["tracking"]) == (["again.txt"], "watch")  # watched again once inotify is back
     tracker.release(roots[1])
     assert not tracker.watches and not tracker._locks
+
+
+def test_an_inotify_instance_is_closed_by_the_closer_thread_not_the_caller(tmp_path: Path) -> None:
+    """Closing an instance that held a watch waits for the kernel's grace period (8 ms median here): a finished
+    mission's watch closed on the event loop stalled the daemon that long. The closer thread does it instead."""
+    import threading
+    import time
+
+    from polpo.changes.inotify import CLOSER_THREAD, Inotify
+
+    ino = Inotify()
+    assert ino.add(os.fspath(tmp_path)) is not None
+    link = Path(f"/proc/self/fd/{ino.fd}")
+    assert "inotify" in os.readlink(link)
+    ino.close()
+    assert ino.fd == -1
+    assert any(t.name == CLOSER_THREAD and t.daemon for t in threading.enumerate())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # closed soon (the number may already name another file)
+        try:
+            if "inotify" not in os.readlink(link):
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the inotify descriptor was never closed")
+    ino.close()  # a second close does nothing
