@@ -34,6 +34,7 @@ class IN:
     """The flags polpo uses (linux/inotify.h)."""
 
     MODIFY = 0x2
+    CLOSE_WRITE = 0x8
     ATTRIB = 0x4
     MOVED_FROM = 0x40
     MOVED_TO = 0x80
@@ -102,9 +103,10 @@ class Inotify:
             raise InotifyUnavailable(err, f"inotify_init1: {os.strerror(err)}")
         self.fd: int = fd
 
-    def add(self, path: str) -> int | None:
-        """Watch the folder ``path``; None if it vanished or is not a folder (a race, not an error)."""
-        wd = self._lib.inotify_add_watch(self.fd, os.fsencode(path), IN.WATCH)
+    def add(self, path: str, mask: int = IN.WATCH) -> int | None:
+        """Watch the folder ``path`` for ``mask``'s events; None if it vanished or is not a folder (a race, not an
+        error)."""
+        wd = self._lib.inotify_add_watch(self.fd, os.fsencode(path), mask)
         if wd >= 0:
             return int(wd)
         err = ctypes.get_errno()

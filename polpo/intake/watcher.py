@@ -1,4 +1,5 @@
-"""The missions folder: a start-up scan, then watchfiles events, each file settled before it is read.
+"""The missions folder: a start-up scan, then its events (:mod:`polpo.intake.folder_events`: inotify, else
+watchfiles), each file settled before it is read.
 
 Only ``*.json`` names directly in the folder count; dot-files and temp files (``.x.json.tmp``, ``*.part`` …)
 are ignored, so writers that use temp-file + rename (``polpo submit`` does) are seen once, whole. For
@@ -12,6 +13,7 @@ or handled (:mod:`polpo.fsfaults`) is waited out with a backoff and the file tri
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -23,10 +25,10 @@ from typing import Protocol
 
 import anyio
 import orjson
-from watchfiles import Change, awatch
 
 from polpo.config import DaemonSettings
 from polpo.fsfaults import INPUT_PASSING, Pause, errno_in, errno_name, passing
+from polpo.intake.folder_events import FolderGone, folder_events
 from polpo.intake.reader import Unreadable, read_mission_file
 from polpo.intake.stamps import stamp_of, trusted
 from polpo.mission.jsonbytes import strip_bom
@@ -39,7 +41,6 @@ SETTLE_MAX = 30.0  # give up waiting for a writer that never stops
 UNPARSABLE_GRACE = 1.0  # how long a file that is broken JSON must stay unchanged before it is rejected
 INCOMPLETE_GRACE = 10.0  # the same for a file that looks cut short (or is still empty): a writer may be pausing
 WATCH_RESTART_DELAY = 0.5  # after the watcher failed, before it watches (and scans) again
-WATCH_STEP_MS = 5  # watchfiles yields a batch after this much quiet: the floor of a dropped file's latency
 DEFAULT_MAX_BYTES: int = DaemonSettings.model_fields["max_mission_bytes"].default
 
 Content = bytes | Unreadable
@@ -213,6 +214,7 @@ class Intake:
         self.ready = anyio.Event()
         self.handled = 0  # files read and handed to the handler (duplicates included)
         self.live = False  # watching (a cluster node's intake runs only while it leads)
+        self._watching: anyio.CancelScope | None = None
 
     async def run(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -222,11 +224,17 @@ class Intake:
             while not self.stop_event.is_set():
                 try:
                     if rescan:  # after a failed watch (no inotify instance left…) the folder is read at each try,
+                        self.folder.mkdir(parents=True, exist_ok=True)  # (made again if it was removed)
                         await self._scan(tg)  # so no file waits for the watch; the read is part of the try (its
                         rescan = False        # failure too); the pause ends when the watch is live again
                         self.ready.set()
                         self.live = True
                     await self._watch(tg, pause)
+                except FolderGone:  # removed or moved away: made again (the rescan), and watched
+                    log.warning("the missions folder %s was removed or moved away; it is made again and watched",
+                                self.folder)
+                    rescan = True
+                    continue
                 except Exception as exc:  # e.g. watchfiles cannot decode a file name that is not UTF-8
                     code = passing(exc, INPUT_PASSING) or errno_in(str(exc), INPUT_PASSING)  # (watchfiles: text)
                     if code is None:
@@ -262,20 +270,22 @@ class Intake:
 
     async def _watch(self, tg: anyio.abc.TaskGroup, pause: Pause) -> None:
         """Watch until stopped. Events lost when this fails are found by the scan of the next round."""
-        watcher = awatch(self.folder, watch_filter=lambda _c, p: is_mission_file(Path(p)), recursive=False,
-                         stop_event=self.stop_event, force_polling=self.force_polling or None,
-                         step=WATCH_STEP_MS, rust_timeout=1000, yield_on_timeout=True)
-        first = True
-        async for changes in watcher:
-            if first:  # the watcher is live now: scan once more for files that arrived in between
-                first = False
-                await self._scan(tg)
-                if pause.paused:
-                    self.faults.resumed(self.folder, pause)
-            for change, p in changes:
-                path = Path(p)
-                if change in (Change.added, Change.modified) and path.parent == self.folder:
-                    self._schedule(tg, path)
+        events = folder_events(self.folder, self.stop_event, force_polling=self.force_polling,
+                               wanted=is_mission_file)
+        with anyio.CancelScope() as self._watching:  # :meth:`stop` cancels it (the inotify source ends only so)
+            if self.stop_event.is_set():
+                return
+            async with contextlib.aclosing(events) as batches:
+                first = True
+                async for batch in batches:
+                    if first or batch is None:  # live now, or events were lost: read what arrived meanwhile
+                        await self._scan(tg)
+                    if first:
+                        first = False
+                        if pause.paused:
+                            self.faults.resumed(self.folder, pause)
+                    for path in batch or ():
+                        self._schedule(tg, path)
 
     async def _scan(self, tg: anyio.abc.TaskGroup) -> None:
         """Every mission name, whatever it is (a directory named ``*.json`` is rejected once, not skipped), in name
@@ -376,3 +386,5 @@ class Intake:
 
     def stop(self) -> None:
         self.stop_event.set()
+        if self._watching is not None:
+            self._watching.cancel()
