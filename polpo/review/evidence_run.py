@@ -153,7 +153,7 @@ def render_evidence(evidence: Evidence, order: Sequence[int] | None = None) -> s
     for item in shown:
         verdict = {True: "PASSED", False: "FAILED", None: "NOTE"}[item.passed] if item.kind != "probe" else \
             {True: "AGREES", False: "DIFFERS", None: "NOTE"}[item.passed]
-        where = f" (stated in {item.origin})" if item.origin else ""
+        where = "" if not item.origin else f" ({item.origin})" if item.kind == "probe" else f" (stated in {item.origin})"
         lines.append(f"{item.id} [{verdict}] {item.label}{where}" + (f"\n    {item.detail}" if item.detail else ""))
     return "\n".join(lines) + f"\nIn short: {evidence.summary()}."
 

@@ -13,7 +13,7 @@ from polpo.llm.client import LLMClient, ModelSettings
 from polpo.review.answer_probe import ANSWER_PROGRAM, answer_program, comparable, same_answer
 from polpo.review.dimensions import Dim
 from polpo.review.evidence_cap import PROBE_CAP, evidence_cap
-from polpo.review.evidence_run import Evidence, gather_evidence
+from polpo.review.evidence_run import Evidence, gather_evidence, render_evidence
 from polpo.review.panel import PanelOptions, run_panel
 from polpo.review.reviewer import ReviewContext
 from polpo.review.scratch import Scratch
@@ -84,6 +84,9 @@ async def test_a_wrong_answer_differs_when_two_programs_agree_and_the_score_is_b
     assert "27" in probe.detail and "two programs" in probe.detail
     cap = evidence_cap(ev)
     assert cap is not None and cap.cap == PROBE_CAP and "answer differs" in cap.why
+    shown = render_evidence(ev).splitlines()  # as the reviewers read it
+    assert shown[0] == ("E1 [DIFFERS] the answer, computed by a program the judge wrote from the task alone "
+                        "(programs the judge wrote from the task alone)")
 
 
 async def test_programs_that_disagree_with_each_other_are_no_evidence(tmp_path: Path) -> None:
