@@ -30,7 +30,7 @@ from polpo.config import DaemonSettings
 from polpo.fsfaults import INPUT_PASSING, Pause, errno_in, errno_name, passing
 from polpo.intake.folder_events import FolderGone, folder_events
 from polpo.intake.reader import Unreadable, read_mission_file
-from polpo.intake.stamps import stamp_of, trusted
+from polpo.intake.stamps import SETTLED_NS, stamp_of, trusted
 from polpo.mission.jsonbytes import strip_bom
 
 log = logging.getLogger("polpo.intake")
@@ -154,6 +154,14 @@ async def settled(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Conte
             return content, stamp
 
 
+def _taken_unchanged(taken: str | None, now: str, at_ns: int) -> bool:
+    """A file an earlier scan took (its stamp then: ``taken``) still has that stamp, and the stamp is old enough
+    to trust (:func:`polpo.intake.stamps.trusted`: a change within the same clock tick could keep it)."""
+    if not taken or taken != now:
+        return False
+    return at_ns - int(now.rsplit(":", 1)[1]) >= SETTLED_NS
+
+
 def _stamped(folder: Path, names: Iterator[os.DirEntry[str]], n: int) -> dict[Path, str]:
     """The next ``n`` mission names of a listing, each with its stamp ("" when it cannot be stat'ed: read it)."""
     out: dict[Path, str] = {}
@@ -210,6 +218,8 @@ class Intake:
         self.stop_event = anyio.Event()
         self._pending: dict[Path, anyio.CancelScope] = {}
         self._queued: set[Path] = set()  # files the start-up scan found that no worker has taken yet
+        self._handling: set[Path] = set()  # files read and waiting for, or in, the handler
+        self._listed: dict[Path, str] = {}  # what the round's first scan took (see _scan)
         self._lock = anyio.Lock()  # files are handled one at a time, in arrival order
         self.ready = anyio.Event()
         self.handled = 0  # files read and handed to the handler (duplicates included)
@@ -223,10 +233,13 @@ class Intake:
             rescan = True  # the first scan finds the files added while the daemon was down
             while not self.stop_event.is_set():
                 try:
-                    if rescan:  # after a failed watch (no inotify instance left…) the folder is read at each try,
-                        self.folder.mkdir(parents=True, exist_ok=True)  # (made again if it was removed)
-                        await self._scan(tg)  # so no file waits for the watch; the read is part of the try (its
-                        rescan = False        # failure too); the pause ends when the watch is live again
+                    # after a failed watch (no inotify instance left…) the folder is read at each try, so no file
+                    # waits for the watch; the read is part of the try (its failure too); the pause ends when the
+                    # watch is live again. A removed folder is made again here.
+                    if rescan:
+                        self.folder.mkdir(parents=True, exist_ok=True)
+                        self._listed = await self._scan(tg)
+                        rescan = False
                         self.ready.set()
                         self.live = True
                     await self._watch(tg, pause)
@@ -279,7 +292,8 @@ class Intake:
                 first = True
                 async for batch in batches:
                     if first or batch is None:  # live now, or events were lost: read what arrived meanwhile
-                        await self._scan(tg)
+                        await self._scan(tg, self._listed if first else None)
+                        self._listed = {}
                     if first:
                         first = False
                         if pause.paused:
@@ -287,24 +301,33 @@ class Intake:
                     for path in batch or ():
                         self._schedule(tg, path)
 
-    async def _scan(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _scan(self, tg: anyio.abc.TaskGroup, listed: dict[Path, str] | None = None) -> dict[Path, str]:
         """Every mission name, whatever it is (a directory named ``*.json`` is rejected once, not skipped), in name
         order; a file still as it was when it was handled (its stamp, :mod:`polpo.intake.stamps`) is not read again,
-        so a folder of finished files costs a ``stat`` each. Listed a chunk at a time, off the loop."""
-        found: list[Path] = []
+        so a folder of finished files costs a ``stat`` each. Listed a chunk at a time, off the loop.
+
+        ``listed``: what the scan just before this one took, with its stamps (the watch's first scan, which finds
+        what arrived while it started, follows the round's first at once: the store may not hold the first's
+        records yet). A file taken then and unchanged since, with a stamp old enough to trust, is not taken again.
+        Returns what this scan took."""
+        found: dict[Path, str] = {}
+        now = time.time_ns()
         with os.scandir(self.folder) as names:
             while chunk := await anyio.to_thread.run_sync(_stamped, self.folder, names, SCAN_CHUNK):
                 skip = await self.unchanged(chunk) if self.unchanged is not None else set()
-                found.extend(p for p in chunk if p not in skip)
-        found = sorted(p for p in found if p not in self._pending and p not in self._queued)
-        if len(found) <= SCAN_WORKERS:
-            for path in found:
+                found.update((p, st) for p, st in chunk.items() if p not in skip
+                             and not (listed and _taken_unchanged(listed.get(p), st, now)))
+        order = sorted(p for p in found if p not in self._pending and p not in self._queued
+                       and p not in self._handling)  # (a file in flight is read by its own turn)
+        if len(order) <= SCAN_WORKERS:
+            for path in order:
                 self._schedule(tg, path)
-            return
-        queue = iter(found)  # thousands (a first start on a full folder): a few workers, not a task a file
-        self._queued.update(found)
-        for _ in range(SCAN_WORKERS):
-            tg.start_soon(self._work_through, queue)
+        else:
+            queue = iter(order)  # thousands (a first start on a full folder): a few workers, not a task a file
+            self._queued.update(order)
+            for _ in range(SCAN_WORKERS):
+                tg.start_soon(self._work_through, queue)
+        return {p: found[p] for p in order}
 
     async def _work_through(self, queue: Iterator[Path]) -> None:
         for path in queue:
@@ -368,15 +391,19 @@ class Intake:
         finally:
             if self._pending.get(path) is scope:
                 del self._pending[path]
-        async with self._lock:
-            try:
-                await self.handler(path, raw, stamp)
-            except Exception as exc:
-                if (code := passing(exc)) is not None:
-                    return code, exc
-                log.exception("could not handle %s", path)
-            finally:
-                self.handled += 1
+        self._handling.add(path)
+        try:
+            async with self._lock:
+                try:
+                    await self.handler(path, raw, stamp)
+                except Exception as exc:
+                    if (code := passing(exc)) is not None:
+                        return code, exc
+                    log.exception("could not handle %s", path)
+                finally:
+                    self.handled += 1
+        finally:
+            self._handling.discard(path)
         return "done"
 
     @property
