@@ -70,11 +70,8 @@ def comparable(text: str) -> Any:
         return None
     if (m := _FENCE.match(text)) is not None:
         text = m.group(1).strip()
-    try:
-        value = json.loads(text)
-    except ValueError:
-        pass
-    else:  # a lone string, bool or null is a word, not a computed result (an agent's "done" is no answer to check)
+    value = _literal(text)
+    if value is not _NONE:  # a lone string, bool or null is a word, not a computed result (an agent's "done")
         return _norm(value) if isinstance(value, list | dict) or _is_number_value(value) else None
     if "," in text:
         tokens = [t.strip() for t in text.split(",")]
@@ -85,6 +82,33 @@ def comparable(text: str) -> Any:
     if len(words) > 1 and all(_is_number(w) for w in words):
         return tuple(_scalar(w) for w in words)
     return None
+
+
+_NONE = object()
+
+
+def _literal(text: str) -> Any:
+    """``text`` as JSON, else as a Python literal (a program of the judge's may print a list of dicts with
+    ``print``, not ``json.dumps``: the same data), tuples as lists; :data:`_NONE` when it is neither."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if text[:1] not in "[{(":
+        return _NONE
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NONE
+    return _lists(value)
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    return value
 
 
 def _is_number_value(value: Any) -> bool:

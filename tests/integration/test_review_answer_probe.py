@@ -39,6 +39,9 @@ def test_answers_compare_as_data_in_any_of_the_forms_a_list_is_written() -> None
     assert same_answer(rows, '[{"age": 36, "name": "Ada"}, {"age": 28.0, "name": "Linus"}]') is True
     assert same_answer(rows, rows.replace("28", '"28"')) is False  # a number left a string is another answer
     assert same_answer("[true]", "[1]") is False and same_answer("42", "42.0") is True
+    # a program that prints its list of dicts with print(), not json.dumps: the same data
+    assert same_answer(rows, "[{'name': 'Ada', 'age': 36}, {'name': 'Linus', 'age': 28}]") is True
+    assert same_answer("(1, 2)", "[1, 2]") is True and comparable("{'a': f(1)}") is None
 
 
 def test_prose_code_and_patterns_are_not_data() -> None:
