@@ -8,9 +8,9 @@ program that computes the answer from the task alone (:func:`answer_messages`); 
 and compares what it prints with the work's answer as data (:func:`same_answer`: ``[2, 3]`` and ``2, 3`` are the
 same answer, ``"28"`` and ``28`` are not). The form the task asks for stays the reviewers' to judge.
 
-One program can be wrong. A work that agrees with it is shown so; a work that differs is compared with a second
-program, sampled apart, and counts as differing only when both programs agree with each other. Anything less is a
-note, not evidence against the work.
+One program can be wrong. A work that agrees with one is shown so; a work that differs counts as differing only
+when two different programs (at most three are asked for, each sampled apart) print the same answer, and not the
+work's. Anything less is a note, not evidence against the work.
 
 An answer that is prose, code, a pattern or a lone word (an agent's "done") is not data, and no program is
 asked for: the check costs a call only where it can tell something.
@@ -147,9 +147,10 @@ def answer_messages(*, title: str, description: str) -> list[dict[str, str]]:
         {"role": "system", "content": "You are an expert Python programmer. You write correct, complete code."},
         {"role": "user", "content": f"TASK: {title}\n\n{head(description, 6000)}\n\nWrite a Python program that "
                                     "computes the answer this task asks for, from the task's text alone, and "
-                                    "prints only that answer, in the form the task asks for. It reads no input and "
-                                    "no file, and uses only the standard library. Reply with one ```python code "
-                                    "block holding the whole program, and nothing else."},
+                                    "prints only that answer, in the form the task asks for. There is no file and "
+                                    "no input: put any data the task gives into the program itself, as Python "
+                                    "values. Use only the standard library. Reply with one ```python code block "
+                                    "holding the whole program, and nothing else."},
     ]
 
 

@@ -92,21 +92,32 @@ async def test_a_wrong_answer_differs_when_two_programs_agree_and_the_score_is_b
                         "(programs the judge wrote from the task alone)")
 
 
-async def test_programs_that_disagree_with_each_other_are_no_evidence(tmp_path: Path) -> None:
-    ev, asked = await gather(tmp_path, RIGHT, [ODDS, PRIMES])  # the first is wrong, the second agrees with the work
-    assert asked == 2 and not [i for i in ev.items if i.kind == "probe"]
-    assert any(i.kind == "note" and "do not agree with each other" in i.label for i in ev.items), ev.items
-    assert evidence_cap(ev) is None
+async def test_one_program_that_agrees_is_enough_and_a_failed_one_is_asked_again(tmp_path: Path) -> None:
+    # the 1.5B model's first program read a file the task never gave; a second, sampled, had the data in it
+    reads_a_file = "print(open('input.csv').read())\n"
+    ev, asked = await gather(tmp_path, RIGHT, [reads_a_file, PRIMES])
+    (probe,) = [i for i in ev.items if i.kind == "probe"]
+    assert probe.passed is True and asked == 2
+    ev, asked = await gather(tmp_path, RIGHT, [ODDS, PRIMES])  # a wrong first program; the second agrees
+    assert [i.passed for i in ev.items if i.kind == "probe"] == [True] and asked == 2
+
+
+async def test_programs_that_agree_on_nothing_are_no_evidence(tmp_path: Path) -> None:
+    ev, asked = await gather(tmp_path, RIGHT, ["print('1, 2')\n", "print('3, 4')\n", "print('5, 6')\n", PRIMES])
+    assert asked == 3 and not [i for i in ev.items if i.kind == "probe"]  # at most three are asked for
+    (note,) = ev.items
+    assert "did not settle it" in note.label and "1, 2" in note.detail and evidence_cap(ev) is None
+    ev, asked = await gather(tmp_path, WRONG, [PRIMES, PRIMES, None])  # the same program twice: one opinion
+    assert asked == 3 and not [i for i in ev.items if i.kind == "probe"] and evidence_cap(ev) is None
 
 
 async def test_a_program_that_fails_or_prints_no_data_is_a_note(tmp_path: Path) -> None:
     ev, _ = await gather(tmp_path, RIGHT, ["raise SystemExit(3)\nprint(1)\n"])
     (note,) = ev.items
-    assert note.kind == "note" and "exit code 3" in note.label and evidence_cap(ev) is None
+    assert note.kind == "note" and "exit code 3" in note.detail and evidence_cap(ev) is None
+    assert "no runnable program in the reply" in note.detail  # the two asked for after it
     ev, _ = await gather(tmp_path, RIGHT, ["print('I think the answer is the primes')\n"])
-    assert "printed no answer polpo can compare as data" in ev.items[0].label
-    ev, _ = await gather(tmp_path, RIGHT, [None])
-    assert "was not written" in ev.items[0].label
+    assert "printed no answer polpo can compare as data" in ev.items[0].detail
 
 
 async def test_a_prose_answer_asks_for_no_program(tmp_path: Path) -> None:
@@ -118,8 +129,8 @@ async def test_the_panel_asks_the_judge_for_the_program_and_bounds_a_wrong_answe
     judge = ScriptedJudge(score=5.0)
 
     def reply(req: RecordedRequest) -> Reply:
-        if ASKS in str(req["messages"][-1]["content"]):
-            return text(f"```python\n{PRIMES}```")
+        if ASKS in str(req["messages"][-1]["content"]):  # each program a little different, as sampling makes them
+            return text(f"```python\n# try {req.get('seed', 0)}\n{PRIMES}```")
         return judge(req)
 
     dims = [Dim("correctness", 1.0, critical=True)]
@@ -130,7 +141,7 @@ async def test_the_panel_asks_the_judge_for_the_program_and_bounds_a_wrong_answe
         model = ModelSettings("openai/fake-a", api_base=srv.base_url, timeout=20)
         result = await run_panel(LLMClient(max_retries=0), [model], ctx, dims, 3.0)
         asked = [r for r in srv.requests if ASKS in json.dumps(r.body)]
-    assert len(asked) == 2  # the first program differs: a second, sampled, is asked for
+    assert len(asked) == 2  # the first program differs: a second, sampled, is asked for, and agrees with it
     assert asked[1].body.get("temperature", 0) > 0
     assert result.evidence_cap is not None and result.global_score == PROBE_CAP and not result.passed
     assert result.probe is not None and result.probe["function"] == "the answer" and result.probe["usable"]
