@@ -19,7 +19,7 @@ from typing import Any
 from polpo.assessment.labels_read import MAX_FILES, LabelledItem, read_labels
 from polpo.clock import SystemClock
 from polpo.llm.client import ChatClient, ModelSettings
-from polpo.review.evidence_run import CheckEvidence
+from polpo.review.evidence import CheckEvidence
 from polpo.review.panel import PanelOptions, run_panel, seat_scores
 from polpo.review.reviewer import ReviewContext
 from polpo.review.rule import Features

@@ -23,7 +23,7 @@ from polpo.checks.expectations import Dimension, Example, LlmReviewExpectation
 from polpo.checks.review_inputs import checklist_dims, questions, read_examples, read_reference
 from polpo.llm.client import OUTAGE_KINDS, ChatClient
 from polpo.review.dimensions import Dim, choose, generate_dimensions_traced, needs_generation
-from polpo.review.evidence_run import CheckEvidence
+from polpo.review.evidence import CheckEvidence
 from polpo.review.pairwise import compare, work_digest
 from polpo.review.panel import run_panel
 from polpo.review.reviewer import ReviewContext

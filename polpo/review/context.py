@@ -16,7 +16,7 @@ from polpo.clock import Clock
 from polpo.llm.client import ChatClient, ChatReply, ModelSettings
 from polpo.llm.secrets import redact
 from polpo.review import prompts
-from polpo.review.evidence_run import CheckEvidence, Evidence, render_evidence
+from polpo.review.evidence import CheckEvidence, Evidence, render_evidence
 from polpo.review.scratch import Scratch
 from polpo.review.seats import SeatPlan
 from polpo.review.trace import ReviewerTrace

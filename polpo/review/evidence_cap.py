@@ -23,7 +23,7 @@ from typing import Any
 
 from polpo.review.answer_probe import ORIGIN as ANSWER_ORIGIN
 from polpo.review.consensus import Consensus, WeightedDimension, capped_score
-from polpo.review.evidence_run import Evidence
+from polpo.review.evidence import Evidence
 
 __all__ = ["FAILED_CAP", "PROBE_CAP", "EvidenceCap", "apply_cap", "evidence_cap"]
 

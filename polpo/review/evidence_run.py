@@ -31,134 +31,30 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from polpo.clock import Clock, SystemClock
-from polpo.llm.secrets import redact
-from polpo.review.answer_probe import ANSWER_PROGRAM, ORIGIN, comparable, same_answer, shown
+from polpo.review.answer_probe import comparable
+from polpo.review.answer_run import WriteAnswer, answer_probe
+from polpo.review.evidence import CheckEvidence, Evidence
 from polpo.review.probes import REFERENCE_FILE, called_function, derive_calls
 from polpo.review.scratch import ANSWER, MAX_PY_FILES, Scratch, live_file, output_code
 from polpo.review.stated_examples import StatedExample, defined_names, find_examples
 from polpo.tools.commands import command_env
 from polpo.tools.procs import run_process
 
-__all__ = ["ANSWER_CALL", "CheckEvidence", "Evidence", "EvidenceItem", "gather_evidence", "render_evidence"]
+__all__ = ["gather_evidence"]
 
 HARNESS = Path(__file__).with_name("example_harness.py")
 MAX_READ_CHARS = 200_000
 PER_EXAMPLE = 5.0
 RUN_LIMIT = 60.0
-Kind = Literal["check", "example", "load", "probe", "note"]
-KINDS: tuple[str, ...] = ("check", "example", "load", "probe", "note")
 WriteReference = Callable[[str, int], Awaitable[str | None]]
 """Asks the judge model for its own implementation of a function (by name; the try, 0 first); the code, or None."""
-WriteAnswer = Callable[[int], Awaitable[str | None]]
-"""Asks the judge model for a program that prints the task's answer (the try, 0 first); the code, or None."""
-ANSWER_CALL = "the answer"
-"""The judge's own call that wrote a program computing a text answer, as its record names it."""
-ANSWER_TRIES = 3
-"""Programs asked for at most: measured on Qwen2.5-Coder-1.5B, a first program often read a file the task never
-gave (``open('input.csv')``) instead of the data in the task's text."""
-ANSWER_LIMIT = 10.0
-"""Seconds a program of the judge's may run: a task whose answer is data is small to compute."""
 REFERENCE_TRIES = 3
 """Implementations asked for until one passes every stated example: measured on Qwen2.5-Coder-1.5B, the first
 failed one of HumanEval's stated examples on several problems, and a second, sampled, often passed."""
 MAX_SHOWN_PROBES = 5
-
-
-@dataclass(frozen=True)
-class CheckEvidence:
-    """A cheap check of the same assessment, as the reviewer is shown it."""
-
-    type: str
-    label: str
-    passed: bool
-    message: str
-    output: str = ""
-
-
-@dataclass(frozen=True)
-class EvidenceItem:
-    id: str
-    kind: Kind
-    label: str
-    passed: bool | None
-    """None for a note (something that could not be run, and why)."""
-    detail: str = ""
-    origin: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "label": self.label, "passed": self.passed,
-                "detail": self.detail, "origin": self.origin}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> EvidenceItem:
-        kind = data.get("kind")
-        return cls(str(data.get("id") or ""), kind if kind in KINDS else "note",
-                   str(data.get("label") or ""), data.get("passed"), str(data.get("detail") or ""),
-                   str(data.get("origin") or ""))
-
-
-@dataclass
-class Evidence:
-    """What was established by running things, in the order it is shown."""
-
-    items: list[EvidenceItem] = field(default_factory=list)
-
-    def add(self, kind: Kind, label: str, passed: bool | None, detail: str = "", origin: str = "") -> None:
-        self.items.append(EvidenceItem(f"E{len(self.items) + 1}", kind, redact(label), passed, redact(detail),
-                                       origin))
-
-    @property
-    def examples(self) -> list[EvidenceItem]:
-        return [i for i in self.items if i.kind == "example"]
-
-    @property
-    def failed(self) -> list[EvidenceItem]:
-        """Checks, examples and files that failed: what the work demonstrably gets wrong."""
-        return [i for i in self.items if i.passed is False]
-
-    def summary(self) -> str:
-        ex = self.examples
-        parts = []
-        if ex:
-            bad = sum(1 for i in ex if not i.passed)
-            parts.append(f"{len(ex) - bad} of {len(ex)} stated examples passed")
-        checks = [i for i in self.items if i.kind == "check"]
-        if checks:
-            parts.append(f"{sum(1 for i in checks if i.passed)} of {len(checks)} checks passed")
-        loads = [i for i in self.items if i.kind == "load"]
-        if loads:
-            parts.append(f"{len(loads)} file(s) failed to load")
-        probes = [i for i in self.items if i.kind == "probe"]
-        if probes:
-            differ = [i.id for i in probes if i.passed is False]
-            parts.append(f"the judge's own code differs from the work ({', '.join(differ)})" if differ
-                         else "the judge's own code agrees with the work")
-        return "; ".join(parts) or "no check ran and the task states no example to run"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "items": [i.to_json() for i in self.items]}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> Evidence:
-        return cls([EvidenceItem.from_json(i) for i in (data or {}).get("items") or [] if isinstance(i, dict)])
-
-
-def render_evidence(evidence: Evidence, order: Sequence[int] | None = None) -> str:
-    """The evidence block of a reviewer's prompt (``order``: the items' positions, for a seat that sees them in
-    another order)."""
-    if not evidence.items:
-        return "(polpo found nothing it could run: judge from the files and the output)"
-    shown = [evidence.items[i] for i in order] if order is not None else evidence.items
-    lines = []
-    for item in shown:
-        verdict = {True: "PASSED", False: "FAILED", None: "NOTE"}[item.passed] if item.kind != "probe" else \
-            {True: "AGREES", False: "DIFFERS", None: "NOTE"}[item.passed]
-        where = "" if not item.origin else f" ({item.origin})" if item.kind == "probe" else f" (stated in {item.origin})"
-        lines.append(f"{item.id} [{verdict}] {item.label}{where}" + (f"\n    {item.detail}" if item.detail else ""))
-    return "\n".join(lines) + f"\nIn short: {evidence.summary()}."
 
 
 # ------------------------------------------------------------------------------------------------- gathering
@@ -178,7 +74,7 @@ async def gather_evidence(*, description: str, criteria: str, workspace: Path, f
     if output is not None:
         code = output_code(output)
         if not code and write_answer is not None and comparable(output) is not None:
-            await _answer_probe(evidence, output, scratch, write_answer, clock or SystemClock(), env)
+            await answer_probe(evidence, output, scratch, write_answer, clock or SystemClock(), env)
         sources, readmes = ([(ANSWER, code)] if code else []), []
     else:
         live = [(f, p) for f in files if (p := live_file(workspace, f)) is not None]
@@ -216,59 +112,6 @@ async def gather_evidence(*, description: str, criteria: str, workspace: Path, f
         evidence.add("note", "dependency folders too large to copy were left out of the copy the examples ran in: "
                      + ", ".join(scratch.left_out), None)
     return evidence
-
-
-async def _answer_probe(evidence: Evidence, output: str, scratch: Scratch, write: WriteAnswer, clock: Clock,
-                        env: Mapping[str, str] | None) -> None:
-    """The work's answer beside what the judge's own programs print (:mod:`polpo.review.answer_probe`): up to
-    :data:`ANSWER_TRIES` programs, each sampled apart; one that agrees with the work is shown so, and the work
-    differs only when two different programs print the same answer and it is not the work's."""
-    root = await scratch.path()
-    if root is None:
-        evidence.add("note", scratch.problem or "no scratch folder to compute the answer in", None)
-        return
-    label = "the answer, computed by a program the judge wrote from the task alone"
-    printed: list[str] = []
-    seen: set[str] = set()
-    why: list[str] = []
-    for attempt in range(ANSWER_TRIES):
-        code = await write(attempt)
-        if code is None:
-            why.append("no runnable program in the reply")
-            continue
-        if (key := " ".join(code.split())) in seen:  # the same program again is no second opinion
-            continue
-        seen.add(key)
-        answer, problem = await _computed(root, code, clock, env)
-        if answer is None:
-            why.append(problem)
-            continue
-        if same_answer(answer, output):
-            evidence.add("probe", label, True, f"it prints the same answer as the work: {shown(answer)}", ORIGIN)
-            return
-        if any(same_answer(answer, other) for other in printed):
-            evidence.add("probe", label, False, f"the work answers {shown(output)}; two programs the judge wrote "
-                         f"apart both print {shown(answer)}", ORIGIN)
-            return
-        printed.append(answer)
-    detail = "; ".join([*(f"a program printed {shown(p)}" for p in printed), *why])[:1500]
-    evidence.add("note", f"the judge's own programs for the answer ({len(seen)}) did not settle it: none agrees "
-                 "with the work and no two agree with each other; not evidence either way", None, detail)
-
-
-async def _computed(root: Path, code: str, clock: Clock, env: Mapping[str, str] | None) -> tuple[str | None, str]:
-    """What one program of the judge's prints, when it is an answer (data); else None and why not."""
-    (root / ANSWER_PROGRAM).write_text(code, encoding="utf-8")
-    proc = await run_process(["python3", "-I", "-B", ANSWER_PROGRAM], cwd=root, env={**command_env(), **(env or {})},
-                             clock=clock, stdin=b"", timeout=ANSWER_LIMIT, grace=1.0)
-    printed = proc.stdout_tail.strip()
-    if not proc.ok:
-        ended = proc.error or ("it ran out of time" if proc.timed_out else f"it ended with exit code {proc.exit_code}")
-        err = proc.stderr_tail.strip().splitlines()
-        return None, ended + (f" ({err[-1][-200:]})" if err else "")
-    if proc.stdout_bytes > len(proc.stdout_tail.encode()) or comparable(printed) is None:
-        return None, "it printed no answer polpo can compare as data"
-    return printed, ""
 
 
 async def _reference(root: Path, examples: Sequence[StatedExample], sources: Mapping[str, str],

@@ -30,20 +30,18 @@ from typing import Any, Literal
 
 import anyio
 
-from polpo.llm.client import ChatClient, LLMError, ModelSettings
+from polpo.llm.client import ChatClient, ModelSettings
 from polpo.llm.failures import REQUEST_FAULTS
 from polpo.llm.secrets import redact
-from polpo.review.answer_probe import answer_messages, answer_program
 from polpo.review.calibration import Calibration, calibrate_consensus
 from polpo.review.consensus import Consensus, DimensionResult, Review, consensus, pstdev
 from polpo.review.dimensions import Dim
+from polpo.review.evidence import Evidence
 from polpo.review.evidence_cap import EvidenceCap, apply_cap, evidence_cap
-from polpo.review.evidence_run import ANSWER_CALL, Evidence, gather_evidence
 from polpo.review.feedback import cut, feedback_text, suggestions_of, summary_of
-from polpo.review.probes import REFERENCE_TEMPERATURE, reference_code, reference_messages
+from polpo.review.panel_evidence import panel_evidence
 from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, Seat, run_reviewer
 from polpo.review.rule import Decision, Features, apply_rule
-from polpo.review.scratch import Scratch
 from polpo.review.seats import SEAT_TEMPERATURE, SeatPlan, copies, plan_seats
 
 __all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run_panel", "seat_scores"]
@@ -297,7 +295,7 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
         max_turns = opts.max_turns
     dims = list(dims)
     n = len(models)
-    evidence, probe = await _evidence(ctx, client, models[0] if opts.probes else None)
+    evidence, probe = await panel_evidence(ctx, client, models[0] if opts.probes else None)
     plans = plan_seats(models, len(evidence.items), diversity=opts.diversity)
     setup = _Setup(evidence, plans, opts.logprobs)
     same = copies(models, plans)
@@ -365,47 +363,3 @@ def _decide(c: Consensus, raw: Consensus | None, ok: list[ReviewerTrace], eviden
     score = raw.global_score if raw is not None else c.global_score
     return apply_rule(rule, Features(score, contradicted=bool(evidence.failed),
                                      disagreement=max(own) - min(own) if len(own) > 1 else 0.0))
-
-
-async def _evidence(ctx: ReviewContext, client: ChatClient, writer: ModelSettings | None,
-                    ) -> tuple[Evidence, dict[str, Any] | None]:
-    """What can be established by running the work, once for the whole panel; and the call that wrote the
-    judge's own code — an implementation for the probes (:mod:`polpo.review.probes`), or a program computing a
-    text answer (:mod:`polpo.review.answer_probe`) — with its spend, when one was made."""
-    scratch = Scratch(ctx.workspace, ctx.files_changed, ctx.output if not ctx.files_changed else None)
-    call: dict[str, Any] = {}
-
-    async def ask(what: str, messages: list[dict[str, str]], extract: Callable[[str | None], str | None],
-                  attempt: int) -> str | None:
-        assert writer is not None
-        settings = writer if attempt == 0 else replace(writer, temperature=REFERENCE_TEMPERATURE, seed=attempt)
-        try:
-            reply = await client.chat(settings, messages)
-        except LLMError as exc:
-            call.update(function=what, error=f"{exc.kind}: {exc.message}"[:500])
-            return None
-        code = extract(reply.content)
-        spent = {k: (call.get(k) or 0) + (v or 0) for k, v in (("tokensIn", reply.prompt_tokens),
-                                                                 ("tokensOut", reply.completion_tokens))}
-        cost = None if reply.cost is None else (call.get("cost") or 0.0) + reply.cost
-        call.update(function=what, code=redact(code or reply.content or "")[:4000], cost=cost, tries=attempt + 1,
-                    usable=code is not None, **spent)
-        return code
-
-    async def write(name: str, attempt: int) -> str | None:
-        return await ask(name, reference_messages(title=ctx.title, description=ctx.description, name=name),
-                         lambda text: reference_code(text, name), attempt)
-
-    async def answer(attempt: int) -> str | None:
-        return await ask(ANSWER_CALL, answer_messages(title=ctx.title, description=ctx.description),
-                         answer_program, attempt)
-
-    try:
-        evidence = await gather_evidence(description=ctx.description, criteria=ctx.criteria,
-                                         workspace=ctx.workspace, files=ctx.files_changed, output=scratch.output,
-                                         checks=ctx.checks, scratch=scratch, clock=ctx.clock, env=ctx.env,
-                                         write_reference=write if writer is not None else None,
-                                         write_answer=answer if writer is not None else None)
-    finally:
-        scratch.close()
-    return evidence, call or None

@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from polpo.intake.folder_events import Batch, FolderGone, inotify_events, watchfiles_events
-from polpo.intake.watcher import Content, Intake, is_mission_file
+from polpo.intake.settle import Content
+from polpo.intake.watcher import Intake, is_mission_file
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,9 @@ import pytest
 from polpo.llm.client import LLMClient, ModelSettings
 from polpo.review.answer_probe import ANSWER_PROGRAM, answer_program, comparable, same_answer
 from polpo.review.dimensions import Dim
+from polpo.review.evidence import Evidence, render_evidence
 from polpo.review.evidence_cap import PROBE_CAP, evidence_cap
-from polpo.review.evidence_run import Evidence, gather_evidence, render_evidence
+from polpo.review.evidence_run import gather_evidence
 from polpo.review.panel import PanelOptions, run_panel
 from polpo.review.reviewer import ReviewContext
 from polpo.review.scratch import Scratch

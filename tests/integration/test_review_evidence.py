@@ -14,7 +14,8 @@ import pytest
 from polpo.llm.client import LLMClient, ModelSettings
 from polpo.review import evidence_run, scratch
 from polpo.review.dimensions import Dim
-from polpo.review.evidence_run import CheckEvidence, Evidence, gather_evidence
+from polpo.review.evidence import CheckEvidence, Evidence
+from polpo.review.evidence_run import gather_evidence
 from polpo.review.panel import PanelOptions, run_panel
 from polpo.review.reviewer import ReviewContext
 from polpo.review.scratch import Scratch

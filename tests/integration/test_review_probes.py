@@ -12,8 +12,9 @@ import pytest
 from polpo.llm.client import LLMClient, ModelSettings
 from polpo.review.consensus import Consensus, DimensionResult
 from polpo.review.dimensions import DEFAULT_DIMENSIONS, Dim
+from polpo.review.evidence import Evidence
 from polpo.review.evidence_cap import FAILED_CAP, PROBE_CAP, apply_cap, evidence_cap
-from polpo.review.evidence_run import REFERENCE_TRIES, Evidence, gather_evidence
+from polpo.review.evidence_run import REFERENCE_TRIES, gather_evidence
 from polpo.review.panel import PanelOptions, run_panel
 from polpo.review.probes import REFERENCE_FILE, derive_calls, reference_code
 from polpo.review.reviewer import ReviewContext

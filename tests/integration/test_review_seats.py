@@ -12,7 +12,7 @@ import pytest
 
 from polpo.llm.client import LLMClient, ModelSettings, load_litellm
 from polpo.review.dimensions import Dim
-from polpo.review.evidence_run import CheckEvidence
+from polpo.review.evidence import CheckEvidence
 from polpo.review.panel import PanelOptions, PanelResult, run_panel
 from polpo.review.reviewer import ReviewContext
 from polpo.review.seats import FRAMINGS, SEAT_TEMPERATURE

@@ -10,9 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from polpo.intake import watcher
 from polpo.intake.reader import NOT_REGULAR, TOO_LARGE, UNREADABLE, Unreadable, read_mission_file
-from polpo.intake.watcher import Shape, settle, shape
+from polpo.intake.settle import UNPARSABLE_GRACE, Shape, settle, shape
 
 DOC = json.dumps({"tasks": [{"title": "t", "description": "d"}]}).encode()
 
@@ -84,7 +83,7 @@ async def test_settle_waits_for_a_slow_writer_that_pauses_longer_than_the_broken
     finished = threading.Event()
 
     async def finish() -> None:
-        await anyio.sleep(watcher.UNPARSABLE_GRACE * 1.5)
+        await anyio.sleep(UNPARSABLE_GRACE * 1.5)
         p.write_bytes(DOC)
         finished.set()
 

@@ -17,7 +17,7 @@ import pytest
 
 from polpo.review import pairwise, prompts, score_prompts
 from polpo.review.dimensions import DEFAULT_DIMENSIONS, Dim, render_rubric
-from polpo.review.evidence_run import Evidence, render_evidence
+from polpo.review.evidence import Evidence, render_evidence
 from polpo.review.explore import TOOLS_WITH_RUN
 from polpo.review.scoring import render_anchors
 

@@ -9,7 +9,7 @@ from typing import Any
 from polpo.llm.context import fit_messages
 from polpo.review import prompts
 from polpo.review.dimensions import Dim, render_rubric
-from polpo.review.evidence_run import Evidence, render_evidence
+from polpo.review.evidence import Evidence, render_evidence
 from polpo.review.explore import TOOLS_WITH_RUN, numbered_files
 
 RUBRIC = render_rubric([Dim("correctness", 0.5, "It works"), Dim("tests", 0.5, "Tested")])
