@@ -2,10 +2,11 @@
 
 Measured on Qwen2.5-Coder-1.5B: a list of the primes below 30 that held 27 scored 4.99, and a CSV turned into JSON
 with one number left a string scored 4.99 — as high as the right answers. A small model reading an answer does
-not recompute it. It writes a program that does well, though. So when a work is text whose answer is data (a
-JSON list, object or number, a comma-separated list, numbers apart: :func:`comparable`), the judge model is asked for a
-program that computes the answer from the task alone (:func:`answer_messages`); polpo runs it in a scratch folder
-and compares what it prints with the work's answer as data (:func:`same_answer`: ``[2, 3]`` and ``2, 3`` are the
+not recompute it. It writes code that does well, though. So when a work is text whose answer is data (a JSON
+list, object or number, a comma-separated list, numbers apart: :func:`comparable`), the judge model is asked for a
+function ``answer()`` that computes the answer from the task alone (:func:`answer_messages`; asked for a whole
+program, the 1.5B model read a file the task never gave, ``open('input.csv')``, three times in three); polpo runs
+it in a scratch folder and compares what it returns with the work's answer as data (:func:`same_answer`: ``[2, 3]`` and ``2, 3`` are the
 same answer, ``"28"`` and ``28`` are not). The form the task asks for stays the reviewers' to judge.
 
 One program can be wrong. A work that agrees with one is shown so; a work that differs counts as differing only
@@ -145,24 +146,39 @@ def shown(text: str, limit: int = 300) -> str:
 def answer_messages(*, title: str, description: str) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": "You are an expert Python programmer. You write correct, complete code."},
-        {"role": "user", "content": f"TASK: {title}\n\n{head(description, 6000)}\n\nWrite a Python program that "
-                                    "computes the answer this task asks for, from the task's text alone, and "
-                                    "prints only that answer, in the form the task asks for. There is no file and "
-                                    "no input: put any data the task gives into the program itself, as Python "
-                                    "values. Use only the standard library. Reply with one ```python code block "
-                                    "holding the whole program, and nothing else."},
+        {"role": "user", "content": f"TASK: {title}\n\n{head(description, 6000)}\n\nWrite a Python function "
+                                    "`answer()` that takes no arguments and returns the answer this task asks for, "
+                                    "computed from the task's text alone: a list, a dict, a number or a string. "
+                                    "Everything the task gives (numbers, rows, text) goes into the function itself "
+                                    "as Python values: there is no file and no input to read. Use only the "
+                                    "standard library. Reply with one ```python code block holding the function "
+                                    "and the imports it needs, and nothing else."},
     ]
 
 
+_CALL_ANSWER = """
+
+if __name__ == "__main__":
+    import json as _polpo_json
+    _polpo_value = answer()
+    print(_polpo_value if isinstance(_polpo_value, str) else _polpo_json.dumps(_polpo_value, default=str))
+"""
+
+
 def answer_program(reply: str | None) -> str | None:
-    """The reply's program when one of its code blocks parses and prints; None otherwise."""
+    """The program to run for the reply: its code block defining ``answer()``, with the lines that print what it
+    returns (a string as it is, other data as JSON); else a code block that prints by itself; None when neither
+    parses."""
     blocks: list[str] = _CODE.findall(reply or "") or ([reply] if reply else [])
+    printing = None
     for block in blocks:
         try:
             tree = ast.parse(block)
         except (SyntaxError, ValueError):
             continue
-        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
-               for n in ast.walk(tree)):
-            return block
-    return None
+        if any(isinstance(n, ast.FunctionDef) and n.name == "answer" and not n.args.args for n in tree.body):
+            return block.rstrip("\n") + _CALL_ANSWER
+        if printing is None and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+                                    for n in ast.walk(tree)):
+            printing = block
+    return printing

@@ -28,7 +28,7 @@ RIGHT = "2, 3, 5, 7, 11, 13, 17, 19, 23, 29"
 WRONG = "2, 3, 5, 7, 11, 13, 17, 19, 23, 27, 29"  # 27 is 3 · 9
 PRIMES = ("print(', '.join(str(n) for n in range(2, 30) if all(n % d for d in range(2, n))))\n")
 ODDS = "print(', '.join(str(n) for n in range(3, 30, 2)))\n"  # a wrong program of the judge's
-ASKS = "computes the answer this task asks for"
+ASKS = "`answer()` that takes no arguments"
 
 
 def test_answers_compare_as_data_in_any_of_the_forms_a_list_is_written() -> None:
@@ -53,7 +53,7 @@ def test_prose_code_and_patterns_are_not_data() -> None:
 
 
 def test_the_program_must_parse_and_print() -> None:
-    assert answer_program(f"```python\n{PRIMES}```") == PRIMES
+    assert answer_program(f"```python\n{PRIMES}```") == PRIMES  # a whole program that prints: run as it is
     assert answer_program("```python\nx = 1\n```") is None  # prints nothing
     assert answer_program("```python\nprint(\n```") is None and answer_program(None) is None
 
@@ -71,6 +71,21 @@ async def gather(tmp_path: Path, output: str, programs: list[str | None]) -> tup
                                      checks=(), scratch=scratch, write_answer=write), asked[0]
     finally:
         scratch.close()
+
+
+async def test_a_function_answer_is_called_and_what_it_returns_compared_as_data(tmp_path: Path) -> None:
+    """Asked for a whole program, the 1.5B model read a file the task never gave; a function ``answer()`` is asked
+    for instead, and polpo adds the lines that print what it returns."""
+    returns_list = answer_program("```python\ndef answer():\n    return [n for n in range(2, 30) "
+                                  "if all(n % d for d in range(2, n))]\n```")
+    returns_text = answer_program("```python\ndef answer():\n    return '2, 3, 5, 7, 11, 13, 17, 19, 23, 29'\n```")
+    assert returns_list is not None and returns_text is not None
+    for program in (returns_list, returns_text):
+        ev, asked = await gather(tmp_path, RIGHT, [program])
+        assert [i.passed for i in ev.items if i.kind == "probe"] == [True] and asked == 1
+    ev, _ = await gather(tmp_path, WRONG, [returns_list, returns_text])
+    assert [i.passed for i in ev.items if i.kind == "probe"] == [False]  # two functions agree; the work does not
+    assert answer_program("```python\ndef answer(rows):\n    return rows\n```") is None  # takes an argument
 
 
 async def test_a_right_answer_agrees_with_the_first_program_and_no_second_is_asked(tmp_path: Path) -> None:
