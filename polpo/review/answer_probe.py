@@ -27,7 +27,8 @@ from typing import Any
 
 from polpo.review.prompts import head
 
-__all__ = ["ANSWER_PROGRAM", "ORIGIN", "answer_messages", "answer_program", "comparable", "same_answer", "shown"]
+__all__ = ["ANSWER_PROGRAM", "MARK", "ORIGIN", "answer_messages", "answer_program", "comparable", "printed_answer",
+           "same_answer", "shown"]
 
 ANSWER_PROGRAM = "_polpo_answer.py"
 ORIGIN = "programs the judge wrote from the task alone"
@@ -156,13 +157,21 @@ def answer_messages(*, title: str, description: str) -> list[dict[str, str]]:
     ]
 
 
-_CALL_ANSWER = """
+MARK = "--- polpo: what answer() returns ---"
+"""Printed before the value: what the function's own module-level lines print comes before it and is ignored."""
+_CALL_ANSWER = f"""
 
 if __name__ == "__main__":
     import json as _polpo_json
     _polpo_value = answer()
+    print({MARK!r})
     print(_polpo_value if isinstance(_polpo_value, str) else _polpo_json.dumps(_polpo_value, default=str))
 """
+
+
+def printed_answer(stdout: str) -> str:
+    """What a run printed as its answer: after the last :data:`MARK` when there is one, else all of it."""
+    return stdout.rpartition(MARK)[2].strip() if MARK in stdout else stdout.strip()
 
 
 def answer_program(reply: str | None) -> str | None:

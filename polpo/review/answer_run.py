@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from polpo.clock import Clock
-from polpo.review.answer_probe import ANSWER_PROGRAM, ORIGIN, comparable, same_answer, shown
+from polpo.review.answer_probe import ANSWER_PROGRAM, ORIGIN, comparable, printed_answer, same_answer, shown
 from polpo.review.evidence import Evidence
 from polpo.review.scratch import Scratch
 from polpo.tools.commands import command_env
@@ -71,7 +71,7 @@ async def _computed(root: Path, code: str, clock: Clock, env: Mapping[str, str] 
     (root / ANSWER_PROGRAM).write_text(code, encoding="utf-8")
     proc = await run_process(["python3", "-I", "-B", ANSWER_PROGRAM], cwd=root, env={**command_env(), **(env or {})},
                              clock=clock, stdin=b"", timeout=ANSWER_LIMIT, grace=1.0)
-    printed = proc.stdout_tail.strip()
+    printed = printed_answer(proc.stdout_tail)
     if not proc.ok:
         ended = proc.error or ("it ran out of time" if proc.timed_out else f"it ended with exit code {proc.exit_code}")
         err = proc.stderr_tail.strip().splitlines()

@@ -86,6 +86,10 @@ async def test_a_function_answer_is_called_and_what_it_returns_compared_as_data(
     ev, _ = await gather(tmp_path, WRONG, [returns_list, returns_text])
     assert [i.passed for i in ev.items if i.kind == "probe"] == [False]  # two functions agree; the work does not
     assert answer_program("```python\ndef answer(rows):\n    return rows\n```") is None  # takes an argument
+    chatty = answer_program("```python\ndef answer():\n    return [2, 3]\n\nprint(answer())\nprint('done')\n```")
+    assert chatty is not None  # its own prints come before what polpo prints, and are not the answer
+    ev, _ = await gather(tmp_path, "2, 3", [chatty])
+    assert [i.passed for i in ev.items if i.kind == "probe"] == [True]
 
 
 async def test_a_right_answer_agrees_with_the_first_program_and_no_second_is_asked(tmp_path: Path) -> None:
