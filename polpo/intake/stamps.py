@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["SETTLED_NS", "stamp_of", "trusted"]
+__all__ = ["SETTLED_NS", "settled_stamp", "stamp_of", "trusted"]
 
 SETTLED_NS = 2_000_000_000  # coarser than any file system's mtime tick (FAT's is 2 s; ext4's a few ms)
 
@@ -27,3 +27,9 @@ def trusted(st: os.stat_result, read_at_ns: int) -> str | None:
     in the same clock tick could still go unseen (or the file's time is in the future)."""
     age = read_at_ns - st.st_mtime_ns
     return stamp_of(st) if age >= SETTLED_NS else None
+
+
+def settled_stamp(stamp: str, at_ns: int) -> bool:
+    """Whether a stamp taken at ``at_ns`` can be trusted, as :func:`trusted` decides from the ``stat``: its
+    mtime at least :data:`SETTLED_NS` earlier."""
+    return bool(stamp) and at_ns - int(stamp.rsplit(":", 1)[1]) >= SETTLED_NS

@@ -22,7 +22,7 @@ import anyio
 from polpo.fsfaults import INPUT_PASSING, Pause, errno_in, errno_name, passing
 from polpo.intake.folder_events import FolderGone, folder_events
 from polpo.intake.settle import DEFAULT_MAX_BYTES, Content, file_stat, settled
-from polpo.intake.stamps import SETTLED_NS, stamp_of
+from polpo.intake.stamps import settled_stamp, stamp_of
 
 log = logging.getLogger("polpo.intake")
 
@@ -43,10 +43,8 @@ def is_mission_file(path: Path) -> bool:
 
 def _taken_unchanged(taken: str | None, now: str, at_ns: int) -> bool:
     """A file an earlier scan took (its stamp then: ``taken``) still has that stamp, and the stamp is old enough
-    to trust (:func:`polpo.intake.stamps.trusted`: a change within the same clock tick could keep it)."""
-    if not taken or taken != now:
-        return False
-    return at_ns - int(now.rsplit(":", 1)[1]) >= SETTLED_NS
+    to trust (:func:`polpo.intake.stamps.settled_stamp`: a change within the same clock tick could keep it)."""
+    return taken == now and settled_stamp(now, at_ns)
 
 
 def _stamped(folder: Path, names: Iterator[os.DirEntry[str]], n: int) -> dict[Path, str]:

@@ -22,7 +22,7 @@ __all__ = ["panel_evidence"]
 
 
 async def panel_evidence(ctx: ReviewContext, client: ChatClient, writer: ModelSettings | None,
-                    ) -> tuple[Evidence, dict[str, Any] | None]:
+                         ) -> tuple[Evidence, dict[str, Any] | None]:
     """What can be established by running the work, once for the whole panel; and the call that wrote the
     judge's own code — an implementation for the probes (:mod:`polpo.review.probes`), or a program computing a
     text answer (:mod:`polpo.review.answer_probe`) — with its spend, when one was made."""
