@@ -20,6 +20,7 @@ from polpo.review.evidence import CheckEvidence, Evidence, render_evidence
 from polpo.review.scratch import Scratch
 from polpo.review.seats import SeatPlan
 from polpo.review.trace import ReviewerTrace
+from polpo.review.work_files import WorkFile
 from polpo.tools.catalog import TOOLS
 
 __all__ = ["DEFAULT_MAX_TURNS", "MODEL_TOOL_RESULT_MAX", "REVIEW_TOOLS", "TRACE_TOOL_RESULT_MAX", "Question",
@@ -113,9 +114,10 @@ class ReviewRun:
 
 @dataclass
 class Seat:
-    """What one reviewer run gets from its panel: the evidence (shared), its plan, and its own scratch copy
-    for commands (made only if it runs one)."""
+    """What one reviewer run gets from its panel: the work's changed files and the evidence (both read once
+    for every seat), its plan, and its own scratch copy for commands (made only if it runs one)."""
 
+    files: tuple[WorkFile, ...]
     evidence: Evidence = field(default_factory=Evidence)
     plan: SeatPlan = field(default_factory=lambda: SeatPlan(0))
     logprobs: bool = True

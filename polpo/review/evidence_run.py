@@ -19,8 +19,9 @@ A scratch copy holds the work's regular files (never a link, a pipe or a device)
 folders; dependency folders (``node_modules``, virtual environments) are copied last, each only if it fits the
 copy's bounds, and named when left out. A workspace too large to copy is said so, and nothing is run. Only the
 files that define what the examples call are imported (not the tests), and examples that did not get to run are
-notes, not failures of the work. The copy is made only when there is something to run: the examples are looked for in the live files first (reading changes
-nothing), since copying a workspace for a task that states none cost more than the rest of the panel's own code.
+notes, not failures of the work. The copy is made only when there is something to run: the examples are looked
+for in the live files first (the panel read them once for every seat), since copying a workspace for a task that
+states none cost more than the rest of the panel's own code.
 """
 
 from __future__ import annotations
@@ -38,15 +39,15 @@ from polpo.review.answer_probe import comparable
 from polpo.review.answer_run import WriteAnswer, answer_probe
 from polpo.review.evidence import CheckEvidence, Evidence
 from polpo.review.probes import REFERENCE_FILE, called_function, derive_calls
-from polpo.review.scratch import ANSWER, MAX_PY_FILES, Scratch, live_file, output_code
+from polpo.review.scratch import ANSWER, MAX_PY_FILES, Scratch, output_code
 from polpo.review.stated_examples import StatedExample, defined_names, find_examples
+from polpo.review.work_files import WorkFile
 from polpo.tools.commands import command_env
 from polpo.tools.procs import run_process
 
 __all__ = ["gather_evidence"]
 
 HARNESS = Path(__file__).with_name("example_harness.py")
-MAX_READ_CHARS = 200_000
 PER_EXAMPLE = 5.0
 RUN_LIMIT = 60.0
 WriteReference = Callable[[str, int], Awaitable[str | None]]
@@ -60,12 +61,12 @@ MAX_SHOWN_PROBES = 5
 # ------------------------------------------------------------------------------------------------- gathering
 
 
-async def gather_evidence(*, description: str, criteria: str, workspace: Path, files: Sequence[str],
-                          output: str | None, checks: Sequence[CheckEvidence], scratch: Scratch,
+async def gather_evidence(*, description: str, criteria: str, work: Sequence[WorkFile], output: str | None, checks: Sequence[CheckEvidence], scratch: Scratch,
                           clock: Clock | None = None, env: Mapping[str, str] | None = None,
                           write_reference: WriteReference | None = None,
                           write_answer: WriteAnswer | None = None) -> Evidence:
-    """Run what can be run; never raises for what the work does (its failures are the evidence)."""
+    """Run what can be run; never raises for what the work does (its failures are the evidence). ``work`` is
+    the changed files as read (:func:`~polpo.review.work_files.read_work_files`)."""
     evidence = Evidence()
     for c in checks:
         detail = c.message + (f"\n    output (end): {c.output[-600:]}" if c.output.strip() else "")
@@ -77,9 +78,9 @@ async def gather_evidence(*, description: str, criteria: str, workspace: Path, f
             await answer_probe(evidence, output, scratch, write_answer, clock or SystemClock(), env)
         sources, readmes = ([(ANSWER, code)] if code else []), []
     else:
-        live = [(f, p) for f in files if (p := live_file(workspace, f)) is not None]
-        sources = [(f, _read(p)) for f, p in live if f.endswith(".py")][:MAX_PY_FILES]
-        readmes = [(f, _read(p)) for f, p in live if Path(f).name.lower().startswith("readme")]
+        live = [f for f in work if f.plain]  # as the scratch copy holds them
+        sources = [(f.name, f.text) for f in live if f.is_source][:MAX_PY_FILES]
+        readmes = [(f.name, f.text) for f in live if f.is_readme]
     examples = find_examples([("task", description), ("criteria", criteria), *sources, *readmes],
                              [text for _, text in sources])
     if not examples:
@@ -161,13 +162,6 @@ def _is_test(name: str) -> bool:
     base = Path(name).name
     return base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py" or \
         "tests" in Path(name).parts[:-1]
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[:MAX_READ_CHARS]
-    except OSError:
-        return ""
 
 
 @dataclass

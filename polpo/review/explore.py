@@ -9,7 +9,6 @@ what it judges.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from polpo.clock import SystemClock
@@ -18,36 +17,17 @@ from polpo.review import prompts
 from polpo.review.context import MODEL_TOOL_RESULT_MAX, REVIEW_TOOLS, ReviewContext, ReviewRun, Seat
 from polpo.review.dimensions import Dim, render_rubric
 from polpo.review.scratch import Scratch
-from polpo.tools.bounded_read import read_text_bounded
+from polpo.review.work_files import INLINE_CHARS, numbered_files
 from polpo.tools.commands import RUN_COMMAND
 from polpo.tools.output import ToolOutput, fail
 from polpo.tools.registry import ToolContext, ToolRegistry
 from polpo.tools.replay import replayable
 
-__all__ = ["INLINE_CHARS", "analyse_output", "explore", "numbered_files"]
+__all__ = ["analyse_output", "explore"]
 
 WRAP_UP_BEFORE = 5
-INLINE_CHARS = 8_000
-"""Changed files shown in the prompt, in characters (less with a small context window)."""
 COMMAND_TIMEOUT = 30.0
 TOOLS_WITH_RUN = ToolRegistry([*REVIEW_TOOLS, RUN_COMMAND])
-
-
-def numbered_files(workspace: Path, files: list[str], budget: int) -> str:
-    """The changed text files that fit in ``budget`` characters, each line numbered (``  12| code``)."""
-    out: list[str] = []
-    left = budget
-    for name in files:
-        read = read_text_bounded(workspace, name, budget)  # confined: no link out, no pipe, no huge file
-        if read is None or read[1]:
-            continue
-        lines = read[0].splitlines()
-        block = f"--- {name}\n" + "\n".join(f"{i:4d}| {line}" for i, line in enumerate(lines, 1))
-        if len(block) > left:
-            continue
-        out.append(block)
-        left -= len(block)
-    return "\n".join(out)
 
 
 def _budget(window: int | None) -> int:
@@ -65,7 +45,7 @@ async def explore(run: ReviewRun, ctx: ReviewContext, dims: list[Dim], max_turns
             title=ctx.title, description=ctx.description, criteria=ctx.criteria, attempt=ctx.attempt,
             files_changed=ctx.files_changed, timeline=ctx.timeline, rubric=render_rubric(dims), dim_names=names,
             max_turns=max_turns, window=run.settings.context_window, evidence=seat.evidence_text(),
-            shown_files=numbered_files(ctx.workspace, ctx.files_changed, _budget(run.settings.context_window)),
+            shown_files=numbered_files(seat.files, _budget(run.settings.context_window)),
             reference=ctx.reference, framing=seat.plan.framing))},
     ]
     for m in convo:

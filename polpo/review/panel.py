@@ -43,6 +43,7 @@ from polpo.review.panel_evidence import panel_evidence
 from polpo.review.reviewer import DEFAULT_MAX_TURNS, ReviewContext, ReviewerTrace, Seat, run_reviewer
 from polpo.review.rule import Decision, Features, apply_rule
 from polpo.review.seats import SEAT_TEMPERATURE, SeatPlan, copies, plan_seats
+from polpo.review.work_files import WorkFile, read_work_files
 
 __all__ = ["PanelOptions", "PanelResult", "ReviewContext", "feedback_text", "run_panel", "seat_scores"]
 
@@ -210,8 +211,10 @@ ClientFor = Callable[[int], ChatClient]
 
 @dataclass(frozen=True)
 class _Setup:
-    """What every run of one panel shares: the evidence, each seat's plan, the options."""
+    """What every run of one panel shares: the work's files as read, the evidence, each seat's plan, the
+    options."""
 
+    files: tuple[WorkFile, ...]
     evidence: Evidence
     plans: list[SeatPlan]
     logprobs: bool
@@ -236,7 +239,7 @@ async def _rounds(client_for: ClientFor, models: Sequence[ModelSettings], ctx: R
         try:
             traces[slot] = await run_reviewer(client_for(seat), settings, index=index, ctx=ctx, dims=dims,
                                               max_turns=max_turns, time_limit=reviewer_timeout,
-                                              seat=Seat(setup.evidence, plan, setup.logprobs))
+                                              seat=Seat(setup.files, setup.evidence, plan, setup.logprobs))
         except Exception as exc:  # run_reviewer does not raise; this keeps a future bug from killing the group
             traces[slot] = ReviewerTrace(index=index, model=settings.model, error_kind="internal",
                                          error=redact(f"internal error: {type(exc).__name__}: {exc}")[:2000])
@@ -295,9 +298,10 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
         max_turns = opts.max_turns
     dims = list(dims)
     n = len(models)
-    evidence, probe = await panel_evidence(ctx, client, models[0] if opts.probes else None)
+    files = read_work_files(ctx.workspace, ctx.files_changed)
+    evidence, probe = await panel_evidence(ctx, files, client, models[0] if opts.probes else None)
     plans = plan_seats(models, len(evidence.items), diversity=opts.diversity)
-    setup = _Setup(evidence, plans, opts.logprobs)
+    setup = _Setup(files, evidence, plans, opts.logprobs)
     same = copies(models, plans)
     plain: ClientFor = lambda _seat: client  # noqa: E731
     first = client_for if client_for is not None and opts.samples == 1 else plain

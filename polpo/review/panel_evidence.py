@@ -4,7 +4,7 @@ answer), and that call's record and spend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -17,15 +17,17 @@ from polpo.review.evidence import Evidence
 from polpo.review.evidence_run import gather_evidence
 from polpo.review.probes import REFERENCE_TEMPERATURE, reference_code, reference_messages
 from polpo.review.scratch import Scratch
+from polpo.review.work_files import WorkFile
 
 __all__ = ["panel_evidence"]
 
 
-async def panel_evidence(ctx: ReviewContext, client: ChatClient, writer: ModelSettings | None,
-                         ) -> tuple[Evidence, dict[str, Any] | None]:
+async def panel_evidence(ctx: ReviewContext, files: Sequence[WorkFile], client: ChatClient,
+                         writer: ModelSettings | None) -> tuple[Evidence, dict[str, Any] | None]:
     """What can be established by running the work, once for the whole panel; and the call that wrote the
     judge's own code — an implementation for the probes (:mod:`polpo.review.probes`), or a program computing a
-    text answer (:mod:`polpo.review.answer_probe`) — with its spend, when one was made."""
+    text answer (:mod:`polpo.review.answer_probe`) — with its spend, when one was made. ``files`` are the
+    changed files as the panel read them."""
     scratch = Scratch(ctx.workspace, ctx.files_changed, ctx.output if not ctx.files_changed else None)
     call: dict[str, Any] = {}
 
@@ -56,7 +58,7 @@ async def panel_evidence(ctx: ReviewContext, client: ChatClient, writer: ModelSe
 
     try:
         evidence = await gather_evidence(description=ctx.description, criteria=ctx.criteria,
-                                         workspace=ctx.workspace, files=ctx.files_changed, output=scratch.output,
+                                         work=files, output=scratch.output,
                                          checks=ctx.checks, scratch=scratch, clock=ctx.clock, env=ctx.env,
                                          write_reference=write if writer is not None else None,
                                          write_answer=answer if writer is not None else None)

@@ -44,6 +44,7 @@ from polpo.review.dimensions import Dim, dim_key
 from polpo.review.explore import analyse_output, explore
 from polpo.review.scoring import score
 from polpo.review.trace import ReviewerTrace
+from polpo.review.work_files import read_work_files
 
 __all__ = ["DEFAULT_MAX_TURNS", "MODEL_TOOL_RESULT_MAX", "REVIEW_TOOLS", "TRACE_TOOL_RESULT_MAX", "Question",
            "ReviewContext", "ReviewerTrace", "Seat", "run_reviewer"]
@@ -56,7 +57,7 @@ async def run_reviewer(client: ChatClient, settings: ModelSettings, *, index: in
 
     ``index`` is the reviewer's number in the panel (0, 1, 2; a re-run panel continues with 3, 4, 5).
     """
-    seat = seat or Seat()
+    seat = seat or Seat(read_work_files(ctx.workspace, ctx.files_changed))
     settings = seat.plan.settings(settings)
     trace = ReviewerTrace(index=index, model=settings.model, mode="files" if ctx.files_changed else "output",
                           seat=seat.plan.to_json())

@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 
 __all__ = ["ANSWER", "LINKED", "MAX_COPY_BYTES", "MAX_COPY_FILES", "MAX_PY_FILES", "SKIPPED", "Scratch",
-           "live_file", "output_code"]
+           "output_code"]
 
 MAX_COPY_FILES = 20_000
 MAX_COPY_BYTES = 200 * 1024 * 1024
@@ -89,18 +89,6 @@ def output_code(output: str) -> str:
     if blocks:
         return "\n\n".join(blocks)
     return output if _compiles(output) and ("def " in output or "class " in output) else ""
-
-
-def live_file(workspace: Path, name: str) -> Path | None:
-    """``name`` in the live workspace when it is a regular file inside it (not a link, not in a skipped folder),
-    as the scratch copy would hold it; None otherwise."""
-    path = workspace / name
-    try:
-        if any(part in SKIPPED for part in Path(name).parts) or path.is_symlink() or not path.is_file():
-            return None
-        return path if path.resolve().is_relative_to(workspace.resolve()) else None
-    except (OSError, ValueError):
-        return None
 
 
 def _copy_tree(src: Path, dst: Path) -> list[str] | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import doctest
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ _ARROW = re.compile(
 _FOR = re.compile(r"\bfor\s+(?P<args>[A-Za-z_]\w*\s*=.+?)\s*,?\s*the\s+(?:output|result)\s+should\s+be\s*:?\s*"
                   r"(?P<want>.+?)\s*$", re.IGNORECASE)
 _INPUT = re.compile(r"^\s*(?:[-*•]\s*)?input\s*:\s*(?P<value>.+?)\s*$", re.IGNORECASE)
+_FOR_LINE, _INPUT_LINE = (re.compile(r.pattern, re.IGNORECASE | re.MULTILINE) for r in (_FOR, _INPUT))
+"""The same, on any line of a whole text: whether it is worth reading line by line."""
 _OUTPUT = re.compile(r"^\s*(?:[-*•]\s*)?output\s*:\s*(?P<value>.+?)\s*$", re.IGNORECASE)
 _BUILTINS = frozenset(vars(builtins))
 _PARSER = doctest.DocTestParser()
@@ -70,6 +73,26 @@ class StatedExample:
 class _Function:
     name: str
     params: tuple[str, ...]
+
+
+class _Defined:
+    """What the work's Python sources define, parsed on first use: most texts state no example that names a
+    function, and parsing every source for each review was most of the search's time."""
+
+    def __init__(self, sources: Sequence[str]) -> None:
+        self._sources = sources
+
+    @functools.cached_property
+    def _parsed(self) -> list[ast.Module]:
+        return _trees(self._sources)
+
+    @functools.cached_property
+    def names(self) -> set[str]:
+        return _names(self._parsed)
+
+    @functools.cached_property
+    def only(self) -> _Function | None:
+        return _only_function(self._parsed)
 
 
 def _trees(sources: Iterable[str]) -> list[ast.Module]:
@@ -113,6 +136,8 @@ _QUOTES = re.compile(r"\"\"\"|\'\'\'")
 
 
 def _doctests(text: str, origin: str) -> list[StatedExample]:
+    if ">>>" not in text:
+        return []
     text = _QUOTES.sub("\n", text)  # a docstring's closing quotes end its last example's output
     try:
         examples = _PARSER.get_examples(text)
@@ -135,13 +160,13 @@ def _doctest_example(source: str, want: str, origin: str) -> StatedExample:
     return StatedExample(source, want, "doctest", origin)
 
 
-def _arrows(text: str, origin: str, names: set[str]) -> list[StatedExample]:
+def _arrows(text: str, origin: str, work: _Defined) -> list[StatedExample]:
     out: list[StatedExample] = []
     for line in text.splitlines():
         if ">>>" in line:
             continue  # a doctest line: read by the doctest parser
         m = _ARROW.match(line)
-        if m is None or m.group("name") not in names:
+        if m is None or m.group("name") not in (names := work.names):
             continue
         want = m.group("want").strip().strip("`")
         if want in _TYPE_WORDS:
@@ -205,9 +230,12 @@ def _input_call(fn: _Function, value: str, names: set[str]) -> str | None:
     return None
 
 
-def _unnamed(text: str, origin: str, fn: _Function, names: set[str]) -> list[StatedExample]:
+def _unnamed(text: str, origin: str, work: _Defined) -> list[StatedExample]:
     """The "For x = V the output should be W" and "Input: V" / "Output: W" examples of the one function."""
     out: list[StatedExample] = []
+    if not (_FOR_LINE.search(text) or _INPUT_LINE.search(text)) or (fn := work.only) is None:
+        return out
+    names = work.names
     lines = [line for line in text.splitlines() if line.strip()]
     for i, line in enumerate(lines):
         if (m := _FOR.search(line)) is not None:
@@ -226,13 +254,11 @@ def find_examples(texts: Sequence[tuple[str, str]], python_sources: Sequence[str
     """The examples stated in ``texts`` (``(origin, text)`` pairs: the task, its criteria, the work's files),
     about the functions ``python_sources`` define; doctests are kept whatever they call. At most
     :data:`MAX_EXAMPLES`, each source and output under :data:`MAX_EXAMPLE_CHARS`, the first of duplicates."""
-    trees = _trees(python_sources)
-    names, only = _names(trees), _only_function(trees)
+    work = _Defined(python_sources)
     seen: set[tuple[str, str]] = set()
     out: list[StatedExample] = []
     for origin, text in texts:
-        unnamed = _unnamed(text, origin, only, names) if only is not None else []
-        for ex in _doctests(text, origin) + _arrows(text, origin, names) + unnamed:
+        for ex in _doctests(text, origin) + _arrows(text, origin, work) + _unnamed(text, origin, work):
             if ex.key in seen or len(ex.source) > MAX_EXAMPLE_CHARS or len(ex.want) > MAX_EXAMPLE_CHARS:
                 continue
             seen.add(ex.key)

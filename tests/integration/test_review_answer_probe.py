@@ -67,7 +67,7 @@ async def gather(tmp_path: Path, output: str, programs: list[str | None]) -> tup
 
     scratch = Scratch(tmp_path, [], output)
     try:
-        return await gather_evidence(description=TASK, criteria="", workspace=tmp_path, files=[], output=output,
+        return await gather_evidence(description=TASK, criteria="", work=(), output=output,
                                      checks=(), scratch=scratch, write_answer=write), asked[0]
     finally:
         scratch.close()

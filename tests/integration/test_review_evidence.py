@@ -19,6 +19,7 @@ from polpo.review.evidence_run import gather_evidence
 from polpo.review.panel import PanelOptions, run_panel
 from polpo.review.reviewer import ReviewContext
 from polpo.review.scratch import Scratch
+from polpo.review.work_files import read_work_files
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text, tool_call
 from tests.support.judges import phase
 
@@ -47,7 +48,7 @@ async def gather(ws: Path, files: list[str] | None = None, *, description: str =
     files = ["solution.py"] if files is None else files
     scratch = Scratch(ws, files, output)
     try:
-        return await gather_evidence(description=description, criteria="", workspace=ws, files=files,
+        return await gather_evidence(description=description, criteria="", work=read_work_files(ws, files),
                                      output=output, checks=checks, scratch=scratch)
     finally:
         scratch.close()

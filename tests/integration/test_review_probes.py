@@ -20,6 +20,7 @@ from polpo.review.probes import REFERENCE_FILE, derive_calls, reference_code
 from polpo.review.reviewer import ReviewContext
 from polpo.review.scratch import Scratch
 from polpo.review.stated_examples import StatedExample
+from polpo.review.work_files import read_work_files
 from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, text
 from tests.support.judges import ScriptedJudge
 
@@ -48,7 +49,7 @@ async def gather(ws: Path, reference: str | list[str | None] | None) -> tuple[Ev
 
     scratch = Scratch(ws, ["solution.py"])
     try:
-        return await gather_evidence(description=TASK, criteria="", workspace=ws, files=["solution.py"],
+        return await gather_evidence(description=TASK, criteria="", work=read_work_files(ws, ["solution.py"]),
                                      output=None, checks=(), scratch=scratch, write_reference=write), asked
     finally:
         scratch.close()

@@ -10,7 +10,8 @@ from polpo.llm.context import fit_messages
 from polpo.review import prompts
 from polpo.review.dimensions import Dim, render_rubric
 from polpo.review.evidence import Evidence, render_evidence
-from polpo.review.explore import TOOLS_WITH_RUN, numbered_files
+from polpo.review.explore import TOOLS_WITH_RUN
+from polpo.review.work_files import numbered_files, read_work_files
 
 RUBRIC = render_rubric([Dim("correctness", 0.5, "It works"), Dim("tests", 0.5, "Tested")])
 ARGS: dict[str, Any] = {"title": "T", "description": "D" * 9000, "criteria": "C", "attempt": 1,
@@ -56,7 +57,7 @@ def test_a_long_evidence_block_and_reference_leave_the_rubric_whole_in_a_small_w
     assert len(evidence) > 20_000
     extra = {"evidence": evidence, "reference": reference, "framing": "Judge it as a tester would."}
     small = prompts.review_files_user(**ARGS, files_changed=["a.py"], max_turns=6, window=4096, **extra,
-                                      shown_files=numbered_files(tmp_path, ["a.py"], 2048))
+                                      shown_files=numbered_files(read_work_files(tmp_path, ["a.py"]), 2048))
     assert RUBRIC in small and small.endswith(prompts.review_files_user(**ARGS, files_changed=["a.py"],
                                                                         max_turns=6)[-300:])
     assert "E1 [PASSED]" in small and "In short: 20 of 40 stated examples passed." in small  # its summary kept

@@ -141,3 +141,34 @@ def test_contains_is_lexical_and_prefix_safe(ws: Path) -> None:
     assert sb.contains(sb.root / "x")
     assert not sb.contains(str(sb.root) + "-other")
     assert not sb.contains(os.path.dirname(sb.root))
+
+
+def test_every_path_resolves_as_realpath_would(tmp_path: Path, ws: Path) -> None:
+    """The walk that skips ``realpath`` for paths without links gives what ``realpath`` gives, for every kind of
+    component: plain, missing, through a file, through a link inside, through a link out, a loop."""
+    (ws / "src" / "pkg").mkdir()
+    (ws / "src" / "pkg" / "mod.py").write_text("x = 1\n")
+    (ws / "inner").symlink_to("src")
+    (ws / "out").symlink_to(tmp_path / "outside")
+    (ws / "loop").symlink_to("loop")
+    sb = Sandbox(ws)
+    paths = ["src", "src/main.py", "src/pkg/mod.py", "./src//pkg/./mod.py", "src/", "missing", "src/missing.py",
+             "src/main.py/x", "inner/main.py", "inner/pkg/mod.py", "out/secret.txt", "out", "loop", "loop/x"]
+    for path in paths:
+        real = os.path.realpath(os.path.join(sb.root, path))
+        inside = real == str(sb.root) or real.startswith(str(sb.root) + os.sep)
+        for must_exist in (False, True):
+            if inside and (os.path.exists(real) or not must_exist):
+                assert sb.resolve(path, must_exist=must_exist) == Path(real), path
+            else:
+                with pytest.raises(SandboxError):
+                    sb.resolve(path, must_exist=must_exist)
+
+
+def test_a_root_given_through_a_link_and_dot_dot_is_where_the_link_leads(tmp_path: Path) -> None:
+    (tmp_path / "deep" / "target").mkdir(parents=True)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "link").symlink_to(tmp_path / "deep" / "target")
+    assert Sandbox(tmp_path / "here" / "link" / "..").root == (tmp_path / "deep").resolve()
+    assert Sandbox(tmp_path / "here" / "." / "link").root == (tmp_path / "deep" / "target").resolve()
+    assert Sandbox(tmp_path / "not-yet" / "ws").root == tmp_path.resolve() / "not-yet" / "ws"

@@ -102,6 +102,13 @@ def test_for_x_the_output_should_be_calls_the_one_function_by_parameter_name() -
                                         ("sum_squares(lst = [1.4,4.2,0])", "29", "value")]
 
 
+def test_an_unnamed_example_is_found_on_any_line_of_a_longer_text() -> None:
+    text = "Sum the squares.\n    For lst = [1,2,3] the output should be 14\n    Round each up first.\n"
+    assert found(text, SUM_SQUARES) == [("sum_squares(lst = [1,2,3])", "14", "value")]
+    text = "Example:\n    Input: [1, 2]\n    Output: 5\n    That is all.\n"
+    assert found(text, SUM_SQUARES) == [("sum_squares([1, 2])", "5", "value")]
+
+
 def test_for_several_parameters_the_result_should_be() -> None:  # HumanEval/112
     text = ('For s = "abcde", c = "ae", the result should be (\'bcd\',False)\n'
             'For s = "abcdef", c = "b"  the result should be (\'acdef\',False)\n')
