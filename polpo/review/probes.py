@@ -7,7 +7,7 @@ task states examples of calling a function, the judge model is asked once to wri
 the task's text (:func:`reference_messages`); if its version passes every stated example it is a credible
 second opinion, and polpo runs both on inputs derived from the stated examples' own arguments
 (:func:`derive_calls`: empty and one-element collections, reversed and repeated ones, zero, one, negatives,
-neighbours of the numbers given). Where the two disagree, that is evidence the work — or the reference — is wrong
+neighbours of the numbers given, a limit equal to what another argument adds up to, doubled spaces). Where the two disagree, that is evidence the work — or the reference — is wrong
 on a case the examples did not cover; the reviewers are shown both answers, and a critical dimension cannot
 score above :data:`~polpo.review.evidence_cap.PROBE_CAP` while a disagreement stands.
 
@@ -26,7 +26,7 @@ from polpo.review.stated_examples import StatedExample
 
 __all__ = ["MAX_CALLS", "REFERENCE_FILE", "REFERENCE_TEMPERATURE", "called_function", "derive_calls", "reference_code", "reference_messages"]
 
-MAX_CALLS = 24
+MAX_CALLS = 32
 REFERENCE_FILE = "_polpo_reference.py"
 REFERENCE_TEMPERATURE = 0.8
 """A second or third implementation is sampled (with a seed of its own): at temperature 0 it would be the first."""
@@ -48,23 +48,50 @@ def called_function(example: StatedExample) -> tuple[str, list[Any]] | None:
     return node.func.id, args
 
 
-def _variants(value: Any) -> Iterator[Any]:
-    """Nearby values of one argument, of the same type."""
+def _numbers(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+
+
+def _boundaries(others: Sequence[Any]) -> Iterator[int]:
+    """Whole numbers the other arguments make a boundary of: a limit equal to a list's sum, length or largest
+    element, or to another number given (``will_it_fly(q, w)`` with ``w == sum(q)``; ``x_or_y(n, x, y)``)."""
+    for other in others:
+        if _numbers(other) and all(isinstance(v, int) for v in other):
+            yield from (sum(other), len(other), max(other))
+        elif isinstance(other, list):
+            yield len(other)
+        elif isinstance(other, int) and not isinstance(other, bool):
+            yield other
+
+
+def _variants(value: Any, others: Sequence[Any] = ()) -> Iterator[Any]:
+    """Nearby values of one argument, of the same type: the edges subtle bugs sit on (empty, one element, zero
+    and one, a repeated neighbour, a running total back to zero, doubled spaces, a limit met exactly)."""
     if isinstance(value, bool):
         yield not value
     elif isinstance(value, int):
         yield from (0, 1, -1, value + 1, value - 1, -value, value * 2)
+        yield from _boundaries(others)
     elif isinstance(value, float):
         yield from (0.0, -value, value / 2, value + 0.5)
     elif isinstance(value, str):
         yield from ("", value[:1], value[::-1], value + value[:1], value.upper(), f" {value} ")
+        if " " in value.strip():
+            yield value.replace(" ", "  ")
     elif isinstance(value, list):
         yield from ([], value[:1], value[::-1], value + value[:1], sorted(value, key=repr))
-        if value and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        if value:
+            yield value[:1] + value
+        if _numbers(value):
             yield [-v for v in value]
             yield [*value, max(value) + 1]
+            yield [*value, -sum(value)]
     elif isinstance(value, tuple):
         yield from ((), value[:1], value[::-1])
+    elif isinstance(value, dict):
+        items = list(value.items())
+        yield from ({}, dict(items[:1]), dict(items[::-1]))
 
 
 def derive_calls(examples: Sequence[StatedExample], name: str) -> list[str]:
@@ -75,7 +102,7 @@ def derive_calls(examples: Sequence[StatedExample], name: str) -> list[str]:
     out: list[str] = []
     for args in stated:
         for i, value in enumerate(args):
-            for variant in _variants(value):
+            for variant in _variants(value, [*args[:i], *args[i + 1:]]):
                 changed = [*args[:i], variant, *args[i + 1:]]
                 key = repr(changed)
                 if key in seen:

@@ -71,6 +71,18 @@ def test_probe_calls_change_one_stated_argument_at_a_time() -> None:
     assert derive_calls([StatedExample("f(g(1))", "2", "value", "task")], "f") == []  # not literals: no probes
 
 
+def test_probe_inputs_reach_the_edges_subtle_bugs_sit_on() -> None:
+    def calls(source: str, name: str = "f") -> list[str]:
+        return derive_calls([StatedExample(source, "0", "value", "task")], name)
+
+    assert {"f({})", "f({'a': 1})", "f({'b': 2, 'a': 1})"} <= set(calls("f({'a': 1, 'b': 2})"))  # an empty dict
+    assert {"f([1, 1, 2])", "f([1, 2, -3])"} <= set(calls("f([1, 2])"))  # equal neighbours; a total back to zero
+    assert "f('a  b')" in calls("f('a b')") and not any("  " in c for c in calls("f('ab')"))  # doubled spaces
+    fly = calls("fly([3, 2, 3], 1)", "fly")
+    assert {"fly([3, 2, 3], 8)", "fly([3, 2, 3], 3)"} <= set(fly)  # a limit equal to the sum, the length
+    assert "g(34, 34, 12)" in calls("g(7, 34, 12)", "g")  # a number equal to another argument
+
+
 def test_the_reference_code_must_define_the_function() -> None:
     assert reference_code("```python\ndef f(x):\n    return x\n```", "f") == "def f(x):\n    return x\n"
     assert reference_code("def g(x): return x", "f") is None and reference_code("```python\ndef f(:\n```", "f") is None
