@@ -62,8 +62,8 @@ MAX_SHOWN_PROBES = 5
 
 
 async def gather_evidence(*, description: str, criteria: str, work: Sequence[WorkFile], output: str | None,
-                          checks: Sequence[CheckEvidence], scratch: Scratch, clock: Clock | None = None, env: Mapping[str, str] | None = None,
-                          write_reference: WriteReference | None = None,
+                          checks: Sequence[CheckEvidence], scratch: Scratch, clock: Clock | None = None,
+                          env: Mapping[str, str] | None = None, write_reference: WriteReference | None = None,
                           write_answer: WriteAnswer | None = None) -> Evidence:
     """Run what can be run; never raises for what the work does (its failures are the evidence). ``work`` is
     the changed files as read (:func:`~polpo.review.work_files.read_work_files`)."""

@@ -7,8 +7,9 @@ task states examples of calling a function, the judge model is asked once to wri
 the task's text (:func:`reference_messages`); if its version passes every stated example it is a credible
 second opinion, and polpo runs both on inputs derived from the stated examples' own arguments
 (:func:`derive_calls`: empty and one-element collections, reversed and repeated ones, zero, one, negatives,
-neighbours of the numbers given, a limit equal to what another argument adds up to, doubled spaces). Where the two disagree, that is evidence the work — or the reference — is wrong
-on a case the examples did not cover; the reviewers are shown both answers, and a critical dimension cannot
+neighbours of the numbers given, a limit equal to what another argument adds up to, doubled spaces). Where the
+two disagree, that is evidence the work — or the reference — is wrong on a case the examples did not cover; the
+reviewers are shown both answers, and a critical dimension cannot
 score above :data:`~polpo.review.evidence_cap.PROBE_CAP` while a disagreement stands.
 
 Pure: the calls are text, built from literals only (``ast.literal_eval``), never from the work's code.
