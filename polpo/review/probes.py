@@ -9,8 +9,8 @@ second opinion, and polpo runs both on inputs derived from the stated examples' 
 (:func:`derive_calls`: empty and one-element collections, reversed and repeated ones, zero, one, negatives,
 neighbours of the numbers given, a limit equal to what another argument adds up to, doubled spaces). Where the
 two disagree, that is evidence the work — or the reference — is wrong on a case the examples did not cover; the
-reviewers are shown both answers, and a critical dimension cannot
-score above :data:`~polpo.review.evidence_cap.PROBE_CAP` while a disagreement stands.
+reviewers are shown both answers, and a critical dimension cannot score above
+:data:`~polpo.review.evidence_cap.PROBE_CAP` while a disagreement stands.
 
 Pure: the calls are text, built from literals only (``ast.literal_eval``), never from the work's code.
 """
