@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from polpo.llm.lenient_json import decode_value
 
-__all__ = ["JSONNotFound", "extract_json", "json_number", "salvage_array"]
+__all__ = ["JSONNotFound", "complete_items", "extract_json", "json_number", "salvage_array"]
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 LENIENT_STARTS = 20
@@ -90,3 +90,52 @@ def json_number(v: object) -> object:
         except ValueError:
             raise ValueError(f"must be a number, got {v!r}") from None
     return v
+
+
+def complete_items(text: str | None, key: str) -> list[Any]:
+    """The objects that were complete in an array under ``"key":`` cut off inside it (a model whose last
+    reasoning ran into ``max_tokens``), in order; [] when none was. Nothing is completed.
+
+    Two readings, the longer wins: strictly, object after object (linear, however long the reply); and leniently
+    (a model's slips), the array closed after one of its last ``}`` (:data:`CUT_TRIES` of them): a ``}`` inside a
+    string or a nested object cannot end it, as the text up to there does not decode."""
+    if not text:
+        return []
+    for m in re.finditer(rf'"{re.escape(key)}"\s*:\s*\[', text):
+        start = m.end() - 1
+        best = _strict_items(text, m.end())
+        for end in _closing_braces(text, start)[:CUT_TRIES]:
+            try:
+                value = decode_value(text[:end + 1] + "]", start)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(value, list) and all(isinstance(v, dict) for v in value) and len(value) > len(best):
+                best = value
+            break
+        if best:
+            return best
+    return []
+
+
+CUT_TRIES = 16
+"""How many ``}`` from the end the lenient reading of a cut-off array tries (each costs a pass over the text)."""
+_SPACE_COMMA = re.compile(r"[\s,]*")
+
+
+def _strict_items(text: str, pos: int) -> list[Any]:
+    items: list[Any] = []
+    while True:
+        gap = _SPACE_COMMA.match(text, pos)
+        pos = gap.end() if gap else pos
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            return items
+        if not isinstance(value, dict):
+            return items
+        items.append(value)
+
+
+def _closing_braces(text: str, start: int) -> list[int]:
+    """Positions of ``}`` after ``start``, last first (the longest prefix that decodes wins)."""
+    return [i for i in range(len(text) - 1, start, -1) if text[i] == "}"]

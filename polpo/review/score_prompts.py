@@ -13,7 +13,7 @@ from typing import Any
 from polpo.review.prompts import head
 
 __all__ = ["ANALYSIS_MAX", "CHECKLIST_SYSTEM", "SCORING_SYSTEM", "SUBMIT_REVIEW", "ask_evidence", "checklist_user",
-           "retry_scoring", "score_shape", "scoring_user", "submit_review_tool"]
+           "finish_scoring", "retry_scoring", "score_shape", "scoring_user", "submit_review_tool"]
 
 SUBMIT_REVIEW = "submit_review"
 ANALYSIS_MAX = 12_000
@@ -56,6 +56,14 @@ def retry_scoring(error: str, dim_names: Sequence[str] = ()) -> str:
              if dim_names else "")
     return (f"That answer was rejected: {error}\nAnswer again (call {SUBMIT_REVIEW} if it is offered) with every "
             f"dimension scored once, each score a whole number from 1 to 5.{names}")
+
+
+def finish_scoring(kept: Sequence[str], rest: Sequence[str]) -> str:
+    """The repair turn after a reply cut off at its token limit: what was complete stands, only the rest is
+    asked, so the second reply is short enough to finish."""
+    return (f"Your reply was cut off at its token limit. Your scores for {', '.join(kept)} were complete and "
+            f"stand. Answer again (call {SUBMIT_REVIEW} if it is offered) with the JSON object scoring only: "
+            f"{', '.join(rest)}; each reasoning one or two sentences, each score a whole number from 1 to 5.")
 
 
 def ask_evidence(dims: Sequence[str]) -> str:

@@ -11,7 +11,9 @@ One conversation, three strategies in order; the first valid answer wins:
 
 After a rejected answer the next strategy is sent in the same conversation, the answer and the reason appended
 (its tool-call arguments made strict JSON first: llama-server answers HTTP 500 to malformed ones sent back). A
-reply cut off at ``max_tokens`` whose ``scores`` array was complete is read for it.
+reply cut off at ``max_tokens`` whose ``scores`` array was complete is read for it. One cut off inside the array
+keeps the dimensions whose objects were complete, and the next strategy asks only for the rest: Qwen2.5-Coder-1.5B,
+looping on one dimension's reasoning until the limit, otherwise loses the whole review, on every strategy.
 
 Each answer is validated (:mod:`polpo.review.submission`); its scores become the probability-weighted means of
 their tokens' distributions where the provider gave log-probabilities (:mod:`polpo.review.geval`). Scores whose
@@ -31,10 +33,10 @@ from polpo.llm.secrets import redact
 from polpo.review import score_prompts
 from polpo.review.citations import cites
 from polpo.review.context import ReviewContext, ReviewRun, Seat
-from polpo.review.dimensions import Dim, render_rubric
+from polpo.review.dimensions import Dim, dim_key, render_rubric
 from polpo.review.geval import score_distributions
-from polpo.review.parsing import JSONNotFound, extract_json, salvage_array
-from polpo.review.submission import Submission, validate_submission
+from polpo.review.parsing import JSONNotFound, complete_items, extract_json, salvage_array
+from polpo.review.submission import Submission, merge_submissions, validate_submission
 from polpo.tools.replay import replayable
 
 __all__ = ["STRATEGIES", "render_anchors", "score", "submission_from_reply"]
@@ -57,9 +59,7 @@ def render_anchors(anchors: Sequence[Any]) -> str:
 def submission_from_reply(reply: ChatReply, dims: Sequence[Dim]) -> Submission:
     """The submission in a reply: a ``submit_review`` call's arguments, else the JSON object in its text, else
     (a reply cut off at ``max_tokens``) its complete ``scores`` array. ValueError with the reason otherwise."""
-    call = next((c for c in reply.tool_calls if c.name == score_prompts.SUBMIT_REVIEW), None)
-    text = call.arguments if call is not None else (reply.content or "")
-    where = "submit_review arguments" if call is not None else "the reply"
+    text, where = _answer(reply)
     try:
         data: Any = extract_json(text, kind="object")
     except JSONNotFound:
@@ -81,6 +81,30 @@ def submission_from_reply(reply: ChatReply, dims: Sequence[Dim]) -> Submission:
         raise
 
 
+def _answer(reply: ChatReply) -> tuple[str, str]:
+    """The text the answer is in (``submit_review``'s arguments, else the reply's content) and what to call it."""
+    call = next((c for c in reply.tool_calls if c.name == score_prompts.SUBMIT_REVIEW), None)
+    if call is not None:
+        return call.arguments, "submit_review arguments"
+    return reply.content or "", "the reply"
+
+
+def kept_scores(reply: ChatReply, dims: Sequence[Dim]) -> Submission | None:
+    """The scores whose objects were complete in a reply cut off at its token limit inside its ``scores``
+    array, or None (not cut off, nothing complete, or a complete object that does not validate)."""
+    if reply.finish_reason != "length":
+        return None
+    items = complete_items(_answer(reply)[0], "scores")
+    named = {dim_key(i["dimension"]) for i in items if isinstance(i.get("dimension"), str)}
+    done = [d for d in dims if d.key in named]
+    if not done:
+        return None
+    try:
+        return validate_submission({"scores": items}, done)
+    except ValueError:
+        return None
+
+
 def _weighted(sub: Submission, reply: ChatReply) -> tuple[Submission, str]:
     """The submission with each score replaced by its distribution's mean where the reply's log-probabilities
     give one, and which kind of score it holds."""
@@ -90,6 +114,10 @@ def _weighted(sub: Submission, reply: ChatReply) -> tuple[Submission, str]:
               if s.dimension in by_dim else s for s in sub.scores]
     source = "sampled" if not by_dim else "probability" if len(by_dim) == len(scores) else "mixed"
     return replace(sub, scores=scores), source
+
+
+def _source(sources: Sequence[str]) -> str:
+    return sources[0] if len(set(sources)) == 1 else "mixed"
 
 
 def _cited(sub: Submission, ctx: ReviewContext, seat: Seat) -> Submission:
@@ -119,8 +147,11 @@ async def score(run: ReviewRun, ctx: ReviewContext, dims: list[Dim], analysis: s
     logprobs = TOP_LOGPROBS if seat.logprobs else None
     provider_errors: list[LLMError] = []  # every strategy failed on the provider: an outage, not bad output
     tried = 0
+    kept: Submission | None = None  # the scores a reply cut off at its token limit had finished
+    sources: list[str] = []
     for strategy in STRATEGIES:
         tried += 1
+        wanted = [d for d in dims if kept is None or d.name not in {k.dimension for k in kept.scores}]
         kwargs: dict[str, Any] = {"logprobs": logprobs}
         if strategy != "json_text":
             kwargs |= {"tools": [tool], "tool_choice": "required" if strategy == "forced_tool" else "auto"}
@@ -135,13 +166,29 @@ async def score(run: ReviewRun, ctx: ReviewContext, dims: list[Dim], analysis: s
         msg = reply.as_message()
         run.record(2, msg, strategy=strategy)
         try:
-            submission = submission_from_reply(reply, dims)
+            submission = submission_from_reply(reply, wanted)
         except ValueError as exc:
             trace.strategy_errors.append(f"{strategy}: {exc}")
-            _append_rejection(run, convo, msg, reply, score_prompts.retry_scoring(str(exc), names), strategy)
+            part = kept_scores(reply, wanted)
+            if part is None:
+                feedback = score_prompts.retry_scoring(str(exc), [d.name for d in wanted])
+            else:
+                part, source = _weighted(part, reply)
+                sources.append(source)
+                kept = part if kept is None else merge_submissions(kept, part, dims)
+                rest = [d.name for d in dims if d.name not in {k.dimension for k in kept.scores}]
+                if not rest:  # cut off after its last score's object closed: the scores stand
+                    trace.strategy = strategy
+                    trace.score_source = _source(sources)
+                    return await _with_evidence(run, ctx, dims, seat, convo, msg, reply, kept, kwargs)
+                feedback = score_prompts.finish_scoring([k.dimension for k in kept.scores], rest)
+            _append_rejection(run, convo, msg, reply, feedback, strategy)
             continue
         trace.strategy = strategy
-        weighted, trace.score_source = _weighted(submission, reply)
+        weighted, source = _weighted(submission, reply)
+        trace.score_source = _source([*sources, source])
+        if kept is not None:
+            weighted = merge_submissions(kept, weighted, dims)
         return await _with_evidence(run, ctx, dims, seat, convo, msg, reply, weighted, kwargs)
     if provider_errors and len(provider_errors) == tried:
         raise provider_errors[-1]

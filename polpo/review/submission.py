@@ -18,7 +18,7 @@ from polpo.review.consensus import DimScore
 from polpo.review.dimensions import Dim, dim_key
 from polpo.review.parsing import json_number
 
-__all__ = ["Submission", "validate_submission"]
+__all__ = ["Submission", "merge_submissions", "validate_submission"]
 
 
 class _EvidenceIn(BaseModel):
@@ -176,6 +176,17 @@ def validate_submission(data: object, dims: Sequence[Dim]) -> Submission:
         raise ValueError("; ".join(problems) + extra)
     return Submission([seen[d.key] for d in dims], parsed.summary.strip(), parsed.suggestions, ignored,
                       tuple(written))
+
+
+def merge_submissions(kept: Submission, rest: Submission, dims: Sequence[Dim]) -> Submission:
+    """One submission of the scores ``kept`` from a reply cut off at its token limit and the ``rest`` asked for
+    after it, in the dimensions' order. A kept dimension the second reply scored again is not counted twice:
+    the kept score stands, as the model was told. Pure."""
+    by_name = {s.dimension: s for s in rest.scores} | {s.dimension: s for s in kept.scores}
+    kept_names = {s.dimension for s in kept.scores}
+    ignored = kept.ignored + [n for n in rest.ignored if dim_key(n) not in {dim_key(k) for k in kept_names}]
+    return Submission([by_name[d.name] for d in dims if d.name in by_name], rest.summary or kept.summary,
+                      kept.suggestions + rest.suggestions, ignored, kept.written + rest.written)
 
 
 # ------------------------------------------------------------------------------------------------- the run

@@ -16,7 +16,7 @@ from polpo.llm.client import LLMClient, LLMError, ModelSettings, load_litellm
 from polpo.review import score_prompts
 from polpo.review.dimensions import Dim
 from polpo.review.reviewer import ReviewContext, run_reviewer
-from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, error, text, tool_call
+from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, error, score_logprobs, text, tool_call
 from tests.support.judges import phase
 
 pytestmark = pytest.mark.anyio
@@ -146,14 +146,56 @@ async def test_a_reply_cut_off_after_a_complete_scores_array_is_read(llama: Fake
     assert trace.summary == "" and len(llama.requests) == 2
 
 
-async def test_a_reply_cut_off_inside_the_scores_is_rejected_and_asked_again(llama: FakeLLM, tmp_path: Path) -> None:
+async def test_a_reply_cut_off_inside_the_scores_keeps_what_was_complete_and_asks_for_the_rest(
+        llama: FakeLLM, tmp_path: Path) -> None:
     whole = json.dumps(scores(4, 2))
     llama.script(text(ANALYSIS), text(whole[:whole.index('"tests"')], finish_reason="length"),
-                 tool_call(score_prompts.SUBMIT_REVIEW, scores(4, 2)))
+                 tool_call(score_prompts.SUBMIT_REVIEW, scores(1, 3)))
 
     trace = await run_reviewer(LLMClient(max_retries=0), settings(llama), index=0, ctx=context(tmp_path), dims=DIMS)
 
     assert trace.ok and trace.strategy == "forced_tool"
-    (why,) = trace.strategy_errors  # nothing is completed, and the model is told why it was not read
+    # correctness's object was complete: it stands, and the second reply's other correctness is not counted
+    assert [(s.dimension, s.score) for s in trace.scores] == [("correctness", 4), ("tests", 3)]
+    assert trace.ignored_dimensions == []
+    (why,) = trace.strategy_errors  # the model is told why, and asked for what is missing only
     assert why.startswith("json_text: the reply was cut off at its token limit before the scores were complete")
-    assert "the reply was cut off" in llama.requests[2]["messages"][-1]["content"]
+    repair = llama.requests[2]["messages"][-1]["content"]
+    assert "Your scores for correctness were complete and stand" in repair and "scoring only: tests;" in repair
+
+
+async def test_a_reviewer_looping_in_its_last_reasoning_is_scored_from_two_replies(
+        llama: FakeLLM, tmp_path: Path) -> None:
+    """Issue 32's 1.5B reviewer of change_base: the last dimension's reasoning repeated itself until
+    ``max_tokens``, on every strategy, and the review was lost. The finished scores keep their own reply's
+    log-probabilities; the one asked for after is weighed by its own."""
+    loop = "It handles the case where x is greater than the base. " * 40
+    first = ('{"scores": [{"dimension": "correctness", "reasoning": "E1 passed (calc.py:2)", "score": 4}, '
+             '{"dimension": "tests", "reasoning": "' + loop)
+    second = json.dumps({"scores": [{"dimension": "tests", "reasoning": "one test (test_calc.py:4)", "score": 2}]})
+
+    def answer(req: RecordedRequest) -> Reply:
+        if phase(req) == "output":
+            return text(ANALYSIS)
+        if len(req["messages"]) == 2:  # the first scoring request: its system and user messages
+            return text(first, finish_reason="length", logprobs=score_logprobs(first, [{4: 0.5, 5: 0.5}]))
+        return tool_call(score_prompts.SUBMIT_REVIEW, second)
+    llama.responder = answer
+
+    trace = await run_reviewer(LLMClient(max_retries=0), settings(llama), index=0, ctx=context(tmp_path), dims=DIMS)
+
+    assert trace.ok, (trace.error, trace.strategy_errors, len(llama.requests))
+    assert [(s.dimension, s.score, s.sampled) for s in trace.scores] == \
+        [("correctness", 4.5, 4), ("tests", 2, None)]
+    assert trace.score_source == "mixed" and len(llama.requests) == 3
+
+
+async def test_a_reply_cut_off_before_any_score_was_complete_is_asked_again_whole(
+        llama: FakeLLM, tmp_path: Path) -> None:
+    llama.script(text(ANALYSIS), text(CUT, finish_reason="length"), tool_call(score_prompts.SUBMIT_REVIEW, scores()))
+
+    trace = await run_reviewer(LLMClient(max_retries=0), settings(llama), index=0, ctx=context(tmp_path), dims=DIMS)
+
+    assert trace.ok and [s.score for s in trace.scores] == [4, 3]
+    repair = llama.requests[2]["messages"][-1]["content"]
+    assert "cut off at its token limit" in repair and "correctness, tests." in repair

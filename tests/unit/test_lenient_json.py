@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from polpo.llm.lenient_json import decode_value, loads, normalise
 from polpo.review.dimensions import Dim
-from polpo.review.parsing import JSONNotFound, extract_json
+from polpo.review.parsing import JSONNotFound, complete_items, extract_json
 from polpo.review.submission import validate_submission
 from polpo.tools.output import ToolError
 from polpo.tools.registry import decode_arguments
@@ -102,3 +102,33 @@ def test_leniency_never_lets_an_out_of_range_score_through() -> None:
           "{'dimension': 'clarity', 'score': 4, 'reasoning': 'y'},], 'summary': 's'}"
     with pytest.raises(ValueError, match="correctness"):
         validate_submission(extract_json(raw), DIMS)
+
+
+SCORE_ITEMS = st.lists(st.fixed_dictionaries({
+    "dimension": st.text(max_size=6), "reasoning": st.text(max_size=12),
+    "score": st.integers(1, 5), "evidence": st.lists(st.dictionaries(st.text(max_size=4), st.text(max_size=4),
+                                                                     max_size=2), max_size=2)}), min_size=1, max_size=4)
+
+
+@PROPS
+@given(SCORE_ITEMS, st.booleans(), st.data())
+def test_a_cut_off_scores_array_gives_exactly_its_complete_objects(
+        items: list[dict[str, Any]], ascii_only: bool, data: st.DataObject) -> None:
+    """Cut anywhere, the objects read are the ones whose text was whole, in order: never one cut short, never
+    one ended by a ``}`` in a string or a nested evidence object."""
+    whole = json.dumps({"scores": items, "summary": "s"}, ensure_ascii=ascii_only)
+    cut = data.draw(st.integers(0, len(whole)))
+    text = whole[:cut]
+    ends = [len(json.dumps({"scores": items[:k + 1]}, ensure_ascii=ascii_only)) - len("]}")
+            for k in range(len(items))]  # where each object's text ends in the whole reply
+    whole_before_cut = sum(end <= cut for end in ends)
+    assert complete_items(text, "scores") == items[:whole_before_cut]
+
+
+def test_a_brace_in_a_reasoning_does_not_end_a_cut_off_object() -> None:
+    text = '{"scores": [{"dimension": "a", "reasoning": "x } y", "score": 4}, {"dimension": "b", "reasoning": "z }'
+    assert complete_items(text, "scores") == [{"dimension": "a", "reasoning": "x } y", "score": 4}]
+    assert complete_items('{"scores": [{"dimension": "a", "evidence": [{"file": "f"}', "scores") == []
+    assert complete_items("no array here", "scores") == []
+    slips = "{'scores': [{'dimension': 'a', 'score': 4,}, {'dimension': 'b', 'reasoning': 'It loops. It loops."
+    assert complete_items(slips.replace("{'scores'", '{"scores"'), "scores") == [{"dimension": "a", "score": 4}]
