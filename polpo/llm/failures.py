@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["GATEWAY_STATUSES", "REQUEST_FAULTS", "classify", "failure_signature", "is_bad_output", "is_context_overflow",
-           "is_runaway", "request_fault_hint", "request_fingerprint"]
+           "is_runaway", "request_fault_hint", "request_fingerprint", "says_unparsed"]
 
 #: Error kinds that blame the request: never an outage, never retried unchanged.
 REQUEST_FAULTS = frozenset({"repeated_error", "runaway", "context_overflow", "bad_output"})
@@ -92,8 +92,11 @@ _UNPARSED_MARKERS = (
 def is_bad_output(kind: str, text: str, temperature: float | None) -> bool:
     """Whether a server error says the model's output (or a replayed tool call) did not parse, for a request
     sampled at temperature 0: the same request would get the same output again."""
-    if kind != "server" or temperature != 0:
-        return False
+    return kind == "server" and temperature == 0 and says_unparsed(text)
+
+
+def says_unparsed(text: str) -> bool:
+    """Whether a server's error says it could not parse the model's output (or a replayed tool call)."""
     low = text.lower()
     return any(m in low for m in _UNPARSED_MARKERS)
 

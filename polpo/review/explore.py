@@ -4,7 +4,8 @@ The changed files that fit are in the prompt, numbered by line (a small model th
 see a 20-line function often never does; a reviewer that sees the lines can cite them). The read-only tools see
 the workspace; ``run_command`` runs in the seat's own throw-away copy (:class:`~polpo.review.scratch.Scratch`,
 made on its first call), so a reviewer can probe the work — call a function, run the tests — and never change
-what it judges.
+what it judges. A turn the server could not parse (llama-server's 500 on a malformed tool call) is not the end of the review: the analysis
+is asked for at once, without tools.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from polpo.clock import SystemClock
+from polpo.llm.client import LLMError
+from polpo.llm.failures import says_unparsed
 from polpo.llm.secrets import redact
 from polpo.review import prompts
 from polpo.review.context import MODEL_TOOL_RESULT_MAX, REVIEW_TOOLS, ReviewContext, ReviewRun, Seat
@@ -62,7 +65,18 @@ async def explore(run: ReviewRun, ctx: ReviewContext, dims: list[Dim], max_turns
         if note is not None:
             convo.append({"role": "user", "content": note})
             run.record(1, convo[-1])
-        reply = await run.chat(convo, tools=tools, tool_choice="none" if last else "auto")
+        try:
+            reply = await run.chat(convo, tools=tools, tool_choice="none" if last else "auto")
+        except LLMError as exc:
+            if last or not (exc.kind == "bad_output" or says_unparsed(exc.message)):
+                raise
+            # the server could not parse what the model wrote with tools offered (llama-server's 500 on a
+            # malformed tool call): at temperature 0 the same request fails the same way, so the analysis is
+            # asked for now, without tools, from what the prompt already shows
+            run.trace.strategy_errors.append(f"explore: turn {turn}: {exc.kind}: {exc.message}; "
+                                             "the analysis was asked for without tools")
+            force_final = True
+            continue
         run.trace.turns = turn
         msg = reply.as_message()
         text = (reply.content or "").strip()

@@ -103,6 +103,30 @@ async def test_a_malformed_tool_call_while_exploring_is_not_sent_back(llama: Fak
     assert result["isError"] is True and result["toolName"] == "read_file"
 
 
+@pytest.mark.parametrize("temperature", [0, 0.7])
+async def test_a_turn_the_server_cannot_parse_while_exploring_leaves_the_analysis_asked_without_tools(
+        llama: FakeLLM, tmp_path: Path, temperature: float) -> None:
+    """The 1.5B reviewer of a correct `histogram`: its first exploring turn failed llama-server's tool-call
+    parser, and the whole review was lost. At temperature 0 that request is not sent again (and sampled, its
+    retries fail too); the analysis is asked for at once, with tools off, and the review goes on."""
+    def answer(req: RecordedRequest) -> Reply:
+        p = phase(req)
+        if p == "explore" and req.get("tool_choice") != "none":
+            return error(500, {"error": {"code": 500, "message": PEG, "type": "server_error"}})
+        return text(ANALYSIS) if p == "explore" else text(json.dumps(scores(5, 4)))
+    llama.responder = answer
+
+    trace = await run_reviewer(LLMClient(max_retries=1, backoff=0.01), settings(llama, temperature), index=0,
+                               ctx=context(workspace(tmp_path), ["calc.py"]), dims=DIMS, max_turns=4)
+
+    assert trace.ok, trace.error
+    assert [s.score for s in trace.scores] == [5, 4] and trace.analysis == ANALYSIS
+    asked = [r.get("tool_choice") for r in llama.requests if phase(r) == "explore"]
+    assert asked[-1] == "none" and set(asked[:-1]) == {"auto"}  # one failed turn (twice when sampled), then none
+    (note,) = [e for e in trace.strategy_errors if e.startswith("explore:")]
+    assert note.startswith("explore: turn 1: ") and note.endswith("the analysis was asked for without tools")
+
+
 async def test_a_format_500_at_temperature_0_is_bad_output_and_not_generated_again(llama: FakeLLM) -> None:
     llama.responder = lambda req: error(500, {"error": {"code": 500, "message": PEG, "type": "server_error"}})
     client = LLMClient(max_retries=3, backoff=0.01)
