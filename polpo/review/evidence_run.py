@@ -94,7 +94,7 @@ async def gather_evidence(*, description: str, criteria: str, work: Sequence[Wor
         evidence.add("note", scratch.problem or "the work's Python files could not be copied to run them", None)
         return evidence
     needed, clock = _needed(scratch.python_files, dict(sources), examples), clock or SystemClock()
-    probing = await _reference(root, examples, dict(sources), write_reference)
+    probing = await _reference(root, examples, dict(sources), write_reference, f"{description}\n{criteria}")
     records = await _run_examples(evidence, root, needed, examples, clock, env, probing)
     tries = 1
     while probing is not None and write_reference is not None and tries < REFERENCE_TRIES \
@@ -116,7 +116,7 @@ async def gather_evidence(*, description: str, criteria: str, work: Sequence[Wor
 
 
 async def _reference(root: Path, examples: Sequence[StatedExample], sources: Mapping[str, str],
-                     write: WriteReference | None) -> tuple[str, list[str]] | None:
+                     write: WriteReference | None, task: str) -> tuple[str, list[str]] | None:
     """``(function, probe calls)`` when the judge wrote its own implementation of the function the stated
     examples call (written into the copy as :data:`~polpo.review.probes.REFERENCE_FILE`); None otherwise."""
     if write is None:
@@ -127,7 +127,7 @@ async def _reference(root: Path, examples: Sequence[StatedExample], sources: Map
     if not names:
         return None
     name = max(names, key=called.count)
-    calls = derive_calls(examples, name)
+    calls = derive_calls(examples, name, task)
     if not calls:
         return None
     code = await write(name, 0)

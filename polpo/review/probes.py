@@ -7,7 +7,8 @@ task states examples of calling a function, the judge model is asked once to wri
 the task's text (:func:`reference_messages`); if its version passes every stated example it is a credible
 second opinion, and polpo runs both on inputs derived from the stated examples' own arguments
 (:func:`derive_calls`: empty and one-element collections, reversed and repeated ones, zero, one, negatives,
-neighbours of the numbers given, a limit equal to what another argument adds up to, doubled spaces). Where the
+neighbours of the numbers given, a limit equal to what another argument adds up to, doubled spaces, words the
+task quotes that an input made of them lacks). Where the
 two disagree, that is evidence the work — or the reference — is wrong on a case the examples did not cover; the
 reviewers are shown both answers, and a critical dimension cannot score above
 :data:`~polpo.review.evidence_cap.PROBE_CAP` while a disagreement stands.
@@ -20,12 +21,14 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from itertools import chain
+from typing import Any, NamedTuple
 
 from polpo.review.prompts import head
 from polpo.review.stated_examples import StatedExample
 
-__all__ = ["MAX_CALLS", "REFERENCE_FILE", "REFERENCE_TEMPERATURE", "called_function", "derive_calls", "reference_code", "reference_messages"]
+__all__ = ["MAX_CALLS", "REFERENCE_FILE", "REFERENCE_TEMPERATURE", "Called", "called_function", "derive_calls",
+           "reference_code", "reference_messages", "task_words"]
 
 MAX_CALLS = 32
 REFERENCE_FILE = "_polpo_reference.py"
@@ -34,19 +37,38 @@ REFERENCE_TEMPERATURE = 0.8
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def called_function(example: StatedExample) -> tuple[str, list[Any]] | None:
-    """``(name, arguments)`` of an example that is one call of a plain function on literal arguments."""
+class Called(NamedTuple):
+    """A stated example's call: the function, its literal arguments, and the keywords the last of them were
+    given by (``For s = "abcde", c = "ae"`` is read as ``reverse_delete(s="abcde", c="ae")``)."""
+
+    name: str
+    args: list[Any]
+    keywords: tuple[str, ...] = ()
+
+    def render(self, args: Sequence[Any]) -> str:
+        """This call with other arguments, given the same way."""
+        plain = len(args) - len(self.keywords)
+        given = [repr(a) for a in args[:plain]] + [f"{k}={v!r}" for k, v in zip(self.keywords, args[plain:], strict=True)]
+        return f"{self.name}({', '.join(given)})"
+
+
+def called_function(example: StatedExample) -> Called | None:
+    """The call an example makes when it is one call of a plain function on literal arguments, or such a call
+    compared with a value (a doctest ``>>> f('x') == '3e25…'`` stating ``True``)."""
     try:
         node = ast.parse(example.source.strip(), mode="eval").body
     except (SyntaxError, ValueError):
         return None
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.keywords:
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        node = node.left
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) \
+            or any(k.arg is None for k in node.keywords):
         return None
     try:
-        args = [ast.literal_eval(a) for a in node.args]
+        args = [ast.literal_eval(a) for a in [*node.args, *(k.value for k in node.keywords)]]
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
-    return node.func.id, args
+    return Called(node.func.id, args, tuple(k.arg for k in node.keywords if k.arg is not None))
 
 
 def _numbers(value: Any) -> bool:
@@ -95,21 +117,51 @@ def _variants(value: Any, others: Sequence[Any] = ()) -> Iterator[Any]:
         yield from ({}, dict(items[:1]), dict(items[::-1]))
 
 
-def derive_calls(examples: Sequence[StatedExample], name: str) -> list[str]:
+_QUOTED = re.compile(r"""(?<![\w'"])(['"])([^'"\s]{1,24})\1(?![\w'"])""")
+MAX_WORDS = 3
+"""Words of the task's own added to one argument: each is a probe, and the probes are bounded."""
+
+
+def task_words(text: str) -> list[str]:
+    """The single words a task quotes (``'zero'`` … ``'nine'``), in order: the values its inputs are made of."""
+    return list(dict.fromkeys(m.group(2) for m in _QUOTED.finditer(text)))
+
+
+def _with_words(value: Any, words: Sequence[str]) -> Iterator[Any]:
+    """An input made of the task's quoted words, with words it lacks added: the values its examples left out
+    (``sort_numbers('three one five')`` → ``'three one five zero'``). Only an input every part of which the
+    task quotes: one made of other things may not take these words at all."""
+    if isinstance(value, str):
+        parts = value.split()
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        parts = list(value)
+    else:
+        return
+    if not parts or len(words) < 2 or not set(parts) <= set(words):
+        return
+    for w in [w for w in words if w not in parts][:MAX_WORDS]:
+        yield f"{value} {w}" if isinstance(value, str) else [*value, w]
+
+
+def derive_calls(examples: Sequence[StatedExample], name: str, task: str = "") -> list[str]:
     """Calls of ``name`` on inputs near the stated examples' (one argument changed at a time), none of them a
-    stated example, at most :data:`MAX_CALLS`, in a fixed order."""
-    stated = [args for ex in examples if (c := called_function(ex)) is not None and c[0] == name for args in [c[1]]]
-    seen = {repr(args) for args in stated}
+    stated example, at most :data:`MAX_CALLS`, in a fixed order. ``task``: the task's text, whose quoted words
+    are inputs too (:func:`_with_words`)."""
+    stated = [c for ex in examples if (c := called_function(ex)) is not None and c.name == name]
+    seen = {repr(c.args) for c in stated}
+    given = {a for c in stated for a in c.args if isinstance(a, str)}
+    words = [w for w in task_words(task) if w not in given]  # an example's own argument is not a word of the task
     out: list[str] = []
-    for args in stated:
+    for call in stated:
+        args = call.args
         for i, value in enumerate(args):
-            for variant in _variants(value, [*args[:i], *args[i + 1:]]):
+            for variant in chain(_variants(value, [*args[:i], *args[i + 1:]]), _with_words(value, words)):
                 changed = [*args[:i], variant, *args[i + 1:]]
                 key = repr(changed)
                 if key in seen:
                     continue
                 seen.add(key)
-                out.append(f"{name}({', '.join(repr(a) for a in changed)})")
+                out.append(call.render(changed))
                 if len(out) >= MAX_CALLS:
                     return out
     return out

@@ -16,7 +16,14 @@ from polpo.review.evidence import Evidence
 from polpo.review.evidence_cap import FAILED_CAP, PROBE_CAP, apply_cap, evidence_cap
 from polpo.review.evidence_run import REFERENCE_TRIES, gather_evidence
 from polpo.review.panel import PanelOptions, run_panel
-from polpo.review.probes import REFERENCE_FILE, derive_calls, reference_code
+from polpo.review.probes import (
+    REFERENCE_FILE,
+    Called,
+    called_function,
+    derive_calls,
+    reference_code,
+    task_words,
+)
 from polpo.review.reviewer import ReviewContext
 from polpo.review.scratch import Scratch
 from polpo.review.stated_examples import StatedExample
@@ -81,6 +88,37 @@ def test_probe_inputs_reach_the_edges_subtle_bugs_sit_on() -> None:
     fly = calls("fly([3, 2, 3], 1)", "fly")
     assert {"fly([3, 2, 3], 8)", "fly([3, 2, 3], 3)"} <= set(fly)  # a limit equal to the sum, the length
     assert "g(34, 34, 12)" in calls("g(7, 34, 12)", "g")  # a number equal to another argument
+
+
+SORT_TASK = """def sort_numbers(numbers: str) -> str:
+    \"\"\" Input is a space-delimited string of numberals from 'zero' to 'nine'.
+    Valid choices are 'zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight' and 'nine'.
+    >>> sort_numbers('three one five')
+    'one three five'
+    \"\"\""""
+
+
+def test_an_input_made_of_the_tasks_quoted_words_gets_the_words_it_lacks() -> None:
+    ex = [StatedExample("sort_numbers('three one five')", "'one three five'", "doctest", "task")]
+    calls = derive_calls(ex, "sort_numbers", SORT_TASK)
+    added = [c for c in calls if c.startswith("sort_numbers('three one five ")]
+    assert added == ["sort_numbers('three one five zero')", "sort_numbers('three one five nine')",
+                     "sort_numbers('three one five two')"]  # the first words it lacks, at most MAX_WORDS
+    assert task_words(SORT_TASK)[:3] == ["zero", "nine", "one"]
+    assert added[0] not in derive_calls(ex, "sort_numbers")  # without the task's text: no such input
+    # an input not made of the task's words gets none; nor do an example's own arguments count as words
+    odd = [StatedExample("f('abcde', 'ae')", "'bcd'", "value", "task")]
+    assert not any("zero" in c or "'abcde ae'" in c for c in derive_calls(odd, "f", SORT_TASK + " f('abcde')"))
+
+
+def test_a_call_compared_in_a_doctest_and_one_given_by_keywords_are_probed_as_written() -> None:
+    md5 = [StatedExample("string_to_md5('Hello world') == '3e25960a'", "True", "doctest", "task")]
+    assert called_function(md5[0]) == Called("string_to_md5", ["Hello world"])
+    assert "string_to_md5('')" in derive_calls(md5, "string_to_md5")
+    kw = [StatedExample('reverse_delete(s = "abcde", c = "ae")', "('bcd',False)", "value", "task")]
+    calls = derive_calls(kw, "reverse_delete")
+    assert "reverse_delete(s='', c='ae')" in calls and "reverse_delete(s='abcde', c='')" in calls
+    assert called_function(StatedExample("f(**{'a': 1})", "1", "value", "task")) is None
 
 
 def test_the_reference_code_must_define_the_function() -> None:
