@@ -78,6 +78,7 @@ PROMPTS: dict[str, Callable[[], str]] = {
     "score_prompts.score_shape": lambda: score_prompts.score_shape(NAMES),
     "score_prompts.retry_scoring": lambda: score_prompts.retry_scoring("scores.0.score: outside 1..5", NAMES),
     "score_prompts.ask_evidence": lambda: score_prompts.ask_evidence(NAMES),
+    "score_prompts.finish_scoring": lambda: score_prompts.finish_scoring(NAMES[:1], NAMES[1:]),
     "score_prompts.submit_review_tool": lambda: json.dumps(score_prompts.submit_review_tool(NAMES)),
     "score_prompts.CHECKLIST_SYSTEM": lambda: score_prompts.CHECKLIST_SYSTEM,
     "score_prompts.checklist_user": lambda: score_prompts.checklist_user(
