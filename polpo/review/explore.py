@@ -4,8 +4,8 @@ The changed files that fit are in the prompt, numbered by line (a small model th
 see a 20-line function often never does; a reviewer that sees the lines can cite them). The read-only tools see
 the workspace; ``run_command`` runs in the seat's own throw-away copy (:class:`~polpo.review.scratch.Scratch`,
 made on its first call), so a reviewer can probe the work — call a function, run the tests — and never change
-what it judges. A turn the server could not parse (llama-server's 500 on a malformed tool call) is not the end of the review: the analysis
-is asked for at once, without tools.
+what it judges. A turn the server could not parse (llama-server's 500 on a malformed tool call) is not the end
+of the review: the analysis is asked for at once, without tools.
 """
 
 from __future__ import annotations

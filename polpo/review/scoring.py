@@ -89,7 +89,7 @@ def _answer(reply: ChatReply) -> tuple[str, str]:
     return reply.content or "", "the reply"
 
 
-def kept_scores(reply: ChatReply, dims: Sequence[Dim]) -> Submission | None:
+def _kept_scores(reply: ChatReply, dims: Sequence[Dim]) -> Submission | None:
     """The scores whose objects were complete in a reply cut off at its token limit inside its ``scores``
     array, or None (not cut off, nothing complete, or a complete object that does not validate)."""
     if reply.finish_reason != "length":
@@ -169,7 +169,7 @@ async def score(run: ReviewRun, ctx: ReviewContext, dims: list[Dim], analysis: s
             submission = submission_from_reply(reply, wanted)
         except ValueError as exc:
             trace.strategy_errors.append(f"{strategy}: {exc}")
-            part = kept_scores(reply, wanted)
+            part = _kept_scores(reply, wanted)
             if part is None:
                 feedback = score_prompts.retry_scoring(str(exc), [d.name for d in wanted])
             else:
