@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from polpo.llm.lenient_json import decode_value
 
-__all__ = ["JSONNotFound", "complete_items", "extract_json", "json_number", "salvage_array"]
+__all__ = ["JSONNotFound", "complete_items", "extract_json", "json_number"]
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 LENIENT_STARTS = 20
@@ -62,22 +62,6 @@ def extract_json(text: str | None, *, kind: Literal["object", "array"] = "object
         if isinstance(value, wanted):
             return value
     raise JSONNotFound(f"no JSON {kind} found in the reply ({len(text)} characters)")
-
-
-def salvage_array(text: str | None, key: str) -> list[Any] | None:
-    """The complete array under ``"key":`` in a reply cut off before its object closed (a model that ran into
-    ``max_tokens`` while writing the summary after its scores), or None. Only an array that is complete is
-    read: nothing is completed."""
-    if not text:
-        return None
-    for m in re.finditer(rf'"{re.escape(key)}"\s*:\s*\[', text):
-        try:
-            value = decode_value(text, m.end() - 1)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, list):
-            return value
-    return None
 
 
 def json_number(v: object) -> object:

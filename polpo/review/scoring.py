@@ -35,7 +35,7 @@ from polpo.review.citations import cites
 from polpo.review.context import ReviewContext, ReviewRun, Seat
 from polpo.review.dimensions import Dim, dim_key, render_rubric
 from polpo.review.geval import score_distributions
-from polpo.review.parsing import JSONNotFound, complete_items, extract_json, salvage_array
+from polpo.review.parsing import JSONNotFound, complete_items, extract_json
 from polpo.review.submission import Submission, merge_submissions, validate_submission
 from polpo.tools.replay import replayable
 
@@ -58,15 +58,15 @@ def render_anchors(anchors: Sequence[Any]) -> str:
 
 def submission_from_reply(reply: ChatReply, dims: Sequence[Dim]) -> Submission:
     """The submission in a reply: a ``submit_review`` call's arguments, else the JSON object in its text, else
-    (a reply cut off at ``max_tokens``) its complete ``scores`` array. ValueError with the reason otherwise."""
+    (a reply cut off at ``max_tokens``) the complete objects of its ``scores`` array. ValueError with the reason otherwise."""
     text, where = _answer(reply)
     try:
         data: Any = extract_json(text, kind="object")
     except JSONNotFound:
         data = None
     if not (isinstance(data, dict) and "scores" in data):
-        scores = salvage_array(text, "scores")  # cut off after a complete scores array: the scores stand
-        if scores is not None:
+        scores = complete_items(text, "scores")  # cut off after every score's object closed: the scores stand
+        if scores:
             data = {"scores": scores}
     try:
         if data is None:
@@ -177,10 +177,6 @@ async def score(run: ReviewRun, ctx: ReviewContext, dims: list[Dim], analysis: s
                 sources.append(source)
                 kept = part if kept is None else merge_submissions(kept, part, dims)
                 rest = [d.name for d in dims if d.name not in {k.dimension for k in kept.scores}]
-                if not rest:  # cut off after its last score's object closed: the scores stand
-                    trace.strategy = strategy
-                    trace.score_source = _source(sources)
-                    return await _with_evidence(run, ctx, dims, seat, convo, msg, reply, kept, kwargs)
                 feedback = score_prompts.finish_scoring([k.dimension for k in kept.scores], rest)
             _append_rejection(run, convo, msg, reply, feedback, strategy)
             continue

@@ -183,8 +183,8 @@ def merge_submissions(kept: Submission, rest: Submission, dims: Sequence[Dim]) -
     after it, in the dimensions' order. A kept dimension the second reply scored again is not counted twice:
     the kept score stands, as the model was told. Pure."""
     by_name = {s.dimension: s for s in rest.scores} | {s.dimension: s for s in kept.scores}
-    kept_names = {s.dimension for s in kept.scores}
-    ignored = kept.ignored + [n for n in rest.ignored if dim_key(n) not in {dim_key(k) for k in kept_names}]
+    kept_keys = {dim_key(s.dimension) for s in kept.scores}
+    ignored = kept.ignored + [n for n in rest.ignored if dim_key(n) not in kept_keys]
     return Submission([by_name[d.name] for d in dims if d.name in by_name], rest.summary or kept.summary,
                       kept.suggestions + rest.suggestions, ignored, kept.written + rest.written)
 
