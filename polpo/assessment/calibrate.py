@@ -52,19 +52,21 @@ class ItemResult:
     """The evidence's one-line summary."""
     review: dict[str, Any] = field(default_factory=dict, repr=False)
     """The panel's review and every reviewer's whole trace (kept only with ``polpo calibrate --traces``)."""
+    disputed: float | None = None
+    """With a dispute (only the judge's own code was against the work), the panel's score before it."""
 
     @property
     def features(self) -> Features | None:
         if self.panel is None:
             return None
         own = list(self.seats.values())
-        return Features(self.panel, self.contradicted, max(own) - min(own) if len(own) > 1 else 0.0)
+        return Features(self.panel, self.contradicted, max(own) - min(own) if len(own) > 1 else 0.0, self.disputed)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "human": self.human, "panel": self.panel,
                 "reviewers": {str(k): v for k, v in sorted(self.seats.items())}, "error": self.error,
                 "contradicted": self.contradicted, "copies": self.copies, "source": self.source,
-                "evidence": self.evidence}
+                "evidence": self.evidence, "disputed": self.disputed}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ItemResult:
@@ -72,7 +74,8 @@ class ItemResult:
                    None if data.get("panel") is None else float(data["panel"]),
                    {int(k): float(v) for k, v in (data.get("reviewers") or {}).items()}, data.get("error"),
                    bool(data.get("contradicted")), bool(data.get("copies")), data.get("source"),
-                   str(data.get("evidence") or ""))
+                   str(data.get("evidence") or ""),
+                   disputed=None if data.get("disputed") is None else float(data["disputed"]))
 
 
 def _files(root: Path) -> list[str]:
@@ -138,7 +141,7 @@ async def run_calibration(items: Sequence[LabelledItem], llm: ChatClient, judges
             review = result.review_json()
             out.append(ItemResult(item.id, item.human, result.global_score, seats, result.error,
                                   bool(result.evidence.failed), result.copies, review.get("scoreSource"),
-                                  result.evidence.summary(), result.to_json()))
+                                  result.evidence.summary(), result.to_json(), result.disputed_score))
             if on_item is not None:
                 on_item(out[-1], False)
     return out

@@ -130,11 +130,15 @@ def render(rep: dict[str, Any], *, source: str, judges: Sequence[str]) -> str:
         rule, on = rep["rule"], rep["rule"]["onLabels"]
         bound = "n/a" if on["falsePassUpper95"] is None else f"{on['falsePassUpper95']:.2f}"
         lines.append(f"rule: pass at ≥ {rule['passAt']:.3f}, fail below {rule['failBelow']:.3f}, a person "
-                     f"between (max false pass {rule['maxFalsePass']:g}, max false fail {rule['maxFalseFail']:g})")
+                     f"between (max false pass {rule['maxFalsePass']:g}, max false fail {rule['maxFalseFail']:g}); "
+                     + ("disputes fail" if rule.get("disputes") == "fail" else "disputes go to a person"))
         lines.append(f"  on these labels: {on['passed']} passed, {on['failed']} failed, {on['person']} sent to a "
                      f"person; false passes {on['falsePass']}/{on['broken']} broken (95% upper bound {bound}), "
                      f"false fails {on['falseFail']}/{on['good']} good; accuracy on decided items "
                      f"{_fmt(on['accuracy'])}")
+        if on.get("disputed"):
+            lines.append(f"  {on['disputed']} of the items sent to a person were disputes: only the judge's own code "
+                         "was against the work")
         lines.append("  " + ("counted on the labels the rule was fitted to: an in-sample estimate; run it with "
                              "--rule on labels it has not seen to measure it" if rule["fittedToTheseLabels"] else
                              "counted on labels the rule was not fitted to: a measure on unseen work"))

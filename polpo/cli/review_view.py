@@ -111,6 +111,9 @@ def _review(r: Mapping[str, Any], indent: str) -> list[str]:
         lines.append(f"{indent}no reviewer cited evidence for: {', '.join(r['uncited'])} (those votes count half)")
     if cap := r.get("evidenceCap"):
         lines.append(f"{indent}score bounded at {_num(cap.get('cap'), 'g')} by the evidence: {cap.get('why')}")
+        if cap.get("disputed"):
+            lines.append(f"{indent}  a dispute: only the judge's own code is against the work, and it can be the one "
+                         f"in error (the panel's score without it: {_num(r.get('disputedScore'), '.2f')})")
     if r.get("cappedBy"):
         lines.append(f"{indent}capped by critical dimension(s) below the threshold: {', '.join(r['cappedBy'])}")
     pair = r.get("pairwise")

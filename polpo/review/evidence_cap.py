@@ -9,7 +9,8 @@ So the facts polpo established bound the critical dimensions (or, with none mark
 * a probe where the work and the judge's own implementation (which passes every stated example) disagree, or a
   text answer that differs from what two programs of the judge's agree on (:mod:`polpo.review.answer_probe`):
   at most :data:`PROBE_CAP` (2.5) — the work is likely wrong, but the judge's code may be the one in error, so
-  it weighs less.
+  it weighs less. Such a bound is a *dispute*: with a calibrated rule, a person settles it
+  (:mod:`polpo.review.rule`).
 
 Below the default threshold either way, and the review says which items capped it. A cheap check that failed has
 already failed the attempt before any review runs, so checks do not cap here.
@@ -37,9 +38,12 @@ class EvidenceCap:
     items: list[str]
     """The evidence items that set it."""
     why: str
+    disputed: bool = False
+    """The bound is the judge's own code against the work (nothing the task states): with a calibrated rule, a
+    dispute is a person's to settle (:mod:`polpo.review.rule`)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"cap": self.cap, "items": list(self.items), "why": self.why}
+        return {"cap": self.cap, "items": list(self.items), "why": self.why, "disputed": self.disputed}
 
 
 def evidence_cap(evidence: Evidence) -> EvidenceCap | None:
@@ -53,10 +57,10 @@ def evidence_cap(evidence: Evidence) -> EvidenceCap | None:
         ids = ", ".join(i.id for i in differ)
         if all(i.origin == ANSWER_ORIGIN for i in differ):
             return EvidenceCap(PROBE_CAP, [i.id for i in differ], "the work's answer differs from the one two "
-                               f"programs the judge wrote from the task agree on ({ids})")
+                               f"programs the judge wrote from the task agree on ({ids})", disputed=True)
         return EvidenceCap(PROBE_CAP, [i.id for i in differ],
                            f"the work disagrees with the judge's own implementation on inputs near the stated "
-                           f"examples ({ids})")
+                           f"examples ({ids})", disputed=True)
     return None
 
 

@@ -104,6 +104,8 @@ class PanelResult:
     capped_by: list[str] = field(default_factory=list)
     evidence_cap: EvidenceCap | None = None
     """The bound the evidence set on the score (a failed stated example, a probe that differs), if any."""
+    disputed_score: float | None = None
+    """With a dispute (the bound is the judge's own code against the work), the panel's raw score before it."""
     probe: dict[str, Any] | None = None
     """The call that wrote the judge's own implementation for the probes, with its spend."""
     decision: Decision = "fail"
@@ -179,7 +181,8 @@ class PanelResult:
             "tokens": self.tokens, "cost": self.cost, "error": self.error,
             "evidence": self.evidence.to_json(), "copies": self.copies, "cappedBy": list(self.capped_by),
             "decision": self.decision, "decisionReason": self.decision_reason,
-            "evidenceCap": self.evidence_cap.to_json() if self.evidence_cap else None, "probe": self.probe,
+            "evidenceCap": self.evidence_cap.to_json() if self.evidence_cap else None,
+            "disputedScore": self.disputed_score, "probe": self.probe,
             "scoreSource": _sources(self.reviewers), "uncited": _uncited(self.reviewers),
             "reviewers": [{"index": r.index, "model": r.model, "ok": r.ok, "globalScore": r.global_score,
                            "error": r.error, "errorKind": r.error_kind, "cacheHits": r.cache_hits,
@@ -332,10 +335,11 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
     ok = [t for t in traces if t.ok]
     summary = summary_of(c, ok)
     stability, confidence, rate = _stability(c, ok, opts)
-    raw = None
-    if opts.calibration is not None:
-        raw = _verdict(traces, dims, threshold, n, PanelOptions(reviewer_error=opts.reviewer_error), cap)
-    decision, why = _decide(c, raw, ok, evidence, opts, n)
+    plain_opts = PanelOptions(reviewer_error=opts.reviewer_error)
+    raw = _verdict(traces, dims, threshold, n, plain_opts, cap) if opts.calibration is not None else None
+    free = _verdict(traces, dims, threshold, n, plain_opts, None) if cap is not None and cap.disputed else None
+    disputed = free.global_score if free is not None else None
+    decision, why = _decide(c, raw, ok, evidence, opts, n, disputed)
     # a person who fails an undecided review sends the agent the reviewers' feedback too
     feedback = "" if decision == "pass" else feedback_text(c, suggestions_of(ok), summary)
     return PanelResult(passed=decision == "pass", global_score=c.global_score, threshold=threshold, scores=c.scores,
@@ -344,7 +348,7 @@ async def run_panel(client: ChatClient, models: Sequence[ModelSettings], ctx: Re
                        stability=stability, confidence=confidence, pass_rate=rate,
                        raw_global_score=raw.global_score if raw is not None else None, options=opts, seats=n,
                        evidence=evidence, copies=same, capped_by=c.capped_by, decision=decision,
-                       decision_reason=why, evidence_cap=cap, probe=probe)
+                       decision_reason=why, evidence_cap=cap, disputed_score=disputed, probe=probe)
 
 
 def seat_scores(traces: Sequence[ReviewerTrace], seats: int) -> dict[int, float]:
@@ -358,12 +362,13 @@ def seat_scores(traces: Sequence[ReviewerTrace], seats: int) -> dict[int, float]
 
 
 def _decide(c: Consensus, raw: Consensus | None, ok: list[ReviewerTrace], evidence: Evidence,
-            opts: PanelOptions, seats: int) -> tuple[Decision, str]:
-    """Pass or fail by the threshold, or, with a calibrated rule, pass, fail or a person."""
+            opts: PanelOptions, seats: int, disputed: float | None) -> tuple[Decision, str]:
+    """Pass or fail by the threshold, or, with a calibrated rule, pass, fail or a person (``disputed``: the raw
+    score before a dispute bounded it)."""
     rule = opts.calibration.rule if opts.calibration is not None else None
     if rule is None or c.unscored:
         return ("pass" if c.passed else "fail"), ""
     own = list(seat_scores(ok, seats).values())
     score = raw.global_score if raw is not None else c.global_score
     return apply_rule(rule, Features(score, contradicted=bool(evidence.failed),
-                                     disagreement=max(own) - min(own) if len(own) > 1 else 0.0))
+                                     disagreement=max(own) - min(own) if len(own) > 1 else 0.0, disputed=disputed))

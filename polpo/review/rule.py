@@ -11,7 +11,15 @@ threshold with two, chosen on labels people confirmed (``polpo calibrate --write
 * between them the panel cannot tell, and the task waits for a person (``awaiting_review``) — as it also does,
   whatever the score, when polpo's own evidence contradicts a passing score (a check, a stated example or a file
   that failed while the panel says pass), or when the panel's reviewers disagree by more than
-  :data:`MAX_DISAGREEMENT` points.
+  :data:`MAX_DISAGREEMENT` points;
+* a **dispute** — the one thing against the work is the judge's own code disagreeing with it (a probe, or the
+  programs a text answer was checked with) — fails when the panel's score before that evidence bounded it
+  already fails. Otherwise it is a person's (``disputes = "person"``), unless the labels show the judge's code
+  right often enough that failing every dispute keeps the false fails within ``max_false_fail``
+  (``disputes = "fail"``). The judge's code is written by the judge's model from the task, and can be the one in
+  error: measured on Qwen2.5-Coder-1.5B over the holdout and blind sets, 3 of 9 disputes were correct work the
+  judge's own implementation got wrong. A person settles one in seconds from the input and the two answers;
+  failing it sends correct work to be "fixed" against a wrong reference.
 
 The rule is fitted on what it will decide: items it would send to a person do not count as false passes. Its
 false-pass rate on the labels comes with a one-sided 95 % Clopper–Pearson upper bound (few labels make a wide
@@ -43,6 +51,9 @@ class Features:
     """polpo's evidence shows a failure (a check, a stated example, a file that does not load)."""
     disagreement: float = 0.0
     """The range of the seats' own scores (0 with one seat)."""
+    disputed: float | None = None
+    """Set only for a dispute (the one evidence against the work is the judge's own code): the panel's raw score
+    before that evidence bounded it."""
 
 
 @dataclass(frozen=True)
@@ -52,18 +63,25 @@ class Rule:
     max_false_pass: float
     max_false_fail: float
     max_disagreement: float = MAX_DISAGREEMENT
+    disputes: Decision = "person"
+    """What a dispute the panel does not fail on its own score gets: ``person``, or ``fail`` when the labels
+    showed the judge's own code right often enough (a rule file without it: ``person``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"passAt": self.pass_at, "failBelow": self.fail_below, "maxFalsePass": self.max_false_pass,
-                "maxFalseFail": self.max_false_fail, "maxDisagreement": self.max_disagreement}
+                "maxFalseFail": self.max_false_fail, "maxDisagreement": self.max_disagreement,
+                "disputes": self.disputes}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Rule:
         pass_at, fail_below = float(data["passAt"]), float(data["failBelow"])
         if not (math.isfinite(pass_at) and math.isfinite(fail_below)) or fail_below > pass_at:
             raise ValueError("a rule needs failBelow ≤ passAt (finite numbers)")
+        disputes = data.get("disputes", "person")
+        if disputes not in ("person", "fail"):
+            raise ValueError(f'a rule\'s disputes must be "person" or "fail", not {disputes!r}')
         return cls(pass_at, fail_below, float(data.get("maxFalsePass", 0.05)), float(data.get("maxFalseFail", 0.2)),
-                   float(data.get("maxDisagreement", MAX_DISAGREEMENT)))
+                   float(data.get("maxDisagreement", MAX_DISAGREEMENT)), disputes)
 
 
 def apply_rule(rule: Rule, f: Features) -> tuple[Decision, str]:
@@ -71,6 +89,16 @@ def apply_rule(rule: Rule, f: Features) -> tuple[Decision, str]:
     if f.disagreement > rule.max_disagreement:
         return "person", (f"the reviewers disagree by {f.disagreement:.1f} points (more than "
                           f"{rule.max_disagreement:g})")
+    if f.disputed is not None:
+        if f.disputed < rule.fail_below:
+            return "fail", (f"score {f.disputed:.2f} < {rule.fail_below:.2f} even before the judge's own code "
+                            "disagreed with the work")
+        if rule.disputes == "fail":
+            return "fail", ("the judge's own code disagrees with the work, and on the labels the rule was fitted "
+                            "to, failing such disputes stayed within the false-fail limit")
+        return "person", ("the work and the judge's own code disagree, and nothing the task states settles it: "
+                          f"the judge's code may be the one in error (the panel's score without that evidence: "
+                          f"{f.disputed:.2f}); a person should look at the inputs and the two answers")
     if f.score >= rule.pass_at:
         if f.contradicted:
             return "person", (f"the panel passes it ({f.score:.2f}) but polpo's own evidence shows a failure; "
@@ -107,23 +135,35 @@ def labels_needed(max_false_pass: float, confidence: float = 0.95) -> int:
 
 def fit_rule(items: Sequence[tuple[Features, bool]], *, max_false_pass: float, max_false_fail: float,
              max_disagreement: float = MAX_DISAGREEMENT) -> Rule:
-    """The rule for ``items`` (features, does a person pass it?): ``pass_at`` as low and ``fail_below`` as high
-    as the false-pass and false-fail limits allow, so as little as possible goes to a person. The labels must
-    hold both kinds of work (:func:`no_rule_reason`): ValueError otherwise."""
+    """The rule for ``items`` (features, does a person pass it?): ``fail_below`` as high and ``pass_at`` as low
+    as the false-fail and false-pass limits allow (but not under ``fail_below``), so as little as possible goes
+    to a person; then disputes failed if the false fails that adds still fit the limit and the labels hold at
+    least one dispute. The labels must hold both kinds of work (:func:`no_rule_reason`): ValueError otherwise."""
     if (why := no_rule_reason(items)) is not None:
         raise ValueError(why)
     decidable = [(f, good) for f, good in items if f.disagreement <= max_disagreement]
     bad = [f for f, good in decidable if not good]
     good = [f for f, g in decidable if g]
     n_bad, n_good = sum(1 for _, g in items if not g), sum(1 for _, g in items if g)
-    cuts = _cuts([f.score for f, _ in decidable])
+    cuts = _cuts([s for f, _ in decidable for s in {f.score, _fail_score(f)}])
     allowed_fp = math.floor(max_false_pass * n_bad + 1e-9)
-    pass_at = next((c for c in cuts if sum(1 for f in bad if f.score >= c and not f.contradicted) <= allowed_fp),
-                   cuts[-1])
+    pass_at = next((c for c in cuts if sum(1 for f in bad if f.score >= c and not f.contradicted
+                                           and f.disputed is None) <= allowed_fp), cuts[-1])
     allowed_ff = math.floor(max_false_fail * n_good + 1e-9)
-    fail_below = next((c for c in reversed(cuts) if sum(1 for f in good if f.score < c) <= allowed_ff), cuts[0])
-    return Rule(round(pass_at, 6), round(min(fail_below, pass_at), 6), max_false_pass, max_false_fail,
-                max_disagreement)
+    fail_below = next((c for c in reversed(cuts) if sum(1 for f in good if _fail_score(f) < c) <= allowed_ff),
+                      cuts[0])
+    # below fail_below, lowering pass_at only turns fails the labels allow into passes, and sends work the
+    # evidence contradicts (capped below 2.5) to a person instead of failing it
+    pass_at = max(pass_at, fail_below)
+    false_fails = sum(1 for f in good if _fail_score(f) < fail_below or f.disputed is not None)
+    disputes: Decision = ("fail" if any(f.disputed is not None for f, _ in decidable) and false_fails <= allowed_ff
+                          else "person")
+    return Rule(round(pass_at, 6), round(fail_below, 6), max_false_pass, max_false_fail, max_disagreement, disputes)
+
+
+def _fail_score(f: Features) -> float:
+    """The score the rule fails on: a dispute fails only on the panel's score before it."""
+    return f.disputed if f.disputed is not None else f.score
 
 
 def _binom_cdf(k: int, n: int, p: float) -> float:
@@ -165,6 +205,8 @@ class RuleReport:
     false_fail: int
     bad: int
     good: int
+    disputed: int = 0
+    """Of the items sent to a person, those sent for a dispute (the judge's own code against the work)."""
 
     @property
     def false_pass_rate(self) -> float | None:
@@ -179,7 +221,7 @@ class RuleReport:
     def to_json(self) -> dict[str, Any]:
         rate = self.false_pass_rate
         return {"passed": self.passed, "failed": self.failed, "person": self.person, "falsePass": self.false_pass,
-                "falseFail": self.false_fail, "broken": self.bad, "good": self.good,
+                "falseFail": self.false_fail, "broken": self.bad, "good": self.good, "disputed": self.disputed,
                 "falsePassRate": None if rate is None else round(rate, 4),
                 "falsePassUpper95": clopper_pearson_upper(self.false_pass, self.bad),
                 "accuracy": None if self.accuracy is None else round(self.accuracy, 4)}
@@ -187,8 +229,10 @@ class RuleReport:
 
 def report_rule(rule: Rule, items: Sequence[tuple[Features, bool]]) -> RuleReport:
     decisions = [(apply_rule(rule, f)[0], good) for f, good in items]
+    disputed = sum(1 for f, _ in items if f.disputed is not None and apply_rule(rule, f)[0] == "person"
+                   and f.disagreement <= rule.max_disagreement)
     return RuleReport(passed=sum(d == "pass" for d, _ in decisions), failed=sum(d == "fail" for d, _ in decisions),
                       person=sum(d == "person" for d, _ in decisions),
                       false_pass=sum(d == "pass" and not g for d, g in decisions),
                       false_fail=sum(d == "fail" and g for d, g in decisions),
-                      bad=sum(not g for _, g in items), good=sum(g for _, g in items))
+                      bad=sum(not g for _, g in items), good=sum(g for _, g in items), disputed=disputed)

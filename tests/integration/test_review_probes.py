@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from polpo.llm.client import LLMClient, ModelSettings
+from polpo.review.calibration import Calibration
 from polpo.review.consensus import Consensus, DimensionResult
 from polpo.review.dimensions import DEFAULT_DIMENSIONS, Dim
 from polpo.review.evidence import Evidence
@@ -25,6 +26,7 @@ from polpo.review.probes import (
     task_words,
 )
 from polpo.review.reviewer import ReviewContext
+from polpo.review.rule import Rule
 from polpo.review.scratch import Scratch
 from polpo.review.stated_examples import StatedExample
 from polpo.review.work_files import read_work_files
@@ -231,3 +233,35 @@ async def test_the_panel_asks_the_first_judge_once_for_its_own_implementation(tm
                                  3.0, options=opts)
         assert not [r for r in srv.requests if "from its description alone" in json.dumps(r.body)]
     assert result.evidence_cap is None and result.passed
+
+
+async def test_with_a_rule_a_dispute_waits_for_a_person_and_a_failed_stated_example_fails(tmp_path: Path) -> None:
+    """Only the judge's own code against the work (its model can be the one in error: 3 of 9 disputes on the
+    1.5B model were correct work) is a person's to settle; a stated example the work fails is a fact and fails."""
+    judge = ScriptedJudge(score=5.0)
+
+    def answer(req: RecordedRequest) -> Reply:
+        if "from its description alone" in str(req["messages"][-1]["content"]):
+            return text(f"```python\n{CORRECT}```")
+        return judge(req)
+
+    rule = Rule(pass_at=4.0, fail_below=3.0, max_false_pass=0.1, max_false_fail=0.2)
+    opts = PanelOptions(calibration=Calibration(rule=rule))
+    dims = [Dim("correctness", 1.0, critical=True)]
+    results = []
+    for name, source in (("disputed", NEIGHBOURS), ("failed", "def has_close(numbers, threshold):\n    return True\n")):
+        with FakeLLM(models=("fake-a",)) as srv:
+            srv.responder = answer
+            ctx = ReviewContext(title="has_close", description=TASK, criteria="", workspace=work(tmp_path / name, source),
+                                files_changed=["solution.py"], timeline="agent ran")
+            model = ModelSettings("openai/fake-a", api_base=srv.base_url, timeout=20)
+            results.append(await run_panel(LLMClient(max_retries=0), [model], ctx, dims, 3.0, options=opts))
+    disputed, failed = results
+    assert disputed.evidence_cap is not None and disputed.evidence_cap.disputed
+    assert disputed.global_score == PROBE_CAP and disputed.disputed_score == 5.0  # the panel's own 5, before the bound
+    assert disputed.decision == "person" and not disputed.passed
+    assert "the judge's own code" in disputed.decision_reason and "5.00" in disputed.decision_reason
+    review = disputed.review_json()
+    assert review["evidenceCap"]["disputed"] and review["disputedScore"] == 5.0
+    assert failed.evidence_cap is not None and not failed.evidence_cap.disputed and failed.disputed_score is None
+    assert failed.decision == "fail"

@@ -90,3 +90,59 @@ def test_a_rule_file_with_thresholds_out_of_order_is_refused() -> None:
     with pytest.raises(ValueError, match="failBelow ≤ passAt"):
         Rule.from_json({"passAt": 3.0, "failBelow": 4.0})
     assert Rule.from_json(Rule(4.0, 3.0, 0.05, 0.2).to_json()) == Rule(4.0, 3.0, 0.05, 0.2)
+
+
+def test_a_dispute_goes_to_a_person_unless_the_panel_fails_it_before_the_dispute() -> None:
+    """A dispute (only the judge's own code against the work) is decided on the score the panel gave before it
+    was bounded: below ``fail_below`` it fails, otherwise a person settles it, however low the bounded score."""
+    rule = Rule(pass_at=4.0, fail_below=3.0, max_false_pass=0.1, max_false_fail=0.2)
+    decision, why = apply_rule(rule, Features(2.5, contradicted=True, disputed=4.9))
+    assert decision == "person" and "judge's own code" in why and "4.90" in why
+    decision, why = apply_rule(rule, Features(2.5, contradicted=True, disputed=2.8))
+    assert decision == "fail" and "2.80" in why
+    assert apply_rule(rule, Features(2.5, contradicted=True))[0] == "fail"  # a stated example failed: no dispute
+    items = [(Features(2.5, True, disputed=4.9), True), (Features(2.5, True, disputed=4.9), False),
+             (Features(2.5, True, disputed=2.8), False), (Features(2.5, True), False)]
+    rep = report_rule(rule, items)
+    assert (rep.passed, rep.failed, rep.person, rep.disputed, rep.false_fail) == (0, 2, 2, 2, 0)
+    assert rep.to_json()["disputed"] == 2
+
+
+def test_the_fit_counts_a_dispute_as_a_false_fail_only_on_its_score_before_the_bound() -> None:
+    # good work the judge's own code disputes scores 2.5 bounded, 4.9 before: a person's, never a false fail, so
+    # it must not pull fail_below down to 2.5
+    items = [*ITEMS, (Features(2.5, contradicted=True, disputed=4.9), True)]
+    assert fit_rule(items, max_false_pass=0.1, max_false_fail=0.2).fail_below == pytest.approx(3.25)
+    # a disputed broken item never passes, whatever its score before the bound: not a false pass
+    items = [*ITEMS, (Features(2.5, contradicted=True, disputed=5.0), False)]
+    assert fit_rule(items, max_false_pass=0.1, max_false_fail=0.2).pass_at == pytest.approx(4.1)
+
+
+def test_disputes_fail_only_when_the_labels_show_the_judges_code_right_often_enough() -> None:
+    broken_disputes = [(Features(2.5, True, disputed=4.9), False) for _ in range(3)]
+    # 10 good at 0.2: two may fail; 2.5 and 3.0 already do under 3.25, so one good dispute is one too many
+    rule = fit_rule([*ITEMS, *broken_disputes, (Features(2.5, True, disputed=4.9), True)],
+                    max_false_pass=0.1, max_false_fail=0.2)
+    assert rule.disputes == "person"
+    # the labels' disputes were all broken work: failing them costs no good work
+    rule = fit_rule([*ITEMS, *broken_disputes], max_false_pass=0.1, max_false_fail=0.2)
+    assert rule.disputes == "fail"
+    decision, why = apply_rule(rule, Features(2.5, True, disputed=4.9))
+    assert decision == "fail" and "false-fail limit" in why
+    assert fit_rule(ITEMS, max_false_pass=0.1, max_false_fail=0.2).disputes == "person"  # no dispute labelled
+    assert Rule.from_json(rule.to_json()) == rule
+    assert Rule.from_json({"passAt": 4.0, "failBelow": 3.0}).disputes == "person"  # a rule file from before
+    with pytest.raises(ValueError, match="disputes"):
+        Rule.from_json({"passAt": 4.0, "failBelow": 3.0, "disputes": "pass"})
+
+
+def test_when_the_evidence_catches_every_broken_item_the_rule_still_fails_what_it_contradicts() -> None:
+    """Holdout-shaped labels: every broken item failed a stated example (bounded at 2.0, contradicted), so no
+    cut lets one pass; pass_at stays at fail_below instead of dropping under the bound, where the contradicted
+    work would go to a person rather than fail."""
+    items = [(Features(2.0, contradicted=True), False) for _ in range(5)]
+    items += [(Features(s), True) for s in (2.1, 4.8, 4.85, 4.9, 4.95)]
+    rule = fit_rule(items, max_false_pass=0.1, max_false_fail=0.2)
+    assert rule.fail_below == pytest.approx(3.45) and rule.pass_at == rule.fail_below  # one good (2.1) may fail
+    rep = report_rule(rule, items)
+    assert (rep.passed, rep.failed, rep.person, rep.false_fail) == (4, 6, 0, 1)
