@@ -16,6 +16,7 @@ from polpo.cli.common import config_option, load_config_or_exit, print_json
 
 if TYPE_CHECKING:
     from polpo.assessment.calibrate import ItemResult, LabelledItem
+    from polpo.assessment.calibrate_progress import ResultsFile
     from polpo.config import Config
 
 __all__ = ["calibrate"]
@@ -41,13 +42,15 @@ __all__ = ["calibrate"]
               help="Where each finished item is kept (default: <state_dir>/calibrate/LABELS.<set-up>.results.jsonl).")
 @click.option("--resume", is_flag=True, help="Reuse the scored items of the results file (same judge set-up, "
                                              "matched by item id).")
+@click.option("--report-only", is_flag=True, help="Score nothing: report on the items the results file already holds "
+              "for this judge set-up (a new --rule, --write), without calling a model.")
 @click.option("--traces", "traces_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep each item's review (evidence, every reviewer's conversation) as ID.json in this folder.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @config_option
 def calibrate(labels: Path | None, labels_option: Path | None, write_to: Path | None, max_false_pass: float | None,
               max_false_fail: float | None, rule_path: Path | None, compare_path: Path | None, seats: int | None,
-              results_path: Path | None, resume: bool, traces_dir: Path | None, as_json: bool,
+              results_path: Path | None, resume: bool, report_only: bool, traces_dir: Path | None, as_json: bool,
               config_path: str | None) -> None:
     """Run the judge panel on a labelled set (JSON lines: task, criteria or dimensions, output or workspace,
     the person's score or verdict) and print Spearman's rho, quadratic-weighted Cohen's kappa, the mean bias,
@@ -59,6 +62,8 @@ def calibrate(labels: Path | None, labels_option: Path | None, write_to: Path | 
         raise click.UsageError("give the labelled set once: polpo calibrate LABELS.jsonl (or --labels LABELS.jsonl)")
     labels = labels or labels_option
     assert labels is not None
+    if report_only and (compare_path is not None or traces_dir is not None):
+        raise click.UsageError("--report-only scores nothing: it cannot --compare another judge or keep --traces")
     import json
     from datetime import UTC, datetime
 
@@ -71,7 +76,8 @@ def calibrate(labels: Path | None, labels_option: Path | None, write_to: Path | 
         items = read_labels(labels)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    results = _measure(cfg, items, labels, results_path, resume, traces_dir)
+    results = (_stored(cfg, items, labels, results_path) if report_only
+               else _measure(cfg, items, labels, results_path, resume, traces_dir))
     rule, no_rule = None, ""
     if write_to is not None:
         rule, no_rule = fit(results, max_false_pass=max_false_pass or cfg.judge.max_false_pass,
@@ -131,6 +137,30 @@ def _config(path: str | None, seats: int | None) -> Config:
     return cfg
 
 
+def _results_file(cfg: Config, labels: Path, results_path: Path | None) -> ResultsFile:
+    """The results file of ``cfg``'s judge set-up: ``results_path``, or the default one under the state folder."""
+    from polpo.assessment.calibrate_progress import ResultsFile, setup_key
+    from polpo.assessment.review_backend import judge_settings, panel_options
+
+    key = setup_key(judge_settings(cfg), panel_options(cfg))
+    return ResultsFile(results_path or cfg.state_dir / "calibrate" / f"{labels.stem}.{key}.results.jsonl", key)
+
+
+def _stored(cfg: Config, items: list[LabelledItem], labels: Path, results_path: Path | None) -> list[ItemResult]:
+    """The labelled items as the results file scored them (an item it lacks is reported as not scored)."""
+    from polpo.assessment.calibrate import ItemResult
+
+    kept = _results_file(cfg, labels, results_path)
+    if not kept.path.is_file():
+        raise click.ClickException(f"no results file at {kept.path}: run polpo calibrate without --report-only "
+                                   "first (or give --results FILE)")
+    done = kept.previous()
+    click.echo(f"calibrate: {len(items)} item(s) of {labels}, {sum(i.id in done for i in items)} scored in "
+               f"{kept.path} (--report-only: nothing is scored now)", err=True)
+    return [done.get(i.id) or ItemResult(i.id, i.human, None, error="not in the results file (--report-only)")
+            for i in items]
+
+
 def _measure(cfg: Config, items: list[LabelledItem], labels: Path, results_path: Path | None,
              resume: bool, traces_dir: Path | None) -> list[ItemResult]:
     """Each item scored by ``cfg``'s panel (reusing an earlier run's with --resume), with progress on stderr."""
@@ -142,7 +172,7 @@ def _measure(cfg: Config, items: list[LabelledItem], labels: Path, results_path:
 
     from polpo.agents.client_setup import client_from_config
     from polpo.assessment.calibrate import run_calibration
-    from polpo.assessment.calibrate_progress import ResultsFile, progress_line, setup_key
+    from polpo.assessment.calibrate_progress import progress_line
     from polpo.assessment.review_backend import judge_settings, panel_options
     from polpo.llm.secrets import load_env_file
 
@@ -152,9 +182,7 @@ def _measure(cfg: Config, items: list[LabelledItem], labels: Path, results_path:
         load_env_file(cfg.llm.env_file)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     llm = client_from_config(cfg)
-    key = setup_key(judges, options)
-    default = cfg.state_dir / "calibrate" / f"{labels.stem}.{key}.results.jsonl"
-    kept = ResultsFile(results_path or default, key)
+    kept = _results_file(cfg, labels, results_path)
     ids = {i.id for i in items}
     done = {k: v for k, v in kept.previous().items() if k in ids} if resume else {}
     try:

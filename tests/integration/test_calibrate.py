@@ -250,3 +250,22 @@ def test_a_rule_is_reported_with_its_passes_fails_and_persons_and_says_whether_i
     assert "on these labels: 2 passed, 3 failed, 1 sent to a person; false passes 0/2 broken" in given.stdout
     assert "counted on labels the rule was not fitted to: a measure on unseen work" in given.stdout
     assert "fitted to: an in-sample" not in given.stdout
+
+    # --report-only: the same report from the results file alone, with the judge gone; nothing is scored
+    asked = len(judge.requests)
+    only = run_cli("calibrate", str(LABELS), "--rule", str(held), "--config", str(config), "--results",
+                   str(tmp_path / "r.jsonl"), "--report-only", env={KEY_ENV: "sk-calibrate"})
+    assert only.returncode == 0, only.stderr
+    assert len(judge.requests) == asked and "6 scored in" in only.stderr and "nothing is scored now" in only.stderr
+    assert "on these labels: 2 passed, 3 failed, 1 sent to a person; false passes 0/2 broken" in only.stdout
+    kept = (tmp_path / "r.jsonl").read_text().splitlines()
+    (tmp_path / "part.jsonl").write_text("\n".join(kept[:4]) + "\n")  # two items never scored: said, not scored
+    part = run_cli("calibrate", str(LABELS), "--config", str(config), "--results", str(tmp_path / "part.jsonl"),
+                   "--report-only", "--json", env={KEY_ENV: "sk-calibrate"})
+    assert part.returncode == 0, part.stderr
+    rep = json.loads(part.stdout)
+    assert rep["scored"] == 4 and len(judge.requests) == asked
+    assert [f["error"] for f in rep["failed"]] == ["not in the results file (--report-only)"] * 2
+    missing = run_cli("calibrate", str(LABELS), "--config", str(config), "--results", str(tmp_path / "none.jsonl"),
+                      "--report-only", env={KEY_ENV: "sk-calibrate"})
+    assert missing.returncode != 0 and "no results file at" in missing.stderr
