@@ -133,6 +133,7 @@ class LLMClient:
         self._prices = prices
         self._windows: dict[str, int | None] = {}  # model → litellm's context window for it (None: unknown)
         self._answered: dict[str, float] = {}  # server (api_base, else model) → when it last answered a call
+        self._pace: dict[str, float] = {}  # server → seconds per generated token of its last answered call
         self._failures: dict[str, str] = {}  # request fingerprint → signature of its last server error
         self.calls = 0  # requests sent, retries included (for metrics and tests)
         self._no_logprobs: set[tuple[str | None, str]] = set()  # (server, model) that refused log-probabilities
@@ -252,7 +253,7 @@ class LLMClient:
                 text = str(exc) or f"no complete answer within {settings.timeout:g} s"
                 message = redact(f"{type(exc).__name__}: {text}")[:2000]
                 kind = self._blame(kind, exc, message, kwargs, sent, self._answered.get(server),
-                                   settings.temperature)
+                                   settings.temperature, kwargs.get("max_tokens"), self._pace.get(server))
                 if kind not in _RETRYABLE or attempt > self.max_retries:
                     suffix = f" (after {attempt} attempts)" if attempt > 1 else ""
                     if kind == "auth" and kwargs.get("api_key") == NO_KEY:
@@ -268,9 +269,11 @@ class LLMClient:
                     retry_after = None
                 await self._sleep(self._delay(attempt, retry_after))
                 continue
-            self._answered[server] = time.monotonic()
-            return parse_reply(resp, settings.model, time.monotonic() - start, attempt - 1, errors,
-                          self._prices or default_book())
+            self._answered[server] = answered = time.monotonic()
+            reply = parse_reply(resp, settings.model, answered - start, attempt - 1, errors,
+                                self._prices or default_book())
+            self._pace[server] = (answered - sent) / max(1, reply.completion_tokens)
+            return reply
 
     def _window(self, litellm: Any, model: str) -> int | None:
         """litellm's input context of ``model``, looked up once (None when litellm does not know the model)."""
@@ -284,13 +287,15 @@ class LLMClient:
         return self._windows[model]
 
     def _blame(self, kind: str, exc: BaseException, message: str, request: dict[str, Any], sent: float,
-               answered: float | None, temperature: float | None) -> str:
+               answered: float | None, temperature: float | None, max_tokens: int | None = None,
+               pace: float | None = None) -> str:
         """``kind``, or the request fault the evidence shows (see :mod:`polpo.llm.failures`)."""
         if failures.is_context_overflow(kind, message):
             return "context_overflow"
         if failures.is_bad_output(kind, message, temperature):
             return "bad_output"
-        if failures.is_runaway(kind, sent, answered):
+        if failures.is_runaway(kind, sent, answered, in_flight=time.monotonic() - sent, max_tokens=max_tokens,
+                               seconds_per_token=pace):
             return "runaway"
         status = getattr(exc, "status_code", None)
         signature = failures.failure_signature(kind, status if isinstance(status, int) else None, message)

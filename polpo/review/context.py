@@ -14,6 +14,7 @@ from typing import Any
 
 from polpo.clock import Clock
 from polpo.llm.client import ChatClient, ChatReply, ModelSettings
+from polpo.llm.failures import outran
 from polpo.llm.secrets import redact
 from polpo.review import prompts
 from polpo.review.evidence import CheckEvidence, Evidence, render_evidence
@@ -80,6 +81,9 @@ class ReviewRun:
         self.trace = trace
         self.start = time.monotonic()
         self.costs: list[float] = []
+        self.pace: float | None = None
+        """Seconds per generated token of this reviewer's last answered call (prompt included)."""
+        self.in_flight_since: float | None = None
 
     def record(self, phase: int, msg: Mapping[str, Any], **extra: Any) -> None:
         entry: dict[str, Any] = {"phase": phase, "role": msg["role"]}
@@ -98,7 +102,9 @@ class ReviewRun:
         self.trace.messages.append(entry)
 
     async def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatReply:
+        self.in_flight_since = sent = time.monotonic()
         reply = await self.client.chat(self.settings, [dict(m) for m in messages], **kwargs)
+        self.in_flight_since = None
         if reply.cached:
             self.trace.cache_hits += 1
             return reply  # a cached answer costs nothing now
@@ -106,10 +112,17 @@ class ReviewRun:
         self.trace.tokens += reply.prompt_tokens + reply.completion_tokens
         self.trace.tokens_in += reply.prompt_tokens
         self.trace.tokens_out += reply.completion_tokens
+        self.pace = (time.monotonic() - sent) / max(1, reply.completion_tokens)
         if reply.cost is not None:
             self.costs.append(reply.cost)
             self.trace.cost = math.fsum(self.costs)
         return reply
+
+    def ran_away(self) -> bool:
+        """At a time limit: was the call in flight generating longer than a whole reply takes at the speed this
+        reviewer's answered calls showed? Otherwise the server was only slow (:func:`~polpo.llm.failures.outran`)."""
+        in_flight = 0.0 if self.in_flight_since is None else time.monotonic() - self.in_flight_since
+        return outran(in_flight, self.settings.max_tokens, self.pace)
 
 
 @dataclass

@@ -68,8 +68,10 @@ async def run_reviewer(client: ChatClient, settings: ModelSettings, *, index: in
         if scope.cancelled_caught:
             trace.ok = False
             trace.error = f"timed out after {time_limit:g} s" + (f" ({trace.error})" if trace.error else "")
-            # the server answered its turns, so it is up: this review is too long (runaway), not an outage
-            trace.error_kind = "runaway" if trace.turns else "time_limit"
+            # the server answered its turns, so it is up: a call generating longer than a whole reply takes at
+            # the speed they showed is runaway output (not re-run); short of that, the server was slow (waiting
+            # may help: a loaded machine, slots shared with other requests)
+            trace.error_kind = "runaway" if trace.turns and run.ran_away() else "time_limit"
         elif not trace.ok and trace.error_kind is None:
             trace.error_kind = "invalid"
     except LLMError as exc:

@@ -24,7 +24,7 @@ from polpo.llm.client import LLMClient, LLMError, ModelSettings
 from polpo.review.dimensions import Dim
 from polpo.review.panel import ReviewContext, run_panel
 from tests.support.daemon import mission_json, running_daemon, shell_task, submit, write_config
-from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, endless, error, text, tool_call
+from tests.support.fake_llm import FakeLLM, RecordedRequest, Reply, delay, endless, error, text, tool_call
 from tests.support.judges import ScriptedJudge, phase
 
 pytestmark = pytest.mark.anyio
@@ -137,10 +137,12 @@ async def test_a_generation_that_never_ends_while_the_server_answers_others_is_r
         deadline = time.monotonic() + 20  # answer while the looping request is being generated
         while not any("LOOP" in r["messages"][1]["content"] for r in srv.requests) and time.monotonic() < deadline:
             time.sleep(0.02)
-        return text("done: nothing to change")
+        # a fast server: 1 000 tokens in the time this took, so a whole reply of max_tokens (256) takes far less
+        # than the 2 s timeout, and the looping generation outran it
+        return text("done: nothing to change", usage={"completion_tokens": 1000})
 
     srv.responder = respond
-    cfg = agent_config(tmp_path, srv, extra="[llm]\nmax_retries = 3\nrequest_timeout = 2")
+    cfg = agent_config(tmp_path, srv, extra="[llm]\nmax_retries = 3\nrequest_timeout = 2", agent="max_tokens = 256")
     tasks: list[dict[str, Any]] = [
         {"title": "Loops", "description": "LOOP forever.", "assignTo": "coder", "maxRetries": 0},
         {"title": "Quick", "description": "Answer.", "assignTo": "coder", "maxRetries": 0}]
@@ -166,12 +168,29 @@ async def test_a_review_that_outlasts_its_time_limit_after_answers_is_runaway_an
     srv.responder = respond
     ctx = ReviewContext(title="t", description="d", criteria="c", workspace=tmp_path, files_changed=["a.py"],
                         timeline="agent ran; exit 0")
-    models = [ModelSettings("openai/judge-model", api_base=srv.base_url, timeout=60)] * 3
+    # the first turn came back at once: a whole reply of 64 tokens takes a fraction of the 1.5 s the second ran
+    models = [ModelSettings("openai/judge-model", api_base=srv.base_url, timeout=60, max_tokens=64)] * 3
     result = await run_panel(LLMClient(max_retries=0), models, ctx, [Dim("correctness", 1.0, "It works")], 3.0,
                              reviewer_timeout=1.5)
     assert [r.error_kind for r in result.reviewers] == ["runaway"] * 3
     assert not result.rerun and not result.retryable  # no second round, no outage backoff
     assert len(srv.requests) == 6
+
+
+async def test_a_review_that_outlasts_its_time_limit_on_a_slow_server_is_not_runaway(
+        tmp_path: Path, srv: FakeLLM) -> None:
+    """A loaded machine: every reply takes a second for a few tokens, so a whole reply of 512 tokens would take
+    minutes; the turn in flight at the limit had run half a second. The server is slow, not looping: the review
+    is run again once, and the check may be retried later."""
+    (tmp_path / "a.py").write_text("print('hi')\n")
+    srv.responder = lambda req: delay(1.0, tool_call("read_file", {"path": "a.py"}))
+    ctx = ReviewContext(title="t", description="d", criteria="c", workspace=tmp_path, files_changed=["a.py"],
+                        timeline="agent ran; exit 0")
+    model = ModelSettings("openai/judge-model", api_base=srv.base_url, timeout=60, max_tokens=512)
+    result = await run_panel(LLMClient(max_retries=0), [model], ctx, [Dim("correctness", 1.0, "It works")], 3.0,
+                             reviewer_timeout=1.5)
+    assert [r.error_kind for r in result.reviewers] == ["time_limit"] * 2
+    assert result.rerun and result.retryable  # waiting may help
 
 
 async def test_a_repeat_is_recognised_across_calls_but_an_unavailable_server_stays_an_outage(srv: FakeLLM) -> None:

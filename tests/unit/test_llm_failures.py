@@ -9,6 +9,7 @@ from polpo.llm.failures import (
     failure_signature,
     is_context_overflow,
     is_runaway,
+    outran,
     request_fault_hint,
     request_fingerprint,
 )
@@ -62,3 +63,13 @@ def test_every_request_fault_tells_what_to_do() -> None:
     for kind in REQUEST_FAULTS:
         assert "not" in request_fault_hint(kind) or "lower" in request_fault_hint(kind)
     assert request_fault_hint("server") == ""
+
+
+def test_a_timeout_is_runaway_only_if_it_outran_a_whole_reply_at_the_servers_speed() -> None:
+    # 0.01 s a token: 512 tokens take 5.12 s; a call in flight for 600 s outran that, one for 3 s did not
+    assert is_runaway("timeout", 10.0, 12.0, in_flight=600.0, max_tokens=512, seconds_per_token=0.01)
+    assert not is_runaway("timeout", 10.0, 12.0, in_flight=3.0, max_tokens=512, seconds_per_token=0.01)
+    # a loaded machine at 1.1 s a token (0.9 tokens a second): 600 s is not even a whole reply of 4096
+    assert not is_runaway("timeout", 10.0, 12.0, in_flight=600.0, max_tokens=4096, seconds_per_token=1.1)
+    assert outran(5.0, None, 0.01) and outran(5.0, 512, None)  # nothing to weigh: the other answers decide
+    assert not is_runaway("timeout", 10.0, 9.0, in_flight=600.0, max_tokens=8, seconds_per_token=0.01)
