@@ -14,6 +14,7 @@ from typing import Any
 __all__ = ["assessment_lines"]
 
 REASONING_CHARS = 240
+JUDGE_CODE_LINES = 30  # of the judge's own code shown with a dispute
 SEATS = 3  # seats of a panel stored before [judge] seats existed; run i of seat s has index i·seats + s
 
 
@@ -114,6 +115,7 @@ def _review(r: Mapping[str, Any], indent: str) -> list[str]:
         if cap.get("disputed"):
             lines.append(f"{indent}  a dispute: only the judge's own code is against the work, and it can be the one "
                          f"in error (the panel's score without it: {_num(r.get('disputedScore'), '.2f')})")
+            lines.extend(_judge_code(r.get("probe") or {}, indent + "  "))
     if r.get("cappedBy"):
         lines.append(f"{indent}capped by critical dimension(s) below the threshold: {', '.join(r['cappedBy'])}")
     pair = r.get("pairwise")
@@ -131,6 +133,18 @@ def _review(r: Mapping[str, Any], indent: str) -> list[str]:
     if r.get("unscored"):
         lines.append(f"{indent}not scored by any reviewer: {', '.join(r['unscored'])}")
     return lines
+
+
+def _judge_code(probe: Mapping[str, Any], indent: str) -> list[str]:
+    """The code the judge wrote and compared the work with, for the person who settles a dispute."""
+    code = str(probe.get("code") or "").rstrip().splitlines()
+    if not code:
+        return []
+    shown = code[:JUDGE_CODE_LINES]
+    more = [f"{indent}  … {len(code) - len(shown)} more line(s) in the review (polpo show --json)"] \
+        if len(code) > len(shown) else []
+    return [f"{indent}the judge's own {probe.get('function') or 'code'}:", *(f"{indent}  | {ln}" for ln in shown),
+            *more]
 
 
 def _reviewer(r: Mapping[str, Any], indent: str, said: set[str]) -> str:

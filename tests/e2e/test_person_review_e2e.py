@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.browser import page_on_a_daemon
 from tests.support.daemon import daemon_process, mission_json, run_cli, shell_task, wait_events, write_config
-from tests.support.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM, text
 from tests.support.judges import ScriptedJudge, rule_calibration
 
 pytestmark = pytest.mark.slow
@@ -190,3 +190,50 @@ def test_the_task_page_shows_the_review_and_its_approve_and_fail_buttons_act(tmp
     assert (verdicts["page:2"]["passed"], verdicts["page:2"]["reason"]) == (False, "say hello by name")
     assert [e["data"]["kind"] for e in evs if e["event"] == "agent:spawned" and e["taskId"] == "page:2"] == [
         "initial", "fix"]
+
+
+HAS_CLOSE = '''cat > solution.py <<'EOF'
+def has_close(numbers, threshold):
+    """True if any two numbers are closer than threshold.
+    >>> has_close([1.0, 2.0, 3.0], 0.5)
+    False
+    >>> has_close([1.0, 2.8, 3.0, 4.0], 0.3)
+    True
+    """
+    for a, b in zip(numbers, numbers[1:]):
+        if abs(a - b) < threshold:
+            return True
+    return False
+EOF
+'''
+JUDGES_OWN = ("def has_close(numbers, threshold):\n    for i, a in enumerate(numbers):\n"
+              "        for j, b in enumerate(numbers):\n            if i != j and abs(a - b) < threshold:\n"
+              "                return True\n    return False\n")
+
+
+def test_a_dispute_waits_for_a_person_who_sees_the_judges_own_code(tmp_path: Path, judge: FakeLLM) -> None:
+    """The work (it compares neighbours only) passes both stated examples, the panel scores it 5, and only the
+    judge's own has_close disagrees with it: a dispute, which the rule leaves to a person. ``polpo show`` and the
+    task page give the person the score before the bound, the inputs with both answers, and the judge's code."""
+    scripted = ScriptedJudge(score=5.0)
+    judge.responder = lambda req: (text(f"```python\n{JUDGES_OWN}```") if "from its description alone" in
+                                   str(req["messages"][-1]["content"]) else scripted(req))
+    config = configured(tmp_path, judge)
+    state = tmp_path / "state"
+    with page_on_a_daemon(config) as (browser, url):
+        (tmp_path / "missions" / "dis.json").write_text(mission_json(shell_task(
+            "has_close", HAS_CLOSE, expectations=[{**REVIEW, "criteria": "solution.py implements has_close"}]),
+            name="dis"))
+        evs = wait_events(state, has("assessment:needs-person"), timeout=90)
+        need = next(e for e in evs if e["event"] == "assessment:needs-person")["data"]
+        assert "the judge's own code disagree" in need["reason"], need
+        shown = run_cli("show", "dis:1", "--config", str(config)).stdout
+        assert "[DIFFERS] probe: has_close(" in shown and "the work gives False" in shown, shown
+        assert "a dispute: only the judge's own code is against the work" in shown and "without it: 5.00" in shown
+        assert "the judge's own has_close:" in shown and "|             if i != j and abs(a - b) < threshold:" in shown
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.goto(url + "/#/task/dis:1")
+        page.wait_for_selector('#task-summary[data-status="awaiting_review"]')
+        assert "the panel's score without it: 5.00" in page.inner_text("#review-dispute")
+        assert "if i != j and abs(a - b) < threshold" in page.inner_text("#judge-code")
+        assert "the work gives False" in page.inner_text('#review-wait li[data-passed="false"]')

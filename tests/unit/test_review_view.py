@@ -78,13 +78,17 @@ def test_cache_hits_are_shown() -> None:
 
 def test_a_dispute_says_only_the_judges_own_code_is_against_the_work_and_the_score_before_it() -> None:
     cap = {"cap": 2.5, "items": ["E3"], "why": "the work disagrees with the judge's own implementation (E3)"}
+    code = "def f(x):\n" + "".join(f"    y{i} = {i}\n" for i in range(40)) + "    return x\n"
     disputed = review(evidenceCap={**cap, "disputed": True}, disputedScore=4.91, decision="person",
-                      decisionReason="the work and the judge's own code disagree")
+                      decisionReason="the work and the judge's own code disagree",
+                      probe={"function": "f", "code": code, "usable": True})
     text = "\n".join(assessment_lines(asm(checks=[{"idx": 1, "type": "llm_review", "label": "greets", "passed": 0,
                                                    "scores": {"review": disputed}}]), tiers=False))
     assert "score bounded at 2.5 by the evidence: the work disagrees" in text
     assert "a dispute: only the judge's own code is against the work" in text and "without it: 4.91" in text
     assert "a person must decide: the work and the judge's own code disagree" in text
+    assert "the judge's own f:" in text and "  | def f(x):" in text and "  |     y28 = 28" in text
+    assert "y29 = 29" not in text and "… 12 more line(s) in the review (polpo show --json)" in text
     fact = review(evidenceCap={**cap, "cap": 2.0, "disputed": False})
     text = "\n".join(assessment_lines(asm(checks=[{"idx": 1, "type": "llm_review", "label": "greets", "passed": 0,
                                                    "scores": {"review": fact}}]), tiers=False))

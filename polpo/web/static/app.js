@@ -525,6 +525,7 @@ function reviewWait(t) {
         el("p", { id: "review-why" }, el("b", {}, "why a person decides "), x.undecided),
         el("p", { id: "review-score" }, el("b", {}, "panel score "), fmtScore(x.globalScore),
           r.threshold != null ? ` (threshold ${r.threshold})` : ""),
+        disputeOf(r),
         el("h3", {}, "Evidence polpo ran"),
         items.length ? el("ul", { class: "evidence" }, items.map((i) => el("li", { "data-evidence": i.id,
           "data-passed": String(i.passed) }, `${i.id} [${i.passed === true ? "passed" : i.passed === false ? "FAILED" : "note"}] `,
@@ -534,6 +535,19 @@ function reviewWait(t) {
         el("ul", { class: "reasoning" }, (x.scores || []).map((d) => el("li", { "data-dimension": d.dimension },
           el("b", {}, `${d.dimension} ${fmtScore(d.score)}: `), d.reasoning || "–"))));
     }));
+}
+
+// A dispute: only the judge's own code is against the work, and that code may be the one in error. The person
+// gets the score the panel gave before it and the code itself, beside the inputs and both answers (the evidence).
+function disputeOf(r) {
+  const cap = r.evidenceCap;
+  if (!cap || !cap.disputed) return null;
+  const probe = r.probe || {};
+  return el("div", { id: "review-dispute" },
+    el("p", {}, el("b", {}, "a dispute "), "only the judge's own code is against the work, and it can be the one " +
+      `in error; the panel's score without it: ${fmtScore(r.disputedScore)}`),
+    probe.code ? [el("h3", {}, `The judge's own ${probe.function || "code"}`), el("pre", { id: "judge-code" }, probe.code)]
+      : null);
 }
 
 // What the task is and who does it: what a person approves (its description, its agent's command or model).
