@@ -16,7 +16,6 @@ command's median CPU time (user + system) next to its wall time: on a shared mac
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import resource
 import shutil
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import CONFIG, bench_daemon, run_mission, trivial_tasks
+from bench_common import CONFIG, bench_daemon, run_mission, trivial_tasks, write_bytecode
 
 REPO = Path(__file__).resolve().parents[1]
 POLPO = REPO / ".venv" / "bin" / "polpo"
@@ -101,7 +100,7 @@ def main() -> None:
     root = build_state(a.state.resolve() if a.state else None, a.lines)
     cfg = ["--config", str(root / "polpo.toml")]
     if not a.no_compile:
-        compileall.compile_dir(REPO / "polpo", quiet=1)
+        write_bytecode()
     bytecode = "without .pyc files unless Python writes them" if a.no_compile else "with .pyc files"
     print(f"state: {root} ({log_lines(root)} log lines); {a.runs} runs per command, {bytecode}; "
           f"load average {load()}")

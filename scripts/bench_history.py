@@ -2,6 +2,7 @@
 
 Usage: .venv/bin/python scripts/bench_history.py [--sizes 1000 10000 100000] [--stores sqlite postgres]
                                                  [--files keep|done|none] [--runs 3] [--retention] [--keep DIR]
+                                                 [--no-compile]
 
 For each store and N: a fresh state is filled with N finished 3-task missions (scripts/history_fill.py: written
 through the store's own write path, ~29 events each, spread over the last 30 days) and, with ``--files keep``
@@ -16,6 +17,10 @@ RSS then; then it is timed answering ``polpo status``
 PostgreSQL: ``pg_database_size``) and the state folder. ``--retention``: then ``[retention] finished = 1 day``
 is applied on a fake clock a year later (polpo.retention, in this process), and the size measured again (on
 PostgreSQL also after a ``VACUUM FULL``, which gives the space autovacuum reuses back to the system).
+
+polpo's .pyc files are written first, as an installed polpo has them (:func:`bench_common.write_bytecode`);
+``--no-compile`` times a checkout under PYTHONDONTWRITEBYTECODE=1 instead, which compiles every module it
+imports in every process (~30 ms of a `polpo status`).
 
 Goals (issue 31) at 100 000 on SQLite and PostgreSQL: restart ≤ 1.5 s, RSS ≤ the 1 000-mission RSS + 20 MB,
 ``polpo status`` and ``GET /api/missions`` ≤ 0.2 s; after the retention the state is what live missions need.
@@ -46,7 +51,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_common import CONFIG as BENCH_CONFIG
-from bench_common import cpu_seconds
+from bench_common import cpu_seconds, write_bytecode
 from history_fill import fill, write_rotated_log
 
 from polpo.clock import FakeClock
@@ -290,8 +295,12 @@ def main() -> None:
     ap.add_argument("--big-runs", type=int, default=3, help="runs at 100 000 missions and more (each is long)")
     ap.add_argument("--retention", action="store_true", help="apply a 1-day retention a year later, then measure")
     ap.add_argument("--keep", type=Path, help="leave the states in this folder")
+    ap.add_argument("--no-compile", action="store_true", help="do not write polpo's .pyc files first")
     args = ap.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}; {sys.executable}", flush=True)
+    if not args.no_compile:
+        write_bytecode()
+    bytecode = "without .pyc files unless Python writes them" if args.no_compile else "with .pyc files"
+    print(f"load average {os.getloadavg()[0]:.2f}; {sys.executable}; {bytecode}", flush=True)
     for store in args.stores:
         ctx: Any = contextlib.nullcontext(None)
         if store == "postgres":
