@@ -34,11 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["MAX_DISAGREEMENT", "Decision", "Features", "Rule", "RuleReport", "apply_rule", "clopper_pearson_upper",
+__all__ = ["MAX_DISAGREEMENT", "Decision", "Disputes", "Features", "Rule", "RuleReport", "apply_rule", "clopper_pearson_upper",
            "fit_rule", "labels_needed", "no_rule_reason", "report_rule"]
 
 MAX_DISAGREEMENT = 1.5
 Decision = Literal["pass", "fail", "person"]
+Disputes = Literal["person", "fail"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Rule:
     max_false_pass: float
     max_false_fail: float
     max_disagreement: float = MAX_DISAGREEMENT
-    disputes: Decision = "person"
+    disputes: Disputes = "person"
     """What a dispute the panel does not fail on its own score gets: ``person``, or ``fail`` when the labels
     showed the judge's own code right often enough (a rule file without it: ``person``)."""
 
@@ -78,7 +79,7 @@ class Rule:
         if not (math.isfinite(pass_at) and math.isfinite(fail_below)) or fail_below > pass_at:
             raise ValueError("a rule needs failBelow ≤ passAt (finite numbers)")
         disputes = data.get("disputes", "person")
-        if disputes not in ("person", "fail"):
+        if disputes != "person" and disputes != "fail":
             raise ValueError(f'a rule\'s disputes must be "person" or "fail", not {disputes!r}')
         return cls(pass_at, fail_below, float(data.get("maxFalsePass", 0.05)), float(data.get("maxFalseFail", 0.2)),
                    float(data.get("maxDisagreement", MAX_DISAGREEMENT)), disputes)
@@ -156,7 +157,7 @@ def fit_rule(items: Sequence[tuple[Features, bool]], *, max_false_pass: float, m
     # evidence contradicts (capped below 2.5) to a person instead of failing it
     pass_at = max(pass_at, fail_below)
     false_fails = sum(1 for f in good if _fail_score(f) < fail_below or f.disputed is not None)
-    disputes: Decision = ("fail" if any(f.disputed is not None for f, _ in decidable) and false_fails <= allowed_ff
+    disputes: Disputes = ("fail" if any(f.disputed is not None for f, _ in decidable) and false_fails <= allowed_ff
                           else "person")
     return Rule(round(pass_at, 6), round(fail_below, 6), max_false_pass, max_false_fail, max_disagreement, disputes)
 
