@@ -54,19 +54,22 @@ class ItemResult:
     """The panel's review and every reviewer's whole trace (kept only with ``polpo calibrate --traces``)."""
     disputed: float | None = None
     """With a dispute (only the judge's own code was against the work), the panel's score before it."""
+    supported: bool = False
+    """Everything polpo ran passed (every stated example, the judge's own code on every probe)."""
 
     @property
     def features(self) -> Features | None:
         if self.panel is None:
             return None
         own = list(self.seats.values())
-        return Features(self.panel, self.contradicted, max(own) - min(own) if len(own) > 1 else 0.0, self.disputed)
+        return Features(self.panel, self.contradicted, max(own) - min(own) if len(own) > 1 else 0.0, self.disputed,
+                        self.supported)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "human": self.human, "panel": self.panel,
                 "reviewers": {str(k): v for k, v in sorted(self.seats.items())}, "error": self.error,
                 "contradicted": self.contradicted, "copies": self.copies, "source": self.source,
-                "evidence": self.evidence, "disputed": self.disputed}
+                "evidence": self.evidence, "disputed": self.disputed, "supported": self.supported}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ItemResult:
@@ -75,7 +78,8 @@ class ItemResult:
                    {int(k): float(v) for k, v in (data.get("reviewers") or {}).items()}, data.get("error"),
                    bool(data.get("contradicted")), bool(data.get("copies")), data.get("source"),
                    str(data.get("evidence") or ""),
-                   disputed=None if data.get("disputed") is None else float(data["disputed"]))
+                   disputed=None if data.get("disputed") is None else float(data["disputed"]),
+                   supported=bool(data.get("supported")))
 
 
 def _files(root: Path) -> list[str]:
@@ -141,7 +145,8 @@ async def run_calibration(items: Sequence[LabelledItem], llm: ChatClient, judges
             review = result.review_json()
             out.append(ItemResult(item.id, item.human, result.global_score, seats, result.error,
                                   bool(result.evidence.failed), result.copies, review.get("scoreSource"),
-                                  result.evidence.summary(), result.to_json(), result.disputed_score))
+                                  result.evidence.summary(), result.to_json(), result.disputed_score,
+                                  result.evidence.supports_work))
             if on_item is not None:
                 on_item(out[-1], False)
     return out

@@ -139,6 +139,9 @@ def render(rep: dict[str, Any], *, source: str, judges: Sequence[str]) -> str:
         if on.get("disputed"):
             lines.append(f"  {on['disputed']} of the items sent to a person were disputes: only the judge's own code "
                          "was against the work")
+        if on.get("supported"):
+            lines.append(f"  {on['supported']} of the items sent to a person were failed by the panel while everything "
+                         "polpo ran passed")
         lines.append("  " + ("counted on the labels the rule was fitted to: an in-sample estimate; run it with "
                              "--rule on labels it has not seen to measure it" if rule["fittedToTheseLabels"] else
                              "counted on labels the rule was not fitted to: a measure on unseen work"))

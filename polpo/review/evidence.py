@@ -68,6 +68,12 @@ class Evidence:
         """Checks, examples and files that failed: what the work demonstrably gets wrong."""
         return [i for i in self.items if i.passed is False]
 
+    @property
+    def supports_work(self) -> bool:
+        """Everything polpo ran passed, and enough ran to say so: the task's stated examples, and the judge's own
+        implementation agreeing with the work on every probe. A failing score then has the evidence against it."""
+        return bool(self.examples) and not self.failed and any(i.kind == "probe" and i.passed for i in self.items)
+
     def summary(self) -> str:
         ex = self.examples
         parts = []

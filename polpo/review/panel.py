@@ -371,4 +371,5 @@ def _decide(c: Consensus, raw: Consensus | None, ok: list[ReviewerTrace], eviden
     own = list(seat_scores(ok, seats).values())
     score = raw.global_score if raw is not None else c.global_score
     return apply_rule(rule, Features(score, contradicted=bool(evidence.failed),
-                                     disagreement=max(own) - min(own) if len(own) > 1 else 0.0, disputed=disputed))
+                                     disagreement=max(own) - min(own) if len(own) > 1 else 0.0, disputed=disputed,
+                                     supported=evidence.supports_work))

@@ -19,7 +19,11 @@ threshold with two, chosen on labels people confirmed (``polpo calibrate --write
   (``disputes = "fail"``). The judge's code is written by the judge's model from the task, and can be the one in
   error: measured on Qwen2.5-Coder-1.5B over the holdout and blind sets, 3 of 9 disputes were correct work the
   judge's own implementation got wrong. A person settles one in seconds from the input and the two answers;
-  failing it sends correct work to be "fixed" against a wrong reference.
+  failing it sends correct work to be "fixed" against a wrong reference;
+* a failing score that polpo's evidence contradicts the other way — every stated example passed and the judge's
+  own implementation agreed with the work on every probe — is a person's too, as a passing score the evidence
+  contradicts is. Measured on Qwen2.5-Coder-1.5B: `how_many_times` (correct, 3 of 3 examples, every probe
+  agreeing) scored 1.47 from a reviewer that misread the task.
 
 The rule is fitted on what it will decide: items it would send to a person do not count as false passes. Its
 false-pass rate on the labels comes with a one-sided 95 % Clopper–Pearson upper bound (few labels make a wide
@@ -55,6 +59,8 @@ class Features:
     disputed: float | None = None
     """Set only for a dispute (the one evidence against the work is the judge's own code): the panel's raw score
     before that evidence bounded it."""
+    supported: bool = False
+    """Everything polpo ran passed: every stated example, and the judge's own code on every probe."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,9 @@ def apply_rule(rule: Rule, f: Features) -> tuple[Decision, str]:
                               "a person should look")
         return "pass", f"score {f.score:.2f} ≥ {rule.pass_at:.2f}, where the labels show broken work passing rarely"
     if f.score < rule.fail_below:
+        if f.supported:
+            return "person", (f"the panel fails it ({f.score:.2f}), but every stated example passed and the judge's "
+                              "own implementation agrees with the work on every probe; a person should look")
         return "fail", f"score {f.score:.2f} < {rule.fail_below:.2f}, where the labels show good work failing rarely"
     return "person", (f"score {f.score:.2f} is between {rule.fail_below:.2f} and {rule.pass_at:.2f}, where the "
                       "labelled work the panel scored was both good and broken: the panel cannot tell")
@@ -151,12 +160,12 @@ def fit_rule(items: Sequence[tuple[Features, bool]], *, max_false_pass: float, m
     pass_at = next((c for c in cuts if sum(1 for f in bad if f.score >= c and not f.contradicted
                                            and f.disputed is None) <= allowed_fp), cuts[-1])
     allowed_ff = math.floor(max_false_fail * n_good + 1e-9)
-    fail_below = next((c for c in reversed(cuts) if sum(1 for f in good if _fail_score(f) < c) <= allowed_ff),
-                      cuts[0])
+    fail_below = next((c for c in reversed(cuts) if sum(1 for f in good if _fail_score(f) < c and not f.supported)
+                       <= allowed_ff), cuts[0])
     # below fail_below, lowering pass_at only turns fails the labels allow into passes, and sends work the
     # evidence contradicts (capped below 2.5) to a person instead of failing it
     pass_at = max(pass_at, fail_below)
-    false_fails = sum(1 for f in good if _fail_score(f) < fail_below or f.disputed is not None)
+    false_fails = sum(1 for f in good if (_fail_score(f) < fail_below and not f.supported) or f.disputed is not None)
     disputes: Disputes = ("fail" if any(f.disputed is not None for f, _ in decidable) and false_fails <= allowed_ff
                           else "person")
     return Rule(round(pass_at, 6), round(fail_below, 6), max_false_pass, max_false_fail, max_disagreement, disputes)
@@ -208,6 +217,8 @@ class RuleReport:
     good: int
     disputed: int = 0
     """Of the items sent to a person, those sent for a dispute (the judge's own code against the work)."""
+    supported: int = 0
+    """Of the items sent to a person, those the panel failed while everything polpo ran passed."""
 
     @property
     def false_pass_rate(self) -> float | None:
@@ -222,7 +233,7 @@ class RuleReport:
     def to_json(self) -> dict[str, Any]:
         rate = self.false_pass_rate
         return {"passed": self.passed, "failed": self.failed, "person": self.person, "falsePass": self.false_pass,
-                "falseFail": self.false_fail, "broken": self.bad, "good": self.good, "disputed": self.disputed,
+                "falseFail": self.false_fail, "broken": self.bad, "good": self.good, "disputed": self.disputed, "supported": self.supported,
                 "falsePassRate": None if rate is None else round(rate, 4),
                 "falsePassUpper95": clopper_pearson_upper(self.false_pass, self.bad),
                 "accuracy": None if self.accuracy is None else round(self.accuracy, 4)}
@@ -232,8 +243,11 @@ def report_rule(rule: Rule, items: Sequence[tuple[Features, bool]]) -> RuleRepor
     decisions = [(apply_rule(rule, f)[0], good) for f, good in items]
     disputed = sum(1 for f, _ in items if f.disputed is not None and apply_rule(rule, f)[0] == "person"
                    and f.disagreement <= rule.max_disagreement)
+    supported = sum(1 for f, _ in items if f.supported and f.disputed is None and f.score < rule.fail_below
+                    and apply_rule(rule, f)[0] == "person" and f.disagreement <= rule.max_disagreement)
     return RuleReport(passed=sum(d == "pass" for d, _ in decisions), failed=sum(d == "fail" for d, _ in decisions),
                       person=sum(d == "person" for d, _ in decisions),
                       false_pass=sum(d == "pass" and not g for d, g in decisions),
                       false_fail=sum(d == "fail" and g for d, g in decisions),
-                      bad=sum(not g for _, g in items), good=sum(g for _, g in items), disputed=disputed)
+                      bad=sum(not g for _, g in items), good=sum(g for _, g in items), disputed=disputed,
+                      supported=supported)

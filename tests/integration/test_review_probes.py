@@ -147,7 +147,7 @@ async def test_agreement_on_every_probe_is_one_item(tmp_path: Path) -> None:
     ev, _ = await gather(work(tmp_path, CORRECT), CORRECT.replace("abs(a - b)", "abs(b - a)"))
     (probe,) = [i for i in ev.items if i.kind == "probe"]
     assert probe.passed is True and "the same as the judge's own has_close" in probe.detail
-    assert evidence_cap(ev) is None
+    assert evidence_cap(ev) is None and ev.supports_work  # every example and every probe passed
 
 
 async def test_a_probe_only_one_side_raises_on_is_not_counted(tmp_path: Path) -> None:
@@ -203,7 +203,7 @@ async def test_an_implementation_that_raises_where_the_work_returns_is_asked_for
 async def test_a_failed_stated_example_bounds_lower_than_a_probe(tmp_path: Path) -> None:
     ev, _ = await gather(work(tmp_path, "def has_close(numbers, threshold):\n    return True\n"), CORRECT)
     cap = evidence_cap(ev)
-    assert cap is not None and cap.cap == FAILED_CAP < PROBE_CAP
+    assert cap is not None and cap.cap == FAILED_CAP < PROBE_CAP and not ev.supports_work
 
 
 async def test_the_panel_asks_the_first_judge_once_for_its_own_implementation(tmp_path: Path) -> None:
@@ -237,7 +237,8 @@ async def test_the_panel_asks_the_first_judge_once_for_its_own_implementation(tm
 
 async def test_with_a_rule_a_dispute_waits_for_a_person_and_a_failed_stated_example_fails(tmp_path: Path) -> None:
     """Only the judge's own code against the work (its model can be the one in error: 3 of 9 disputes on the
-    1.5B model were correct work) is a person's to settle; a stated example the work fails is a fact and fails."""
+    1.5B model were correct work) is a person's to settle; a stated example the work fails is a fact and fails;
+    a failing score on work every example and probe passed is contradicted by the evidence: a person's."""
     judge = ScriptedJudge(score=5.0)
 
     def answer(req: RecordedRequest) -> Reply:
@@ -249,14 +250,16 @@ async def test_with_a_rule_a_dispute_waits_for_a_person_and_a_failed_stated_exam
     opts = PanelOptions(calibration=Calibration(rule=rule))
     dims = [Dim("correctness", 1.0, critical=True)]
     results = []
-    for name, source in (("disputed", NEIGHBOURS), ("failed", "def has_close(numbers, threshold):\n    return True\n")):
+    for name, source in (("disputed", NEIGHBOURS), ("failed", "def has_close(numbers, threshold):\n    return True\n"),
+                         ("supported", CORRECT)):
         with FakeLLM(models=("fake-a",)) as srv:
             srv.responder = answer
             ctx = ReviewContext(title="has_close", description=TASK, criteria="", workspace=work(tmp_path / name, source),
                                 files_changed=["solution.py"], timeline="agent ran")
             model = ModelSettings("openai/fake-a", api_base=srv.base_url, timeout=20)
+            judge.score = 1.0 if name == "supported" else 5.0
             results.append(await run_panel(LLMClient(max_retries=0), [model], ctx, dims, 3.0, options=opts))
-    disputed, failed = results
+    disputed, failed, supported = results
     assert disputed.evidence_cap is not None and disputed.evidence_cap.disputed
     assert disputed.global_score == PROBE_CAP and disputed.disputed_score == 5.0  # the panel's own 5, before the bound
     assert disputed.decision == "person" and not disputed.passed
@@ -265,3 +268,6 @@ async def test_with_a_rule_a_dispute_waits_for_a_person_and_a_failed_stated_exam
     assert review["evidenceCap"]["disputed"] and review["disputedScore"] == 5.0
     assert failed.evidence_cap is not None and not failed.evidence_cap.disputed and failed.disputed_score is None
     assert failed.decision == "fail"
+    # correct work, every example and probe passing, that the panel scores 1: the evidence contradicts the fail
+    assert supported.evidence.supports_work and supported.global_score == 1.0 and supported.decision == "person"
+    assert "every stated example passed" in supported.decision_reason

@@ -30,3 +30,14 @@ def test_a_dispute_survives_the_results_file_and_the_report_counts_it() -> None:
     text = render(rep, source="labels.jsonl", judges=["openai/m"])
     assert "disputes go to a person" in text
     assert "2 of the items sent to a person were disputes: only the judge's own code was against the work" in text
+
+
+def test_a_failing_score_the_evidence_contradicts_is_kept_and_counted() -> None:
+    items = [*results(), ItemResult("gs", 5.0, 1.47, {0: 1.47}, supported=True)]
+    assert ItemResult.from_json(items[-1].to_json()).supported
+    rule, _ = fit(items, max_false_pass=0.1, max_false_fail=0.2)
+    assert rule is not None
+    rep = report(items, rule, fitted=True)
+    assert rep["rule"]["onLabels"]["supported"] == 1
+    assert "1 of the items sent to a person were failed by the panel while everything polpo ran passed" in \
+        render(rep, source="labels.jsonl", judges=["openai/m"])

@@ -146,3 +146,16 @@ def test_when_the_evidence_catches_every_broken_item_the_rule_still_fails_what_i
     assert rule.fail_below == pytest.approx(3.45) and rule.pass_at == rule.fail_below  # one good (2.1) may fail
     rep = report_rule(rule, items)
     assert (rep.passed, rep.failed, rep.person, rep.false_fail) == (4, 6, 0, 1)
+
+
+def test_a_failing_score_everything_polpo_ran_contradicts_goes_to_a_person() -> None:
+    rule = Rule(pass_at=4.0, fail_below=3.0, max_false_pass=0.1, max_false_fail=0.2)
+    decision, why = apply_rule(rule, Features(1.47, supported=True))
+    assert decision == "person" and "every stated example passed" in why and "1.47" in why
+    assert apply_rule(rule, Features(1.47))[0] == "fail"
+    assert apply_rule(rule, Features(4.5, supported=True))[0] == "pass"
+    rep = report_rule(rule, [(Features(1.47, supported=True), True), (Features(1.2), False)])
+    assert (rep.person, rep.supported, rep.false_fail, rep.failed) == (1, 1, 0, 1)
+    # the fit does not spend its false-fail allowance on good work it would send to a person
+    items = [*ITEMS, (Features(1.47, supported=True), True)]
+    assert fit_rule(items, max_false_pass=0.1, max_false_fail=0.2).fail_below == pytest.approx(3.25)
