@@ -272,7 +272,7 @@ class LLMClient:
             self._answered[server] = answered = time.monotonic()
             reply = parse_reply(resp, settings.model, answered - start, attempt - 1, errors,
                                 self._prices or default_book())
-            self._pace[server] = (answered - sent) / max(1, reply.completion_tokens)
+            self._pace[server] = failures.pace(answered - sent, reply.completion_tokens)
             return reply
 
     def _window(self, litellm: Any, model: str) -> int | None:

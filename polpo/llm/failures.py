@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["GATEWAY_STATUSES", "REQUEST_FAULTS", "classify", "failure_signature", "is_bad_output", "is_context_overflow",
-           "is_runaway", "outran", "request_fault_hint", "request_fingerprint", "says_unparsed"]
+           "is_runaway", "outran", "pace", "request_fault_hint", "request_fingerprint", "says_unparsed"]
 
 #: Error kinds that blame the request: never an outage, never retried unchanged.
 REQUEST_FAULTS = frozenset({"repeated_error", "runaway", "context_overflow", "bad_output"})
@@ -126,6 +126,12 @@ def is_runaway(kind: str, sent_at: float, answered_at: float | None, *, in_fligh
     and the request had run longer than a whole reply takes at the server's speed (:func:`outran`)."""
     return (kind == "timeout" and answered_at is not None and answered_at > sent_at
             and outran(in_flight, max_tokens, seconds_per_token))
+
+
+def pace(seconds: float, completion_tokens: int) -> float:
+    """Seconds per generated token of an answered call (its prompt's reading included): what :func:`outran`
+    weighs a call in flight against."""
+    return seconds / max(1, completion_tokens)
 
 
 def outran(in_flight: float, max_tokens: int | None, seconds_per_token: float | None) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from polpo.clock import Clock
 from polpo.llm.client import ChatClient, ChatReply, ModelSettings
-from polpo.llm.failures import outran
+from polpo.llm.failures import outran, pace
 from polpo.llm.secrets import redact
 from polpo.review import prompts
 from polpo.review.evidence import CheckEvidence, Evidence, render_evidence
@@ -112,7 +112,7 @@ class ReviewRun:
         self.trace.tokens += reply.prompt_tokens + reply.completion_tokens
         self.trace.tokens_in += reply.prompt_tokens
         self.trace.tokens_out += reply.completion_tokens
-        self.pace = (time.monotonic() - sent) / max(1, reply.completion_tokens)
+        self.pace = pace(time.monotonic() - sent, reply.completion_tokens)
         if reply.cost is not None:
             self.costs.append(reply.cost)
             self.trace.cost = math.fsum(self.costs)

@@ -240,14 +240,12 @@ class RuleReport:
 
 
 def report_rule(rule: Rule, items: Sequence[tuple[Features, bool]]) -> RuleReport:
-    decisions = [(apply_rule(rule, f)[0], good) for f, good in items]
-    disputed = sum(1 for f, _ in items if f.disputed is not None and apply_rule(rule, f)[0] == "person"
-                   and f.disagreement <= rule.max_disagreement)
-    supported = sum(1 for f, _ in items if f.supported and f.disputed is None and f.score < rule.fail_below
-                    and apply_rule(rule, f)[0] == "person" and f.disagreement <= rule.max_disagreement)
-    return RuleReport(passed=sum(d == "pass" for d, _ in decisions), failed=sum(d == "fail" for d, _ in decisions),
-                      person=sum(d == "person" for d, _ in decisions),
-                      false_pass=sum(d == "pass" and not g for d, g in decisions),
-                      false_fail=sum(d == "fail" and g for d, g in decisions),
-                      bad=sum(not g for _, g in items), good=sum(g for _, g in items), disputed=disputed,
-                      supported=supported)
+    decided = [(apply_rule(rule, f)[0], f, good) for f, good in items]
+    asked = [f for d, f, _ in decided if d == "person" and f.disagreement <= rule.max_disagreement]
+    return RuleReport(passed=sum(d == "pass" for d, _, _ in decided), failed=sum(d == "fail" for d, _, _ in decided),
+                      person=sum(d == "person" for d, _, _ in decided),
+                      false_pass=sum(d == "pass" and not g for d, _, g in decided),
+                      false_fail=sum(d == "fail" and g for d, _, g in decided),
+                      bad=sum(not g for _, g in items), good=sum(g for _, g in items),
+                      disputed=sum(f.disputed is not None for f in asked),
+                      supported=sum(f.supported and f.disputed is None and f.score < rule.fail_below for f in asked))
