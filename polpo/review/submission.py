@@ -1,7 +1,7 @@
 """A reviewer's ``submit_review`` payload, checked against the task's dimensions. Pure.
 
 Lenient where leniency cannot change a verdict (extra keys ignored, ``{"dim": 4}`` read as a score list, ``"4"``
-read as 4, evidence given as a string kept), strict where it can: a score is a number in 1..5 — 7 or 0 is an
+read as 4, evidence given as a string kept, a list item that scores nothing dropped), strict where it can: a score is a number in 1..5 — 7 or 0 is an
 error of the strategy that produced it, never clamped — and every dimension is scored exactly once.
 """
 
@@ -84,6 +84,26 @@ class _ReviewIn(BaseModel):
     scores: list[_ScoreIn] = Field(min_length=1)
     summary: str = ""
     suggestions: list[str] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stray_items(cls, v: object) -> object:
+        """Items of the ``scores`` list that score nothing (no ``dimension``, no ``score``) are dropped, and a
+        ``summary`` or ``suggestions`` a model wrote as the list's last item (seen on Qwen2.5-Coder-1.5B) is read
+        as the review's own. Neither can change a verdict; rejecting them lost whole reviews."""
+        if not isinstance(v, Mapping) or not isinstance(v.get("scores"), list):
+            return v
+        out = dict(v)
+        kept: list[object] = []
+        for item in v["scores"]:
+            if isinstance(item, Mapping) and "dimension" not in item and "score" not in item:
+                for key in ("summary", "suggestions"):
+                    if item.get(key) and not out.get(key):
+                        out[key] = item[key]
+                continue
+            kept.append(item)
+        out["scores"] = kept
+        return out
 
     @field_validator("scores", mode="before")
     @classmethod

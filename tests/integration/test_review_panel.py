@@ -592,3 +592,20 @@ def test_validate_submission_leniency_and_strictness() -> None:
     ]:
         with pytest.raises(ValueError, match=why):
             validate_submission(bad, DIMS)
+
+
+def test_a_summary_written_as_the_last_score_item_is_read_as_the_summary() -> None:
+    """Qwen2.5-Coder-1.5B closed its ``scores`` list with ``{"summary": …, "suggestions": […]}`` (dev item
+    he031): the whole review was rejected as "scores.4.dimension: Field required". An item that scores nothing
+    is not a score; an item that half-scores still is one, and still fails."""
+    s = validate_submission({"scores": [{"dimension": "correctness", "score": 2}, {"dimension": "tests", "score": 5},
+                                        {"summary": "fails E8", "suggestions": ["handle 1"]}, {}]}, DIMS)
+    assert [(d.dimension, d.score) for d in s.scores] == [("correctness", 2), ("tests", 5)]
+    assert s.summary == "fails E8" and s.suggestions == ["handle 1"] and s.ignored == []
+    s = validate_submission({"scores": [{"dimension": "correctness", "score": 2}, {"dimension": "tests", "score": 5},
+                                        {"summary": "inner"}], "summary": "outer"}, DIMS)
+    assert s.summary == "outer"
+    for half in ({"score": 3}, {"dimension": "tests"}):
+        with pytest.raises(ValueError, match=r"scores\.2"):
+            validate_submission({"scores": [{"dimension": "correctness", "score": 2},
+                                            {"dimension": "tests", "score": 5}, half]}, DIMS)
