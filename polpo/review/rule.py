@@ -93,31 +93,44 @@ class Rule:
 
 def apply_rule(rule: Rule, f: Features) -> tuple[Decision, str]:
     """The decision on one review, and why (for the person, when it is theirs)."""
+    decision, _, why = _decide(rule, f)
+    return decision, why
+
+
+_Ground = Literal["disagreement", "dispute", "contradicted", "supported", "score"]
+"""Which of the review's features decided it: :func:`report_rule` counts the persons asked for each."""
+
+
+def _decide(rule: Rule, f: Features) -> tuple[Decision, _Ground, str]:
     if f.disagreement > rule.max_disagreement:
-        return "person", (f"the reviewers disagree by {f.disagreement:.1f} points (more than "
-                          f"{rule.max_disagreement:g})")
+        return "person", "disagreement", (f"the reviewers disagree by {f.disagreement:.1f} points (more than "
+                                          f"{rule.max_disagreement:g})")
     if f.disputed is not None:
         if f.disputed < rule.fail_below:
-            return "fail", (f"score {f.disputed:.2f} < {rule.fail_below:.2f} even before the judge's own code "
-                            "disagreed with the work")
+            return "fail", "dispute", (f"score {f.disputed:.2f} < {rule.fail_below:.2f} even before the judge's own "
+                                       "code disagreed with the work")
         if rule.disputes == "fail":
-            return "fail", ("the judge's own code disagrees with the work, and on the labels the rule was fitted "
-                            "to, failing such disputes stayed within the false-fail limit")
-        return "person", ("the work and the judge's own code disagree, and nothing the task states settles it: "
-                          f"the judge's code may be the one in error (the panel's score without that evidence: "
-                          f"{f.disputed:.2f}); a person should look at the inputs and the two answers")
+            return "fail", "dispute", ("the judge's own code disagrees with the work, and on the labels the rule was "
+                                       "fitted to, failing such disputes stayed within the false-fail limit")
+        return "person", "dispute", ("the work and the judge's own code disagree, and nothing the task states settles "
+                                     "it: the judge's code may be the one in error (the panel's score without that "
+                                     f"evidence: {f.disputed:.2f}); a person should look at the inputs and the two "
+                                     "answers")
     if f.score >= rule.pass_at:
         if f.contradicted:
-            return "person", (f"the panel passes it ({f.score:.2f}) but polpo's own evidence shows a failure; "
-                              "a person should look")
-        return "pass", f"score {f.score:.2f} ≥ {rule.pass_at:.2f}, where the labels show broken work passing rarely"
+            return "person", "contradicted", (f"the panel passes it ({f.score:.2f}) but polpo's own evidence shows a "
+                                              "failure; a person should look")
+        return "pass", "score", (f"score {f.score:.2f} ≥ {rule.pass_at:.2f}, where the labels show broken work "
+                                 "passing rarely")
     if f.score < rule.fail_below:
         if f.supported:
-            return "person", (f"the panel fails it ({f.score:.2f}), but every stated example passed and the judge's "
-                              "own implementation agrees with the work on every probe; a person should look")
-        return "fail", f"score {f.score:.2f} < {rule.fail_below:.2f}, where the labels show good work failing rarely"
-    return "person", (f"score {f.score:.2f} is between {rule.fail_below:.2f} and {rule.pass_at:.2f}, where the "
-                      "labelled work the panel scored was both good and broken: the panel cannot tell")
+            return "person", "supported", (f"the panel fails it ({f.score:.2f}), but every stated example passed and "
+                                           "the judge's own implementation agrees with the work on every probe; a "
+                                           "person should look")
+        return "fail", "score", (f"score {f.score:.2f} < {rule.fail_below:.2f}, where the labels show good work "
+                                 "failing rarely")
+    return "person", "score", (f"score {f.score:.2f} is between {rule.fail_below:.2f} and {rule.pass_at:.2f}, where "
+                               "the labelled work the panel scored was both good and broken: the panel cannot tell")
 
 
 def _cuts(values: Sequence[float]) -> list[float]:
@@ -240,12 +253,10 @@ class RuleReport:
 
 
 def report_rule(rule: Rule, items: Sequence[tuple[Features, bool]]) -> RuleReport:
-    decided = [(apply_rule(rule, f)[0], f, good) for f, good in items]
-    asked = [f for d, f, _ in decided if d == "person" and f.disagreement <= rule.max_disagreement]
-    return RuleReport(passed=sum(d == "pass" for d, _, _ in decided), failed=sum(d == "fail" for d, _, _ in decided),
-                      person=sum(d == "person" for d, _, _ in decided),
-                      false_pass=sum(d == "pass" and not g for d, _, g in decided),
-                      false_fail=sum(d == "fail" and g for d, _, g in decided),
+    decided = [(_decide(rule, f)[:2], good) for f, good in items]
+    asked = [ground for (d, ground), _ in decided if d == "person"]
+    return RuleReport(passed=sum(d == "pass" for (d, _), _ in decided), failed=sum(d == "fail" for (d, _), _ in decided),
+                      person=len(asked), false_pass=sum(d == "pass" and not g for (d, _), g in decided),
+                      false_fail=sum(d == "fail" and g for (d, _), g in decided),
                       bad=sum(not g for _, g in items), good=sum(g for _, g in items),
-                      disputed=sum(f.disputed is not None for f in asked),
-                      supported=sum(f.supported and f.disputed is None and f.score < rule.fail_below for f in asked))
+                      disputed=asked.count("dispute"), supported=asked.count("supported"))

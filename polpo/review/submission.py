@@ -1,8 +1,9 @@
 """A reviewer's ``submit_review`` payload, checked against the task's dimensions. Pure.
 
 Lenient where leniency cannot change a verdict (extra keys ignored, ``{"dim": 4}`` read as a score list, ``"4"``
-read as 4, evidence given as a string kept, a list item that scores nothing dropped), strict where it can: a score is a number in 1..5 — 7 or 0 is an
-error of the strategy that produced it, never clamped — and every dimension is scored exactly once.
+read as 4, evidence given as a string kept, a list item that scores nothing dropped), strict where it can: a score
+is a number in 1..5 — 7 or 0 is an error of the strategy that produced it, never clamped — and every dimension is
+scored exactly once.
 """
 
 from __future__ import annotations
