@@ -161,7 +161,7 @@ class Daemon:
         intake = Intake(cfg.missions_dir, handler, force_polling=cfg.daemon.force_polling,
                         max_bytes=cfg.daemon.max_mission_bytes, faults=handler, unchanged=handler.unchanged)
         self.intake = intake
-        self.keeping = kept = keeping(cfg, store, self.clock, engine)  # retention: the pruner, filed files
+        self.keeping = kept = keeping(cfg, store, self.clock, engine, intake.turn)  # retention: the pruner, filed files
         try:
             if self.http_plan is not None:
                 # lazy for start-up time and memory: the web stack (uvicorn, starlette, prometheus) only when asked

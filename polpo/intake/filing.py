@@ -48,11 +48,16 @@ class Finished:
 
 class Filing:
     """Told of each mission that finishes (a completion hook) and of each committed event (a store subscriber):
-    once a finished mission's ``mission:completed`` is stored, its file is filed, in order, off the loop."""
+    once a finished mission's ``mission:completed`` is stored, its file is filed, in order, off the loop.
 
-    def __init__(self, admission: Admission, folder: Path) -> None:
+    ``turn``: the intake's (:attr:`polpo.intake.watcher.Intake.turn`). A file is filed between two handlings,
+    never while bytes read from it before are being handled (read before the move, handled after the record
+    forgot them, they would start the run again)."""
+
+    def __init__(self, admission: Admission, folder: Path, turn: anyio.Lock) -> None:
         self.admission = admission
         self.folder = folder
+        self.turn = turn
         self._finishing: dict[str, Finished] = {}  # completions decided, not yet stored (a few at a time)
         self._send: MemoryObjectSendStream[Finished]
         self._recv: MemoryObjectReceiveStream[Finished]
@@ -82,6 +87,10 @@ class Filing:
                     log.exception("could not move %s to %s/", done.source, DONE)
 
     async def file(self, done: Finished) -> Path | None:
+        async with self.turn:
+            return await self._file(done)
+
+    async def _file(self, done: Finished) -> Path | None:
         adm = self.admission
         known = await adm.source(done.source)
         if known is None or known.outcome is not SourceOutcome.ACCEPTED or known.mission_id != done.id \

@@ -15,6 +15,7 @@ import time
 from enum import Enum
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
 import orjson
@@ -25,7 +26,7 @@ from polpo.intake.stamps import trusted
 from polpo.mission.jsonbytes import strip_bom
 
 __all__ = ["DEFAULT_MAX_BYTES", "INCOMPLETE_GRACE", "SETTLE_MAX", "SETTLE_STEP", "UNPARSABLE_GRACE", "Content",
-           "Shape", "file_stat", "settle", "settled", "shape"]
+           "FileKey", "Settled", "Shape", "file_key", "file_stat", "settle", "settled", "shape"]
 
 SETTLE_STEP = 0.05  # seconds between two size/mtime readings
 SETTLE_MAX = 30.0  # give up waiting for a writer that never stops
@@ -52,9 +53,23 @@ def file_stat(path: Path | str) -> os.stat_result | None:
             return None
 
 
-def _key(st: os.stat_result | None) -> tuple[int, int, int, int] | None:
+FileKey = tuple[int, int, int, int]
+
+
+def _key(st: os.stat_result | None) -> FileKey | None:
     """What a change of the file changes: mode, size, mtime, inode (another file renamed over it)."""
     return None if st is None else (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def file_key(path: Path | str) -> FileKey | None:
+    """The key (:func:`_key`) of what ``path`` names now; None if nothing."""
+    return _key(file_stat(path))
+
+
+class Settled(NamedTuple):
+    content: Content
+    stamp: str | None  # the stamp of what was read (polpo.intake.stamps), None until it can be trusted
+    key: FileKey  # the file as it was read: the intake hands the bytes over only while the file is still so
 
 
 class Shape(Enum):
@@ -88,12 +103,12 @@ _GRACE = {Shape.COMPLETE: 0.0, Shape.BROKEN: UNPARSABLE_GRACE, Shape.INCOMPLETE:
 async def settle(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Content | None:
     """The file's bytes once they stop changing (or why they are not read); None if it vanished."""
     got = await settled(path, max_bytes)
-    return None if got is None else got[0]
+    return None if got is None else got.content
 
 
-async def settled(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Content, str | None] | None:
-    """The file's bytes once they stop changing (or why they are not read), with the stamp of what was read
-    (:mod:`polpo.intake.stamps`: None until it can be trusted); None if it vanished.
+async def settled(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Settled | None:
+    """The file's bytes once they stop changing (or why they are not read), with the stamp and key of what was
+    read; None if it vanished.
 
     The first reading is immediate: a file that arrived whole (renamed into the folder, or closed after it was
     written) parses as one complete JSON document and is handed over at once. A file still being written is
@@ -102,7 +117,7 @@ async def settled(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Conte
     waited = 0.0
     stable_for = 0.0
     prev = _key(file_stat(path))
-    read_at: tuple[int, int, int, int] | None = None
+    read_at: FileKey | None = None
     stamp: str | None = None
     content: Content | None = None
     grace = 0.0
@@ -130,5 +145,6 @@ async def settled(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Conte
             if content is None:
                 return None
             grace = 0.0 if isinstance(content, Unreadable) else _GRACE[shape(content)]
-        if content is not None and (stable_for >= grace or (changing and waited >= SETTLE_MAX)):
-            return content, stamp
+        if content is not None and read_at is not None and (stable_for >= grace
+                                                            or (changing and waited >= SETTLE_MAX)):
+            return Settled(content, stamp, read_at)

@@ -21,7 +21,7 @@ import anyio
 
 from polpo.fsfaults import INPUT_PASSING, Pause, errno_in, errno_name, passing
 from polpo.intake.folder_events import FolderGone, folder_events
-from polpo.intake.settle import DEFAULT_MAX_BYTES, Content, file_stat, settled
+from polpo.intake.settle import DEFAULT_MAX_BYTES, Content, file_key, file_stat, settled
 from polpo.intake.stamps import settled_stamp, stamp_of
 
 log = logging.getLogger("polpo.intake")
@@ -105,7 +105,8 @@ class Intake:
         self._queued: set[Path] = set()  # files the start-up scan found that no worker has taken yet
         self._handling: set[Path] = set()  # files read and waiting for, or in, the handler
         self._listed: dict[Path, str] = {}  # what the round's first scan took (see _scan)
-        self._lock = anyio.Lock()  # files are handled one at a time, in arrival order
+        self.turn = anyio.Lock()  # files are handled one at a time, in arrival order, and filed (intake.filing)
+        # in a turn of their own: bytes read before their file was filed are never handed over after it
         self.ready = anyio.Event()
         self.handled = 0  # files read and handed to the handler (duplicates included)
         self.live = False  # watching (a cluster node's intake runs only while it leads)
@@ -156,7 +157,7 @@ class Intake:
         not watching (a cluster node that does not lead): the leader's watcher takes the file in."""
         if not self.live:
             return False
-        async with self._lock:
+        async with self.turn:
             try:
                 await self.handler(path, raw, None)
             except Exception:  # the watcher's own turn for the file retries a passing fault, reports the rest
@@ -267,7 +268,6 @@ class Intake:
                 return "superseded"
             if got is None:
                 return "done"
-            raw, stamp = got
         except Exception as exc:
             if (code := passing(exc, INPUT_PASSING)) is not None:
                 return code, exc
@@ -278,9 +278,13 @@ class Intake:
                 del self._pending[path]
         self._handling.add(path)
         try:
-            async with self._lock:
+            async with self.turn:
+                # changed, gone or filed since it was read: a newer turn (if any) has its bytes. These may have
+                # run, and their file been filed, while this read waited (they would run again: a new "NAME#2")
+                if file_key(path) != got.key:
+                    return "done"
                 try:
-                    await self.handler(path, raw, stamp)
+                    await self.handler(path, got.content, got.stamp)
                 except Exception as exc:
                     if (code := passing(exc)) is not None:
                         return code, exc
@@ -294,7 +298,7 @@ class Intake:
     @property
     def idle(self) -> bool:
         """No file is waiting to settle or being handled."""
-        return not self._pending and not self._queued and not self._lock.locked()
+        return not self._pending and not self._queued and not self.turn.locked()
 
     def stop(self) -> None:
         self.stop_event.set()

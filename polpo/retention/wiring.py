@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import anyio
+
 from polpo.clock import Clock
 from polpo.config import Config
 from polpo.engine.engine import Engine
@@ -21,8 +23,9 @@ class Keeping:
     filing: Filing | None  # None: finished_files = "keep"
 
 
-def keeping(cfg: Config, store: Store, clock: Clock, engine: Engine) -> Keeping:
-    filing = None if cfg.retention.finished_files == "keep" else Filing(engine.admission, cfg.missions_dir)
+def keeping(cfg: Config, store: Store, clock: Clock, engine: Engine, turn: anyio.Lock) -> Keeping:
+    """``turn``: the intake's, which the filing of a file waits for (polpo.intake.filing)."""
+    filing = None if cfg.retention.finished_files == "keep" else Filing(engine.admission, cfg.missions_dir, turn)
     if filing is not None:
         engine.finished.append(filing.finishing)
         store.subscribe(filing.observe)

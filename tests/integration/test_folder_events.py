@@ -4,6 +4,7 @@ read by a scan."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from polpo.intake.filing import file_away
 from polpo.intake.folder_events import Batch, FolderGone, inotify_events, watchfiles_events
 from polpo.intake.settle import Content
 from polpo.intake.watcher import Intake, is_mission_file
@@ -114,3 +116,40 @@ async def test_the_intake_takes_a_dropped_file_in_and_a_removed_folder_is_made_a
     assert names() == (["one.json"] if force_polling else ["one.json", "two.json"])
     assert dict(seen) == ({"one.json": b'{"tasks": []}'} if force_polling else
                           {"one.json": b'{"tasks": []}', "two.json": b'{"tasks": [1]}'})
+
+
+async def test_bytes_read_before_their_file_was_filed_are_not_handed_over_after(tmp_path: Path) -> None:
+    """A second read of the same bytes (a touch, the watch's first scan) waits its turn while the first is handled;
+    when the file is filed meanwhile (its record then matches no bytes), handing those bytes over would start the
+    mission again as ``NAME#2`` (seen in test_retention_daemon under load: 6 runs in 24)."""
+    folder = tmp_path / "missions"
+    raw = b'{"tasks": []}'
+    seen: list[bytes] = []
+    second_read = anyio.Event()
+
+    async def handler(path: Path, content: Content, _stamp: str | None) -> None:
+        assert isinstance(content, bytes)
+        seen.append(content)
+        if len(seen) == 1:
+            os.chmod(path, 0o644)  # an event that changes nothing the key holds: the file is read again
+            with anyio.fail_after(10):
+                await second_read.wait()
+            assert file_away(path, hashlib.sha256(content).hexdigest(), 1) is not None  # filed, as after its run
+
+    intake = Intake(folder, handler)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(intake.run)
+        with anyio.fail_after(20):
+            await intake.ready.wait()
+        (folder / ".a.json.tmp").write_bytes(raw)
+        os.rename(folder / ".a.json.tmp", folder / "a.json")
+        with anyio.fail_after(10):
+            while intake.turn.statistics().tasks_waiting == 0:  # the second read waits for the first's turn
+                await anyio.sleep(0.01)
+        second_read.set()
+        with anyio.fail_after(10):
+            while not intake.idle:
+                await anyio.sleep(0.01)
+        intake.stop()
+    assert seen == [raw]
+    assert (folder / "done" / "a.json").read_bytes() == raw

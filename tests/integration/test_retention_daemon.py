@@ -71,6 +71,31 @@ async def test_a_year_later_the_store_keeps_only_the_live_missions_and_the_label
         await w.wait_event("mission:completed", mission_id="done")
 
 
+async def test_a_finished_file_is_filed_between_two_turns_and_bytes_read_before_run_nothing(tmp_path: Path) -> None:
+    """The filing waits while the intake handles a file; bytes of the file read before it was filed, handled after,
+    start nothing (they started ``NAME#2`` under load: the first test of this file, 6 runs in 24)."""
+    cfg = load_config(write_config(tmp_path, extra="[retention]\n"))
+    async with running_daemon(cfg) as (d, w):
+        assert d.intake is not None
+        turn = d.intake.turn
+        path = submit(cfg, "once.json", mission_json(shell_task("ok", "sleep 0.2")))
+        await w.wait_event("agent:spawned", mission_id="once")
+        async with turn:  # the intake is busy with another file
+            await w.wait_event("mission:completed", mission_id="once")
+            with anyio.fail_after(10):
+                while turn.statistics().tasks_waiting < 1:  # the filing waits for its turn
+                    await anyio.sleep(0.01)
+            os.chmod(path, 0o644)  # an event: the file is read again, the same bytes, and waits too
+            with anyio.fail_after(10):
+                while turn.statistics().tasks_waiting < 2:
+                    await anyio.sleep(0.01)
+            assert path.exists() and not w.of("mission:filed")
+        await w.wait_event("mission:filed", mission_id="once")
+        submit(cfg, "after.json", mission_json(shell_task("ok", "true")))  # files are handled in order
+        await w.wait_event("mission:completed", mission_id="after")
+    assert not path.exists() and [e.mission_id for e in w.of("mission:accepted")] == ["once", "after"]
+
+
 async def test_a_restart_reads_only_the_files_it_does_not_know_as_they_are(tmp_path: Path) -> None:
     cfg = load_config(write_config(tmp_path, extra='[retention]\nfinished_files = "keep"\n'))
     path = submit(cfg, "kept.json", mission_json(shell_task("ok", "true")))
