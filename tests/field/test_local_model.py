@@ -11,8 +11,10 @@ within a bound; the daemon stays up; and no request the server saw exceeded its 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,13 @@ def assert_within_context(field: FieldModel) -> None:
         assert max(n for n, _ in slots) < field.context and not any(t for _, t in slots), slots
 
 
+def failed_traces(db: Path, task_id: str) -> list[tuple[str, int]]:
+    """(assessment, reviewer) of the traces the store keeps for a review that ended in an error."""
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        return con.execute("SELECT assessment_id, reviewer FROM reviews WHERE task_id = ? AND assessment_id LIKE "
+                           "'%/error' ORDER BY assessment_id, reviewer", (task_id,)).fetchall()
+
+
 def transcript(shown: dict[str, Any]) -> list[dict[str, Any]]:
     """Every entry of every attempt's transcript (``assistant``, ``tool`` and ``error`` entries)."""
     return [t for a in shown["attempts"] for t in a.get("transcript") or []]
@@ -173,8 +182,10 @@ def test_a_review_ends_with_a_verdict_or_an_invalid_review_never_an_outage(
         assert score is not None and f"Score {score:.2f}/5" in text, text  # polpo show says which
         assert f"verdict: {'passed' if passed else 'failed'}" in text, text
     reviews = [r for a in shown["attempts"] for s in a["assessments"] for r in s.get("reviews") or []]
+    if errors:  # a failed try's traces are kept apart from the verdicts' (ASSESSMENT/error), so the store is read
+        reviews = failed_traces(tmp_path / "state" / "polpo.db", f"review{seats}:1")
     # one reviewer per seat; twice as many when no seat scored and the panel ran once more (it does, now and then)
-    assert len(reviews) in (seats, 2 * seats), reviews
+    assert len(reviews) in (seats, 2 * seats), (reviews, [e["data"] for e in errors], text)
     # evidence first: the test check and the criteria's own example, run by polpo before the model looked
     panel = next(c["scores"]["review"] for a in shown["attempts"] for s in a["assessments"] for c in s["checks"]
                  if c["type"] == "llm_review" and c.get("scores"))
