@@ -116,7 +116,7 @@ async def settled(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Settled | N
     size and mtime to stop changing as before."""
     waited = 0.0
     stable_for = 0.0
-    prev = _key(file_stat(path))
+    prev = file_key(path)
     read_at: FileKey | None = None
     stamp: str | None = None
     content: Content | None = None

@@ -105,8 +105,9 @@ class Intake:
         self._queued: set[Path] = set()  # files the start-up scan found that no worker has taken yet
         self._handling: set[Path] = set()  # files read and waiting for, or in, the handler
         self._listed: dict[Path, str] = {}  # what the round's first scan took (see _scan)
-        self.turn = anyio.Lock()  # files are handled one at a time, in arrival order, and filed (intake.filing)
-        # in a turn of their own: bytes read before their file was filed are never handed over after it
+        # files are handled one at a time, in arrival order; a finished file is filed (intake.filing) in a turn of
+        # its own, so bytes read before it was filed are never handed over after
+        self.turn = anyio.Lock()
         self.ready = anyio.Event()
         self.handled = 0  # files read and handed to the handler (duplicates included)
         self.live = False  # watching (a cluster node's intake runs only while it leads)
