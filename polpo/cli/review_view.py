@@ -158,6 +158,15 @@ def _reviewer(r: Mapping[str, Any], indent: str, said: set[str]) -> str:
             f"read {len(r.get('filesRead') or [])} file(s){cached}")
 
 
+def _failed_try(asm: Mapping[str, Any], check: Mapping[str, Any], indent: str, said: set[str]) -> list[str]:
+    """What each reviewer of a review that ended in an error did (its traces are kept apart from a verdict's): the
+    person looking at a task on hold sees which reviewer failed and how, not only the check's message."""
+    failed = [r for r in asm.get("failedReviews") or [] if r.get("check") == check.get("idx")]
+    if not failed:
+        return []
+    return [f"{indent}the reviewers of this try:", *(_reviewer(r, indent + "  ", said) for r in failed)]
+
+
 def assessment_lines(asm: Mapping[str, Any], *, tiers: bool, indent: str = "    ") -> list[str]:
     """The lines of one stored assessment: its checks, reviews and verdict."""
     lines: list[str] = []
@@ -179,6 +188,7 @@ def assessment_lines(asm: Mapping[str, Any], *, tiers: bool, indent: str = "    
                          f" — {_cut(person.get('reason') or '', 200)} (the panel scored {_num(person.get('panelScore'))}"
                          f"; it could not tell: {_cut(person.get('why') or '', 200)})")
         lines.extend(_reviewer(r, indent + "  ", said) for r in reviews if r.get("check") == c.get("idx"))
+        lines.extend(_failed_try(asm, c, indent + "  ", said) if extra.get("error") else [])
     message = str(asm.get("message"))
     why = "as above" if message in said else message
     if asm.get("status") == "complete":

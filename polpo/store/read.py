@@ -178,11 +178,16 @@ def assessments(con: Conn, attempt_id: str, *, full: bool = False) -> list[dict[
         a["checks"] = [_dict(c, ("scores",)) for c in con.execute(
             "SELECT idx, type, label, passed, message, details, duration, scores FROM checks "
             "WHERE assessment_id = ? ORDER BY idx", (a["id"],))]
-        a["reviews"] = [_review(row, full) for row in con.execute(
-            "SELECT check_idx, reviewer, model, ok, data FROM reviews WHERE assessment_id = ? "
-            "ORDER BY check_idx, reviewer", (a["id"],))]
+        a["reviews"] = _reviews(con, a["id"], full)
+        a["failedReviews"] = _reviews(con, f"{a['id']}/error", full)  # the latest try that ended in an error
         out.append(a)
     return out
+
+
+def _reviews(con: Conn, key: str, full: bool) -> list[dict[str, Any]]:
+    return [_review(row, full) for row in con.execute(
+        "SELECT check_idx, reviewer, model, ok, data FROM reviews WHERE assessment_id = ? "
+        "ORDER BY check_idx, reviewer", (key,))]
 
 
 def _review(row: Any, full: bool) -> dict[str, Any]:

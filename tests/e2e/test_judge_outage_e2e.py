@@ -51,6 +51,14 @@ max_retries = 0
         assert err.data["retryable"] is True and "connection" in err.data["reason"]
         status = await anyio.to_thread.run_sync(lambda: run_cli("status", "--config", config))
         assert "on hold: judge" in status.stdout and "polpo retry greet:1" in status.stdout  # listed first
+        held = await anyio.to_thread.run_sync(lambda: run_cli("show", "greet:1", "--config", config))
+        # the failed try's reviewers are shown under its check (their traces are kept apart from a verdict's)
+        _, _, after = held.stdout.partition("[ERROR] llm_review out.txt greets the user:")
+        assert after and "the reviewers of this try:" in after, held.stdout
+        tried = after.split("the reviewers of this try:", 1)[1].splitlines()[1:4]
+        assert [line.split(":", 1)[0].strip() for line in tried] == [
+            "reviewer 0 (openai/a)", "reviewer 1 (openai/b)", "reviewer 2 (openai/c)"], held.stdout
+        assert all(": failed:" in line for line in tried), held.stdout
         scores = {"a": 2.0, "b": 4.0, "c": 5.0}
         with FakeLLM(models=("a", "b", "c"), port=port) as srv:
             srv.responder = ScriptedJudge(score_for=lambda r: scores[str(r["model"]).split("/")[-1]])

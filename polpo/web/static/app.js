@@ -596,7 +596,10 @@ function attemptCard(a) {
       a.timedOut ? el("span", {}, "timed out") : null, a.error ? el("span", {}, a.error) : null));
   for (const asm of a.assessments) {
     card.append(el("h3", {}, asm.trigger === "judge" ? "Checks (after the expectation judge's correction)" : "Checks"));
-    for (const c of asm.checks) card.append(checkBlock(c, asm.reviews.filter((r) => r.check === c.idx)));
+    for (const c of asm.checks) {
+      const failedTry = c.scores && c.scores.error ? (asm.failedReviews || []).filter((r) => r.check === c.idx) : [];
+      card.append(checkBlock(c, asm.reviews.filter((r) => r.check === c.idx), failedTry));
+    }
   }
   if (a.transcript && a.transcript.length) card.append(transcript(a.transcript));
   if (a.stdoutTail) card.append(el("details", {}, el("summary", {}, "stdout (end)"), el("pre", {}, a.stdoutTail)));
@@ -604,11 +607,12 @@ function attemptCard(a) {
   return card;
 }
 
-function checkBlock(c, reviews) {
+function checkBlock(c, reviews, failedTry) {
   const undecided = !!(c.scores && c.scores.undecided);
+  const errored = !!(c.scores && c.scores.error);  // the check could not be done (a judge outage): not a verdict
   const state = undecided ? "person" : c.passed ? "pass" : "fail";
   const box = el("div", { class: `check ${state}`, "data-check": c.idx, "data-type": c.type },
-    el("div", {}, el("b", {}, `${undecided ? "A PERSON DECIDES" : c.passed ? "pass" : "FAIL"} · ${c.type} `), c.label),
+    el("div", {}, el("b", {}, `${undecided ? "A PERSON DECIDES" : c.passed ? "pass" : errored ? "ERROR" : "FAIL"} · ${c.type} `), c.label),
     el("div", { class: "muted" }, c.message),
     c.scores ? el("div", {}, el("b", {}, "score "), fmtScore(c.scores.globalScore)) : null);
   const dims = c.scores?.scores || [];
@@ -627,18 +631,23 @@ function checkBlock(c, reviews) {
         }),
         el("td", {}, fmtScore(d.score)))))));
   }
-  for (const r of reviews) {
-    box.append(el("details", { class: "reviewer", "data-reviewer": r.index },
-      el("summary", {}, `reviewer ${r.index} · ${r.model} · ${r.ok ? `score ${fmtScore(r.globalScore)}` : `failed: ${r.error}`}`
-        + (r.tokens ? ` · ${r.tokens} tokens` : "") + (r.cost ? ` · $${r.cost.toFixed(4)}` : "")),
-      r.summary ? el("p", {}, r.summary) : null,
-      (r.scores || []).length ? el("ul", {}, r.scores.map((s) => el("li", {}, `${s.dimension}: ${s.score} — ${s.reasoning}`))) : null,
-      (r.filesRead || []).length ? el("p", { class: "muted" }, `read: ${r.filesRead.join(", ")}`) : null,
-      r.analysis ? el("pre", {}, r.analysis) : null,
-      el("details", {}, el("summary", {}, `trace (${(r.messages || []).length} messages)`),
-        el("pre", {}, JSON.stringify(r.messages || [], null, 2)))));
+  for (const r of reviews) box.append(reviewerBlock(r));
+  if (failedTry.length) {  // a review that ended in an error keeps its reviewers' traces apart from a verdict's
+    box.append(el("div", { class: "muted failed-try" }, "the reviewers of this try:"), ...failedTry.map(reviewerBlock));
   }
   return box;
+}
+
+function reviewerBlock(r) {
+  return el("details", { class: "reviewer", "data-reviewer": r.index },
+    el("summary", {}, `reviewer ${r.index} · ${r.model} · ${r.ok ? `score ${fmtScore(r.globalScore)}` : `failed: ${r.error}`}`
+      + (r.tokens ? ` · ${r.tokens} tokens` : "") + (r.cost ? ` · $${r.cost.toFixed(4)}` : "")),
+    r.summary ? el("p", {}, r.summary) : null,
+    (r.scores || []).length ? el("ul", {}, r.scores.map((s) => el("li", {}, `${s.dimension}: ${s.score} — ${s.reasoning}`))) : null,
+    (r.filesRead || []).length ? el("p", { class: "muted" }, `read: ${r.filesRead.join(", ")}`) : null,
+    r.analysis ? el("pre", {}, r.analysis) : null,
+    el("details", {}, el("summary", {}, `trace (${(r.messages || []).length} messages)`),
+      el("pre", {}, JSON.stringify(r.messages || [], null, 2))));
 }
 
 function transcript(turns) {
