@@ -7,7 +7,8 @@ a shared machine's CPU, a laptop's battery). One daemon on a temp folder (SQLite
 alone after start-up; its CPU (user + system) and its context switches (voluntary + involuntary: each is a
 wake-up) are read from /proc before and after, for the process, its main thread and its other threads. Reports
 the median over ``--runs`` windows. Before the missions folder was watched with inotify, watchfiles' thread
-woke every 5 ms (200 times a second), taking the GIL each time.
+woke every 5 ms (200 times a second), taking the GIL each time; before the command inbox's poll was read on the
+loop, it woke aiosqlite's thread three times every 250 ms (65 wake-ups a second in all; 6 after).
 """
 
 from __future__ import annotations

@@ -64,8 +64,10 @@ class Select:
     desc: bool = False
     limit: bool = False  # LIMIT ?: the last argument
     quick: bool = False
-    """One row by its key: a backend may read it in place (SQLite, on the loop) rather than hop to a thread: it is
-    on a dropped file's path, and a read in WAL mode never waits for a lock."""
+    """A read an index answers with a few rows (one by its key; the command inbox's poll): a backend may read it in
+    place (SQLite, on the loop) rather than hop to a thread. It is on a dropped file's path, or polled all the time
+    (an idle daemon must not wake a thread several times a second for it); a read in WAL mode never waits for a
+    lock."""
 
     def sql(self, ph: str) -> str:
         """The text, with ``?`` placeholders (SQLite) or ``$1, $2, …`` (``ph="$"``, PostgreSQL)."""
@@ -129,7 +131,8 @@ DONE_ASSESSMENT = Select("assessments", where=("attempt_id",), among=(("status",
 SLA_MARKS = Select("sla_marks", ("entity_id", "kind"), ("mission_id",))
 DIMENSIONS = Select("dimensions", ("source", "data"), ("task_id", "check_idx"))
 BASELINES = Select("baselines", ("check_idx", "value"), ("task_id",))
-QUEUED_COMMANDS = Select("commands", ("id", "kind", "target"), among=(("status", ("queued",)),), order=("id",))
+QUEUED_COMMANDS = Select("commands", ("id", "kind", "target"), among=(("status", ("queued",)),), order=("id",),
+                         quick=True)  # polled: a partial index holds only the queued ones
 ATTEMPT_SPEND = Select("attempts", ("id", "task_id", "kind", "agent", "model", "tokens", "tokens_in", "tokens_out",
                                     "cost", "finished_at"), ("task_id",))
 TASK_ATTEMPTS = Select("attempts", ("id", "number", "kind"), ("task_id",), order=("number",))
@@ -139,7 +142,7 @@ SPEND_OF_DAY = Select("spend", where=("period",))  # the agents' and the daemon'
 SPEND_OF_MISSION = Select("spend", where=("mission_id",))  # a mission's account and its tasks'
 TASK_QUESTIONS = Select("questions", where=("task_id",), order=("asked_at", "id"))
 DUE_QUESTIONS = Select("questions", ("id", "task_id", "mission_id", "kind"), ("expires_at <",),
-                       among=(("status", ("asked",)),), order=("id",))
+                       among=(("status", ("asked",)),), order=("id",), quick=True)  # polled, by status's index
 EVENTS_AFTER = Select("events", R.EVENTS.cols, ("seq >",), order=("seq",))
 EVENTS_PAGE = Select("events", R.EVENTS.cols, ("seq >",), order=("seq",), limit=True)
 

@@ -204,8 +204,7 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             except sqlite3.OperationalError as e:  # (busy: WAL recovery, a checkpoint that resets the log) wait
                 if _name(e) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):  # for it on the reading connection, off the loop
                     raise
-        async with self.db.execute(q.sql("?"), _args(args)) as cur:
-            return [dict(r) for r in await cur.fetchall()]
+        return [dict(r) for r in await self.db.execute_fetchall(q.sql("?"), _args(args))]  # one hop to its thread
 
 
 # SQLite errors that may pass without a change to polpo: space, permissions, I/O, another process's lock
