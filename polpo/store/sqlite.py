@@ -62,7 +62,7 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
         self._file = _file_id(path)  # what the path led to at open (device, inode)
         self._since_checkpoint = 0
         self._pruner: sqlite3.Connection | None = None  # retention's own connection (polpo.store.prune)
-        self._reader: sqlite3.Connection | None = None  # the loop's, for a row by its key (_quick)
+        self._reader: sqlite3.Connection | None = None  # the loop's, for a read an index answers (_quick)
 
     @classmethod
     async def open(cls, path: Path, *, clock: Clock) -> SqliteStore:
@@ -135,7 +135,7 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
                 await self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _quick(self) -> sqlite3.Connection:
-        """The loop's own reading connection, for a row by its key (:attr:`Select.quick`): it never writes, so it
+        """The loop's own reading connection, for a read an index answers (:attr:`Select.quick`): it never writes, so it
         never waits for the write lock (``busy_timeout`` 0 all the same)."""
         if self._reader is None:
             self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
@@ -198,7 +198,7 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             await self.db.close()
 
     async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
-        if q.quick:  # a row by its key, on the loop: tens of microseconds, less than the hop to a thread
+        if q.quick:  # an index's few rows, on the loop: tens of microseconds, less than the hop to a thread
             try:
                 return [dict(r) for r in self._quick().execute(q.sql("?"), _args(args))]
             except sqlite3.OperationalError as e:  # (busy: WAL recovery, a checkpoint that resets the log) wait
