@@ -109,6 +109,13 @@ class TcpProxy:
         if self._server is not None:
             self._server.close()
         await self._reset()
+        # what is still running (a connection waiting for a heal, the pumps just cancelled) ends here, on a running
+        # loop: left to the loop's close, each would be destroyed pending and its socket closed on a closed loop
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        await asyncio.sleep(0)  # the transports' connection_lost callbacks, scheduled by the aborts
 
     async def _reset(self) -> int:
         pairs = list(self._pairs)
