@@ -4,15 +4,21 @@ verdict's (``ASSESSMENT/error``) — in a real browser against a real daemon pro
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.browser import launched_chromium
-from tests.support.daemon import daemon_process, mission_json, shell_task, wait_events, write_config
+from tests.support.daemon import (
+    daemon_process,
+    mission_json,
+    post_mission,
+    shell_task,
+    wait_events,
+    web_url,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -41,11 +47,8 @@ token_env = "WEB_TEST_NO_TOKEN"
               "dimensions": [{"name": "greeting", "weight": 1.0}]}
     with daemon_process(config), launched_chromium() as browser:
         state = tmp_path / "state"
-        wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
-        url = json.loads((state / "http.json").read_text())["url"]
-        r = httpx.post(url + "/api/missions?name=held.json", timeout=30, headers={"Content-Type": "application/json"},
-                       content=mission_json(shell_task("write", "echo hello > out.txt", expectations=[review])))
-        assert r.status_code == 201, r.text
+        url = web_url(state)
+        post_mission(url, "held.json", mission_json(shell_task("write", "echo hello > out.txt", expectations=[review])))
         wait_events(state, lambda evs: any(e["event"] == "assessment:error" for e in evs), timeout=60)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url + "/#/task/held:1")

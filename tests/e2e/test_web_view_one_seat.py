@@ -3,14 +3,20 @@ reviewer's score as the verdict — in a real browser against a real daemon proc
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.browser import launched_chromium
-from tests.support.daemon import daemon_process, mission_json, shell_task, wait_events, write_config
+from tests.support.daemon import (
+    daemon_process,
+    mission_json,
+    post_mission,
+    shell_task,
+    wait_events,
+    web_url,
+    write_config,
+)
 from tests.support.fake_llm import FakeLLM
 from tests.support.judges import ScriptedJudge
 
@@ -35,11 +41,8 @@ token_env = "WEB_TEST_NO_TOKEN"
                                  {"name": "clarity", "weight": 0.4, "description": "Is it clear?"}]}
         with daemon_process(config), launched_chromium() as browser:
             state = tmp_path / "state"
-            wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
-            url = json.loads((state / "http.json").read_text())["url"]
-            r = httpx.post(url + "/api/missions?name=one.json", timeout=30, headers={"Content-Type": "application/json"},
-                           content=mission_json(shell_task("write", "echo hello > out.txt", expectations=[review])))
-            assert r.status_code == 201, r.text
+            url = web_url(state)
+            post_mission(url, "one.json", mission_json(shell_task("write", "echo hello > out.txt", expectations=[review])))
             wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs), timeout=60)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(url + "/#/task/one:1")
