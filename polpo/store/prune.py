@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FINISHED", "RELATIONS", "MemoryPruning", "Pruned", "SqlPruning", "mission_of"]
+__all__ = ["FINISHED", "RELATIONS", "MemoryPruning", "Pruned", "SqlPruning", "export_statements", "mission_of",
+           "removal_statements"]
 
 FINISHED = ("completed", "failed", "cancelled")
 _FINISHED = ", ".join(f"'{s}'" for s in FINISHED)
@@ -90,18 +91,22 @@ def _of(relation: str, missions: str) -> str:
 
 
 @functools.cache
-def _removal(ph: str) -> tuple[str, ...]:
+def removal_statements(ph: str) -> tuple[str, ...]:
     """The statements of one removal (args: the ids, the cut-off), missions last, returning them."""
     ids, before = _marks(ph, 2)
-    eligible = (f"(SELECT id FROM missions WHERE id IN {_list(ph, ids)} AND status IN ({_FINISHED}) "
-                f"AND finished_at < {before})")
+    # SQLite: ``+`` keeps the status and finished_at indexes out of the plan: it cannot tell that the list is a few
+    # ids, and walked every finished mission per statement (60 ms each at 100 000 missions) instead of the few keys
+    keep_out = "+" if ph == "?" else ""
+    eligible = (f"(SELECT id FROM missions WHERE id IN {_list(ph, ids)} AND {keep_out}status IN ({_FINISHED}) "
+                f"AND {keep_out}finished_at < {before})")
     lock = [f"SELECT id FROM missions WHERE id IN {eligible} FOR UPDATE"] if ph == "$" else []
     return (*lock, *(f"DELETE FROM {table} WHERE {col} IN {_of(rel, eligible)}" for table, col, rel in RELATIONS),
             f"DELETE FROM missions WHERE id IN {eligible} RETURNING id, source, workspace")
 
 
 @functools.cache
-def _export(ph: str) -> tuple[tuple[str, str], ...]:
+def export_statements(ph: str) -> tuple[tuple[str, str], ...]:
+    """(table, its read) of every row of the missions listed (args: the ids), missions first."""
     ids = _list(ph, _marks(ph, 1)[0])
     return (("missions", f"SELECT * FROM missions WHERE id IN {ids}"),
             *((table, f"SELECT * FROM {table} WHERE {col} IN {_of(rel, ids)}") for table, col, rel in
@@ -181,7 +186,7 @@ class SqlPruning:
     async def export_missions(self, ids: Sequence[str]) -> dict[str, dict[str, list[Rec]]]:
         """Every row of each of these missions, by table (what a removal exports first)."""
         out: dict[str, dict[str, list[Rec]]] = {mid: {} for mid in ids}
-        for table, sql in _export(self.ph):
+        for table, sql in export_statements(self.ph):
             for r in await self._prune_read(sql, list(ids)):
                 mid = r["id"] if table == "missions" else mission_of(table, r)
                 if mid in out:
@@ -191,7 +196,7 @@ class SqlPruning:
     async def prune_missions(self, ids: Sequence[str], before: str) -> list[Pruned]:
         """Remove those of these missions still finished before ``before``, in one transaction."""
         args = (list(ids), before)
-        done = await self._prune_write([(sql, args) for sql in _removal(self.ph)])
+        done = await self._prune_write([(sql, args) for sql in removal_statements(self.ph)])
         return [Pruned(r["id"], r["source"], r["workspace"]) for r in done[-1]]
 
     async def old_sources(self, after: tuple[str, str], before: str, limit: int) -> list[tuple[str, str]]:
