@@ -9,16 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser import launched_chromium
-from tests.support.daemon import (
-    daemon_process,
-    mission_json,
-    post_mission,
-    shell_task,
-    wait_events,
-    web_url,
-    write_config,
-)
+from tests.support.browser import WEB_ON, page_on_a_daemon
+from tests.support.daemon import mission_json, post_mission, shell_task, wait_events, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -38,16 +30,11 @@ outage_retries = 0
 
 [llm]
 max_retries = 0
-
-[http]
-listen = "127.0.0.1:0"
-token_env = "WEB_TEST_NO_TOKEN"
-""")
+""" + WEB_ON)
     review = {"type": "llm_review", "criteria": "out.txt greets the user", "threshold": 3.0,
               "dimensions": [{"name": "greeting", "weight": 1.0}]}
-    with daemon_process(config), launched_chromium() as browser:
+    with page_on_a_daemon(config) as (browser, url):
         state = tmp_path / "state"
-        url = web_url(state)
         post_mission(url, "held.json", mission_json(shell_task("write", "echo hello > out.txt", expectations=[review])))
         wait_events(state, lambda evs: any(e["event"] == "assessment:error" for e in evs), timeout=60)
         page = browser.new_page(viewport={"width": 1400, "height": 900})

@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser import launched_chromium
-from tests.support.daemon import (
-    daemon_process,
-    mission_json,
-    post_mission,
-    shell_task,
-    wait_events,
-    web_url,
-    write_config,
-)
+from tests.support.browser import WEB_ON, page_on_a_daemon
+from tests.support.daemon import mission_json, post_mission, shell_task, wait_events, write_config
 from tests.support.fake_llm import FakeLLM
 from tests.support.judges import ScriptedJudge
 
@@ -31,17 +23,12 @@ def test_the_task_page_shows_a_one_seat_review(tmp_path: Path) -> None:
 model = "openai/fake-model"
 api_base = "{judge.base_url}"
 seats = 1
-
-[http]
-listen = "127.0.0.1:0"
-token_env = "WEB_TEST_NO_TOKEN"
-""")
+""" + WEB_ON)
         review = {"type": "llm_review", "criteria": "out.txt greets politely", "threshold": 3.0,
                   "dimensions": [{"name": "politeness", "weight": 0.6, "description": "Is it polite?"},
                                  {"name": "clarity", "weight": 0.4, "description": "Is it clear?"}]}
-        with daemon_process(config), launched_chromium() as browser:
+        with page_on_a_daemon(config) as (browser, url):
             state = tmp_path / "state"
-            url = web_url(state)
             post_mission(url, "one.json", mission_json(shell_task("write", "echo hello > out.txt", expectations=[review])))
             wait_events(state, lambda evs: any(e["event"] == "mission:completed" for e in evs), timeout=60)
             page = browser.new_page(viewport={"width": 1400, "height": 900})

@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
-__all__ = ["CHROMIUM", "launched_chromium", "page_on_a_daemon"]
+__all__ = ["CHROMIUM", "WEB_ON", "launched_chromium", "page_on_a_daemon"]
 
 CHROMIUM = Path("/usr/bin/chromium")
+WEB_ON = '\n[http]\nlisten = "127.0.0.1:0"\ntoken_env = "WEB_TEST_NO_TOKEN"\n'
+"""A config's ``[http]`` on a free loopback port, with no token (its variable is never set)."""
 # without the background-networking flags chromium keeps trying hosts this closed network refuses
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]

@@ -229,12 +229,6 @@ def wait_events(state: Path, pred: Callable[[list[dict[str, Any]]], bool], timeo
         time.sleep(0.05)
 
 
-def web_url(state: Path) -> str:
-    """A daemon process's web address (its ``http.json``), once it has started."""
-    wait_events(state, lambda evs: any(e["event"] == "orchestrator:started" for e in evs))
-    return str(json.loads((state / "http.json").read_text())["url"])
-
-
 def post_mission(url: str, name: str, text: str) -> None:
     """Submit a mission through ``POST /api/missions`` (accepted: 201)."""
     import httpx  # (the web tests' client; the other helpers need none)
