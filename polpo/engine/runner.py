@@ -37,6 +37,7 @@ from polpo.engine.outage import OutageKeeper
 from polpo.engine.person_review import wait_for_person
 from polpo.engine.questions import Questions
 from polpo.engine.spend_book import DAILY, SpendBook, TurnMeter
+from polpo.engine.start_stamp import stamp_later
 from polpo.engine.stops import QualityStops, hold, refusal
 from polpo.engine.workspace_faults import WorkspaceFaults
 from polpo.events.catalog import (
@@ -58,7 +59,6 @@ from polpo.model.status import AssessmentStatus, AttemptKind, AttemptStatus, Sto
 from polpo.store.protocol import Store
 from polpo.store.tx import Tx
 from polpo.tools.marks import ATTEMPT_MARK, attempt_mark
-from polpo.tools.proctable import process_start_ticks
 
 __all__ = ["TaskRunner"]
 
@@ -154,13 +154,13 @@ class TaskRunner:
 
         def on_start(pid: int | None) -> None:
             attempt.pid = pid
-            attempt.pid_ticks = process_start_ticks(pid) if pid is not None else None
             attempt.status = AttemptStatus.RUNNING
             stx = self.store.tx().attempt(attempt)
             self.board.transition(stx, task, Trigger.SPAWNED, attempt=n)
             stx.event(AgentSpawned(agent_name=task.agent, attempt=n, pid=pid, kind=kind, model=attempt.model),
                       mission_id=m.id, task_id=task.id)
             self.store.submit(stx)
+            stamp_later(self.store, attempt, pid)  # its start time, once its exec is over (start_stamp)
 
         timeout = timeout_seconds(task.spec, slot.timeout)
         request = AgentRequest(
