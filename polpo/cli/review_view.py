@@ -188,7 +188,8 @@ def assessment_lines(asm: Mapping[str, Any], *, tiers: bool, indent: str = "    
                          f" — {_cut(person.get('reason') or '', 200)} (the panel scored {_num(person.get('panelScore'))}"
                          f"; it could not tell: {_cut(person.get('why') or '', 200)})")
         lines.extend(_reviewer(r, indent + "  ", said) for r in reviews if r.get("check") == c.get("idx"))
-        lines.extend(_failed_try(asm, c, indent + "  ", said) if extra.get("error") else [])
+        if extra.get("error"):  # a review that could not be done: what each of its reviewers did
+            lines.extend(_failed_try(asm, c, indent + "  ", said))
     message = str(asm.get("message"))
     why = "as above" if message in said else message
     if asm.get("status") == "complete":
