@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
+from polpo.checks.base import CheckOutcome
 from polpo.checks.command import run_command_check
-from polpo.checks.file_exists import run_file_exists
+from polpo.checks.file_exists import INLINE_PATHS, run_file_exists
 from polpo.checks.labels import command_label, truncate
 from polpo.clock import FakeClock, SystemClock
 from tests.support.procs import wait_dead
@@ -78,6 +80,38 @@ async def test_file_exists_resolves_against_the_workspace_not_the_cwd(tmp_path: 
 async def test_file_exists_with_no_paths_fails(tmp_path: Path) -> None:
     res = await run_file_exists([], workspace=tmp_path, clock=SystemClock())
     assert not res.passed
+
+
+@pytest.mark.anyio
+async def test_file_exists_looks_up_a_few_paths_without_a_worker_thread_and_many_in_one(tmp_path: Path) -> None:
+    """A thread's round trip cost a chained task a fifth of its step: a few paths are looked up on the loop, so the
+    check finishes while every worker thread is taken; a long list waits for one (it would hold the loop)."""
+    for i in range(INLINE_PATHS + 1):
+        (tmp_path / f"f{i}.txt").write_text("")
+    few = [f"f{i}.txt" for i in range(INLINE_PATHS)]
+    many = [*few, f"f{INLINE_PATHS}.txt"]
+    threads = anyio.to_thread.current_default_thread_limiter()
+    threads.total_tokens = 1
+    busy = object()
+    await threads.acquire_on_behalf_of(busy)  # every worker thread is taken
+    try:
+        with anyio.fail_after(10):
+            res = await run_file_exists(few, workspace=tmp_path, clock=SystemClock())
+        assert res.passed and res.message == f"All {INLINE_PATHS} file(s) exist"
+        async with anyio.create_task_group() as tg:
+            got: list[CheckOutcome] = []
+
+            async def check_many() -> None:
+                got.append(await run_file_exists(many, workspace=tmp_path, clock=SystemClock()))
+
+            tg.start_soon(check_many)
+            await anyio.wait_all_tasks_blocked()
+            assert got == []  # waiting for a worker thread
+            threads.release_on_behalf_of(busy)
+        assert got[0].passed and got[0].message == f"All {INLINE_PATHS + 1} file(s) exist"
+    finally:
+        if threads.borrowed_tokens:
+            threads.release_on_behalf_of(busy)
 
 
 # ------------------------------------------------------------------------------------------------------------ test
