@@ -14,11 +14,17 @@
 The file is read as UTF-8 (undecodable bytes shown as �), at most :data:`MAX_BYTES`, confined to the workspace
 like every path. A failure says why: the first differing line and column with a short unified diff for
 ``exact``, the start of the file for ``contains`` and ``regex``. Ranked with the cheap checks.
+
+Only a regular file is read, and it is opened without blocking: a FIFO under the expected name (an agent's, or a
+process it left behind) fails the check at once instead of holding it forever. A file of at most
+:data:`INLINE_BYTES` is read on the event loop (tens of microseconds), a larger one in a worker thread: a thread's
+round trip costs about half a millisecond on a busy machine (see :mod:`polpo.checks.file_exists`).
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -29,11 +35,14 @@ import anyio
 from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Correction
 from polpo.checks.expectations import FileContentExpectation, relative_path_problem
 from polpo.checks.labels import truncate
+from polpo.tools.fileio import open_regular
+from polpo.tools.output import ToolError
 from polpo.tools.sandbox import Sandbox, SandboxError
 
-__all__ = ["FileContent", "FileContentExpectation", "compare", "first_mismatch"]
+__all__ = ["INLINE_BYTES", "MAX_BYTES", "FileContent", "FileContentExpectation", "compare", "first_mismatch"]
 
 MAX_BYTES = 1_000_000
+INLINE_BYTES = 64 * 1024  # a file up to this size is read on the loop; a larger one in a worker thread
 DIFF_LINES = 20
 HEAD_CHARS = 400
 
@@ -76,10 +85,33 @@ def compare(text: str, exp: FileContentExpectation) -> tuple[bool, str, str | No
     return False, f"{exp.path} has no match for /{truncate(exp.expected, 60)}/", f"start of the file:\n{head}"
 
 
-def _read(workspace: Path, path: str) -> str:
-    real = Path(Sandbox(workspace).resolve(path, must_exist=True))
-    with real.open("rb") as f:
+def _open(workspace: Path, path: str) -> tuple[int, int]:
+    """The open descriptor and size of the regular file ``path`` in ``workspace`` (never blocks on a FIFO)."""
+    fd = open_regular(Sandbox(workspace).resolve(path, must_exist=True), os.O_RDONLY)
+    return fd, os.fstat(fd).st_size
+
+
+def _read(fd: int) -> str:
+    with open(fd, "rb", closefd=True) as f:
         return f.read(MAX_BYTES).decode("utf-8", errors="replace")
+
+
+async def _text(fd: int, size: int) -> str:
+    """The file's text: read here when small, else in a worker thread (``fd`` is closed either way)."""
+    if size <= INLINE_BYTES:
+        return _read(fd)
+    began = False
+
+    def read() -> str:
+        nonlocal began
+        began = True
+        return _read(fd)
+
+    try:
+        return await anyio.to_thread.run_sync(read)
+    finally:
+        if not began:  # cancelled while waiting for a thread
+            os.close(fd)
 
 
 class FileContent(CheckType):
@@ -99,10 +131,12 @@ class FileContent(CheckType):
     async def run(self, exp: FileContentExpectation, ctx: CheckContext) -> CheckOutcome:
         start = ctx.clock.monotonic()
         try:
-            text = await anyio.to_thread.run_sync(_read, ctx.workspace, exp.path)
+            text = await _text(*_open(ctx.workspace, exp.path))
         except SandboxError as e:
             why = "does not exist" if "does not exist" in str(e) else str(e)
             return CheckOutcome(self.type, self.label(exp), False, f"{exp.path} {why}")
+        except ToolError as e:  # a FIFO, a device, a folder; a symbolic link swapped in after the sandbox's check
+            return CheckOutcome(self.type, self.label(exp), False, f"{exp.path} cannot be read: {e}")
         except OSError as e:
             return CheckOutcome(self.type, self.label(exp), False, f"{exp.path} cannot be read: {e.strerror or e}")
         passed, message, details = compare(text, exp)

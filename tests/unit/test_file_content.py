@@ -3,14 +3,16 @@ say where and why; the schema refuses bad paths and patterns; the registry and t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from polpo.checks.base import CheckContext, CheckOutcome
-from polpo.checks.file_content import FileContentExpectation, first_mismatch
+from polpo.checks.file_content import INLINE_BYTES, FileContentExpectation, first_mismatch
 from polpo.checks.registry import CHECKS, EXPECTATION_TYPES, Expectation, check_for
 from polpo.clock import FakeClock
 from tests.support.engine import ScriptAgent, config, engine_on_memory
@@ -111,3 +113,62 @@ async def test_a_task_with_file_content_gets_a_fix_that_names_the_mismatch(tmp_p
     assert [r.kind for r in agent.requests] == ["initial", "fix"]
     assert agent.requests[1].feedback is not None and "line 1, column 1" in agent.requests[1].feedback
     assert "file_content: hello.txt is exactly 'Hello World!'" in agent.requests[0].prompt
+
+
+async def test_a_fifo_under_the_expected_name_fails_the_check_at_once(tmp_path: Path) -> None:
+    """Opening a FIFO for reading waits for a writer: the check would have held its task in review forever."""
+    os.mkfifo(tmp_path / "hello.txt")
+    with anyio.fail_after(10):
+        res = await check(tmp_path, path="hello.txt", expected="Hello")
+    assert not res.passed and res.message == "hello.txt cannot be read: not a regular file"
+    (tmp_path / "folder").mkdir()
+    res = await check(tmp_path, path="folder", expected="x")
+    assert not res.passed and res.message == "folder cannot be read: not a regular file"
+
+
+async def test_a_task_whose_agent_leaves_a_fifo_gets_a_fix_instead_of_waiting_forever(tmp_path: Path) -> None:
+    def act(r: Any) -> int:
+        target = r.workspace / "hello.txt"
+        if r.kind == "fix":
+            target.unlink()
+            target.write_text("Hello\n")
+        else:
+            os.mkfifo(target)
+        return 0
+    agent = ScriptAgent(act)
+    async with engine_on_memory(config(tmp_path), agents={"fake": agent}) as run:
+        m = await run.accept({"tasks": [{"title": "t", "description": "greet", "assignTo": "fake", "expectations": [
+            {"type": "file_content", "path": "hello.txt", "expected": "Hello"}]}]})
+        with anyio.fail_after(30):
+            done = await run.wait_event("mission:completed", mission_id=m.id)
+    assert done.data["outcome"] == "completed"
+    assert [r.kind for r in agent.requests] == ["initial", "fix"]
+    assert agent.requests[1].feedback is not None and "not a regular file" in agent.requests[1].feedback
+
+
+async def test_a_small_file_is_read_without_a_worker_thread_and_a_large_one_in_one(tmp_path: Path) -> None:
+    """A thread's round trip is about half a millisecond on a busy machine: a small file is read on the loop, so the
+    check ends while every worker thread is taken; a large one waits for a thread (it would hold the loop)."""
+    (tmp_path / "small.txt").write_text("x" * INLINE_BYTES)
+    (tmp_path / "large.txt").write_text("y" * (INLINE_BYTES + 1))
+    threads = anyio.to_thread.current_default_thread_limiter()
+    threads.total_tokens = 1
+    busy = object()
+    await threads.acquire_on_behalf_of(busy)  # every worker thread is taken
+    try:
+        with anyio.fail_after(10):
+            assert (await check(tmp_path, path="small.txt", expected="x" * INLINE_BYTES)).passed
+        got: list[CheckOutcome] = []
+
+        async def check_large() -> None:
+            got.append(await check(tmp_path, path="large.txt", expected="y", match="contains"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(check_large)
+            await anyio.wait_all_tasks_blocked()
+            assert got == []  # waiting for a worker thread
+            threads.release_on_behalf_of(busy)
+        assert got[0].passed
+    finally:
+        if threads.borrowed_tokens:
+            threads.release_on_behalf_of(busy)
