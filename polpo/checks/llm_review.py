@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from polpo.checks.base import CheckContext, CheckOutcome, CheckType, Chosen, Correction, ReviewBackend
@@ -27,7 +26,7 @@ from polpo.review.evidence import CheckEvidence
 from polpo.review.pairwise import compare, work_digest
 from polpo.review.panel import run_panel
 from polpo.review.reviewer import ReviewContext
-from polpo.tools.sandbox import Sandbox, SandboxError
+from polpo.tools.bounded_read import read_text_bounded
 
 __all__ = ["NO_JUDGE", "Dimension", "Example", "LlmReview", "LlmReviewExpectation"]
 
@@ -190,16 +189,14 @@ def _with_anchors(dims: Sequence[Dim], ctx: CheckContext) -> list[Dim]:
     """The dimensions with each ``file`` example read from the workspace (cut, confined to it)."""
     if not any(e.get("file") for d in dims for e in d.examples):
         return list(dims)
-    sandbox = Sandbox(ctx.workspace)
     out = []
     for d in dims:
         examples = []
         for e in d.examples:
-            if e.get("file") and not e.get("output"):
-                try:
-                    text = Path(sandbox.resolve(str(e["file"]), must_exist=True)).read_text(errors="replace")
-                except (SandboxError, OSError) as exc:
-                    text = f"(example file {e['file']} could not be read: {exc})"
+            if e.get("file") and not e.get("output"):  # bounded, and never blocked on a FIFO (it runs on the loop)
+                read = read_text_bounded(ctx.workspace, str(e["file"]), EXAMPLE_FILE_CHARS)
+                text = (f"(example file {e['file']} could not be read: it is not a text file in the workspace)"
+                        if read is None else read[0])
                 e = {**e, "output": text[:EXAMPLE_FILE_CHARS]}
             examples.append(e)
         out.append(replace(d, examples=tuple(examples)))

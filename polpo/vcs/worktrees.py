@@ -17,6 +17,8 @@ from pathlib import Path
 
 import anyio
 
+from polpo.tools.fileio import reader
+from polpo.tools.output import ToolError
 from polpo.vcs.git import GitError, git
 
 __all__ = [
@@ -200,10 +202,11 @@ async def files_with_markers(worktree: Path, files: Sequence[str]) -> list[str]:
     def scan() -> list[str]:
         found = []
         for f in files:
-            try:
-                if _MARKER.search((worktree / f).read_bytes()):
-                    found.append(f)
-            except OSError:
+            try:  # a regular file only, opened without blocking: a FIFO left under its name must not hold the thread
+                with reader(worktree / f) as fh:
+                    if _MARKER.search(fh.read()):
+                        found.append(f)
+            except (OSError, ToolError):
                 continue
         return found
 

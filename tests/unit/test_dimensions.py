@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +195,7 @@ def test_examples_are_shown_as_anchors_and_a_file_example_is_read_from_the_works
     from pydantic import TypeAdapter, ValidationError
 
     from polpo.checks.base import CheckContext
-    from polpo.checks.llm_review import Dimension, _with_anchors
+    from polpo.checks.llm_review import EXAMPLE_FILE_CHARS, Dimension, _with_anchors
     from polpo.clock import FakeClock
 
     adapter = TypeAdapter(list[Dimension])
@@ -211,6 +212,14 @@ def test_examples_are_shown_as_anchors_and_a_file_example_is_read_from_the_works
     assert "- score 4.0: def reverse(s): return s[::-1] — why: correct, no docs" in rubric
     assert '- score 5.0: def reverse(s: str) -> str: """Reverse."""' in rubric
     assert Dim.from_json(ready[0].to_json()).examples == ready[0].examples  # stored with the yardstick
+    os.mkfifo(tmp_path / "anchors" / "worst.py")  # read on the event loop: a FIFO must not hold it
+    (tmp_path / "anchors" / "huge.py").write_text("x" * 100_000)
+    odd = from_given(adapter.validate_python([{"name": "quality", "weight": 1, "examples": [
+        {"file": "anchors/worst.py", "score": 1}, {"file": "anchors/huge.py", "score": 2}]}]))
+    worst, huge = _with_anchors(odd, CheckContext(workspace=tmp_path, clock=FakeClock(), check_timeout=5))[0].examples
+    assert worst["output"] == ("(example file anchors/worst.py could not be read: it is not a text file in the "
+                               "workspace)")
+    assert huge["output"] == "x" * EXAMPLE_FILE_CHARS
     for bad in ({"score": 3}, {"output": "x", "file": "y", "score": 3}, {"output": "x", "score": 6},
                 {"file": "../secret", "score": 3}):
         with pytest.raises(ValidationError):
