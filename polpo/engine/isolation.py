@@ -291,11 +291,15 @@ class Isolation:
         if m.report is not None:
             m.report["branch"] = {"name": mr.result, "base": mr.base, "repository": str(mr.repo), "tasks": done}
             tx.mission(m)  # the row the board put in ``tx`` was made before this; the later one is stored
-        self._send.send_nowait(m.id)
+        try:
+            self._send.send_nowait(m.id)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the daemon is stopping: the next start's
+            log.info("mission %s: its worktrees are cleaned up at the next start", m.id)  # reconcile does it
 
     async def janitor(self) -> None:
-        """Clean up after finished missions, one at a time (runs for the daemon's lifetime)."""
-        async with self._receive:
+        """Clean up after finished missions, one at a time (runs for the daemon's lifetime; both ends of its
+        queue close with it)."""
+        async with self._send, self._receive:
             async for mid in self._receive:
                 try:
                     await self.finish(mid)

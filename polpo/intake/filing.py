@@ -77,9 +77,12 @@ class Filing:
                     self._send.send_nowait(done)
                 except anyio.WouldBlock:  # thousands at once: this one stays in place, inert
                     log.warning("too many finished missions at once: %s stays in the missions folder", done.source)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the daemon is stopping
+                    log.info("the daemon is stopping: %s stays in the missions folder", done.source)
 
     async def run(self) -> None:
-        async with self._recv:
+        """File finished missions until the daemon stops; both ends of the queue close with it."""
+        async with self._send, self._recv:
             async for done in self._recv:
                 try:
                     await self.file(done)

@@ -84,13 +84,15 @@ class ReviewQueue:
     def put(self, task_id: str, check_idx: int) -> None:
         try:
             self._send.send_nowait((task_id, check_idx))
-        except anyio.WouldBlock:
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):  # full, or stopping
             self.dropped += 1
 
     async def run(self) -> None:
-        async for task_id, idx in self._receive:
-            try:
-                traces = await self.reviews(task_id, idx)
-                self.handle(task_id, idx, traces)
-            except Exception:  # a failed read costs a data point, never the daemon
-                log.exception("could not read the reviews of %s check %d", task_id, idx)
+        """Read the queued reviews until the daemon stops; both ends of the queue close with it."""
+        async with self._send, self._receive:
+            async for task_id, idx in self._receive:
+                try:
+                    traces = await self.reviews(task_id, idx)
+                    self.handle(task_id, idx, traces)
+                except Exception:  # a failed read costs a data point, never the daemon
+                    log.exception("could not read the reviews of %s check %d", task_id, idx)
