@@ -8,12 +8,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from polpo.checks.base import CheckOutcome
 from polpo.checks.command import run_command_check
 from polpo.checks.file_exists import INLINE_PATHS, run_file_exists
 from polpo.checks.labels import command_label, truncate
 from polpo.clock import FakeClock, SystemClock
 from tests.support.procs import wait_dead
+from tests.support.threads import every_worker_thread_taken, waits_for_a_thread
 
 
 @pytest.fixture
@@ -90,28 +90,12 @@ async def test_file_exists_looks_up_a_few_paths_without_a_worker_thread_and_many
         (tmp_path / f"f{i}.txt").write_text("")
     few = [f"f{i}.txt" for i in range(INLINE_PATHS)]
     many = [*few, f"f{INLINE_PATHS}.txt"]
-    threads = anyio.to_thread.current_default_thread_limiter()
-    threads.total_tokens = 1
-    busy = object()
-    await threads.acquire_on_behalf_of(busy)  # every worker thread is taken
-    try:
+    async with every_worker_thread_taken() as free:
         with anyio.fail_after(10):
             res = await run_file_exists(few, workspace=tmp_path, clock=SystemClock())
         assert res.passed and res.message == f"All {INLINE_PATHS} file(s) exist"
-        async with anyio.create_task_group() as tg:
-            got: list[CheckOutcome] = []
-
-            async def check_many() -> None:
-                got.append(await run_file_exists(many, workspace=tmp_path, clock=SystemClock()))
-
-            tg.start_soon(check_many)
-            await anyio.wait_all_tasks_blocked()
-            assert got == []  # waiting for a worker thread
-            threads.release_on_behalf_of(busy)
-        assert got[0].passed and got[0].message == f"All {INLINE_PATHS + 1} file(s) exist"
-    finally:
-        if threads.borrowed_tokens:
-            threads.release_on_behalf_of(busy)
+        res = await waits_for_a_thread(lambda: run_file_exists(many, workspace=tmp_path, clock=SystemClock()), free)
+    assert res.passed and res.message == f"All {INLINE_PATHS + 1} file(s) exist"
 
 
 # ------------------------------------------------------------------------------------------------------------ test

@@ -16,6 +16,7 @@ from polpo.checks.file_content import INLINE_BYTES, FileContentExpectation, firs
 from polpo.checks.registry import CHECKS, EXPECTATION_TYPES, Expectation, check_for
 from polpo.clock import FakeClock
 from tests.support.engine import ScriptAgent, config, engine_on_memory
+from tests.support.threads import every_worker_thread_taken, waits_for_a_thread
 
 pytestmark = pytest.mark.anyio
 EXP: TypeAdapter[Any] = TypeAdapter(Expectation)
@@ -151,24 +152,8 @@ async def test_a_small_file_is_read_without_a_worker_thread_and_a_large_one_in_o
     check ends while every worker thread is taken; a large one waits for a thread (it would hold the loop)."""
     (tmp_path / "small.txt").write_text("x" * INLINE_BYTES)
     (tmp_path / "large.txt").write_text("y" * (INLINE_BYTES + 1))
-    threads = anyio.to_thread.current_default_thread_limiter()
-    threads.total_tokens = 1
-    busy = object()
-    await threads.acquire_on_behalf_of(busy)  # every worker thread is taken
-    try:
+    async with every_worker_thread_taken() as free:
         with anyio.fail_after(10):
             assert (await check(tmp_path, path="small.txt", expected="x" * INLINE_BYTES)).passed
-        got: list[CheckOutcome] = []
-
-        async def check_large() -> None:
-            got.append(await check(tmp_path, path="large.txt", expected="y", match="contains"))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(check_large)
-            await anyio.wait_all_tasks_blocked()
-            assert got == []  # waiting for a worker thread
-            threads.release_on_behalf_of(busy)
-        assert got[0].passed
-    finally:
-        if threads.borrowed_tokens:
-            threads.release_on_behalf_of(busy)
+        res = await waits_for_a_thread(lambda: check(tmp_path, path="large.txt", expected="y", match="contains"), free)
+    assert res.passed
