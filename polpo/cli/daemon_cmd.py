@@ -9,10 +9,12 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -84,9 +86,20 @@ def run_daemon(cfg: Config, on_ready: Callable[[Daemon], None] | None = None, *,
         return 1
     except (OSError, sqlite3.Error) as e:  # the state folder cannot be created, locked or written
         where = getattr(e, "filename", None) or cfg.state_dir
+        hint = ("its file system is full: free space there (a service manager starts polpo again)"
+                if _full(cfg.state_dir) else "check that it is a folder this user may write, or set [daemon] state_dir")
         print(f"polpo: cannot use the state folder {cfg.state_dir} ({where}: {getattr(e, 'strerror', None) or e}); "
-              "check that it is a folder this user may write, or set [daemon] state_dir", file=sys.stderr)
+              f"{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _full(folder: Path) -> bool:
+    """Whether ``folder``'s file system has (next to) no space left: SQLite then says "unable to open database
+    file" (its WAL index cannot grow), which alone sends a person to check permissions."""
+    try:
+        return shutil.disk_usage(folder).free < 64 * 1024
+    except OSError:
+        return False

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from polpo.fsfaults import Pause
+from polpo.store.errors import StoreUnavailable
 from polpo.store.postgres_faults import is_outage
 
 __all__ = ["OUTAGE_CAP", "OUTAGE_FIRST", "OutageWait"]
@@ -26,12 +27,12 @@ class OutageWait:
     """One component's wait for the database (``what`` names the work in its log lines)."""
 
     def __init__(self, what: str, log: logging.Logger, *, first: float = OUTAGE_FIRST, cap: float = OUTAGE_CAP,
-                 away: Callable[[BaseException], bool] = is_outage) -> None:
-        """``away``: what counts as the store away (default PostgreSQL's outages; a store's own ``away`` also
-        counts SQLite's StoreUnavailable)."""
+                 away: Callable[[BaseException], bool] | None = None) -> None:
+        """``away``: what counts as the store away (default: a store's StoreUnavailable — SQLite's full disk or I/O
+        error — and PostgreSQL's outages)."""
         self.what = what
         self.log = log
-        self.away = away
+        self.away = away or _away
         self.pause = Pause(time.monotonic, first, cap)
 
     def failed(self, e: BaseException) -> float | None:
@@ -55,6 +56,10 @@ class OutageWait:
     @property
     def waiting(self) -> bool:
         return self.pause.paused
+
+
+def _away(e: BaseException) -> bool:
+    return isinstance(e, StoreUnavailable) or is_outage(e)
 
 
 class _DriverOutages(logging.Filter):

@@ -68,21 +68,28 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
     async def open(cls, path: Path, *, clock: Clock) -> SqliteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = await aiosqlite.connect(path, isolation_level=None)
-        db.row_factory = aiosqlite.Row
-        await _new_file_vacuums_incrementally(db)
-        for pragma in PRAGMAS:
-            await db.execute(pragma)
-        await migrate(db)
-        await _convert_when_cheap(db, path)
-        async with db.execute("SELECT COALESCE(MAX(seq), 0) FROM events") as cur:
-            row = await cur.fetchone()
-        async with db.execute("SELECT value FROM meta WHERE key = 'store_id'") as cur:
-            ident = await cur.fetchone()
-        if ident is None:
-            await db.close()
-            raise StoreError(f"the state database {path} has no identity (table meta, key store_id); restore it "
-                             "from a copy or point state_dir elsewhere")
-        return cls(db, path, clock, int(row[0]) if row else 0, str(ident[0]))
+        try:  # closed on any failure: its thread left running would keep the process from exiting
+            db.row_factory = aiosqlite.Row
+            await _new_file_vacuums_incrementally(db)
+            for pragma in PRAGMAS:
+                await db.execute(pragma)
+            await migrate(db)
+            await _convert_when_cheap(db, path)
+            async with db.execute("SELECT COALESCE(MAX(seq), 0) FROM events") as cur:
+                row = await cur.fetchone()
+            async with db.execute("SELECT value FROM meta WHERE key = 'store_id'") as cur:
+                ident = await cur.fetchone()
+            if ident is None:
+                raise StoreError(f"the state database {path} has no identity (table meta, key store_id); restore "
+                                 "it from a copy or point state_dir elsewhere")
+            return cls(db, path, clock, int(row[0]) if row else 0, str(ident[0]))
+        except BaseException as e:
+            with anyio.CancelScope(shield=True):
+                await db.close()
+            if isinstance(e, sqlite3.DatabaseError) and _name(e) == "SQLITE_NOTADB":
+                raise StoreError(f"the state database {path} is not a SQLite database ({e}): restore it from a "
+                                 "copy, or move it aside to start with an empty state") from e
+            raise
 
     @property
     def where(self) -> str:
@@ -198,13 +205,25 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             await self.db.close()
 
     async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
-        if q.quick:  # an index's few rows, on the loop: tens of microseconds, less than the hop to a thread
-            try:
-                return [dict(r) for r in self._quick().execute(q.sql("?"), _args(args))]
-            except sqlite3.OperationalError as e:  # (busy: WAL recovery, a checkpoint that resets the log) wait
-                if _name(e) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):  # for it on the reading connection, off the loop
-                    raise
-        return [dict(r) for r in await self.db.execute_fetchall(q.sql("?"), _args(args))]  # one hop to its thread
+        try:
+            if q.quick:  # an index's few rows, on the loop: tens of microseconds, less than the hop to a thread
+                try:
+                    return [dict(r) for r in self._quick().execute(q.sql("?"), _args(args))]
+                except sqlite3.OperationalError as e:  # (busy: WAL recovery, a checkpoint that resets the log)
+                    if _name(e) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):  # wait for it on the reading connection,
+                        self._drop_quick()  # off the loop; a connection that met a fault is opened anew
+                        raise
+            return [dict(r) for r in await self.db.execute_fetchall(q.sql("?"), _args(args))]  # one hop
+        except sqlite3.Error as e:  # a full disk, an I/O error: the reader waits it out (Store.away), never decides
+            if _name(e).startswith(_PASSING):  # on it, nor ends the daemon
+                raise StoreUnavailable(f"{self.path}: {e}") from e
+            raise
+
+    def _drop_quick(self) -> None:
+        con, self._reader = self._reader, None
+        if con is not None:
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
 
 
 # SQLite errors that may pass without a change to polpo: space, permissions, I/O, another process's lock

@@ -33,7 +33,10 @@ async def test_a_store_that_is_away_is_waited_out_with_a_growing_backoff_and_one
     assert wait.failed(ValueError("a bug")) is None  # not the store away: the caller's error, not waited out
 
 
-def test_by_default_only_postgresqls_outages_count() -> None:
+def test_by_default_a_store_unavailable_and_postgresqls_outages_count_and_nothing_else() -> None:
+    """SQLite's full disk or I/O error on a read (StoreUnavailable) is waited out by the command inbox, the timers
+    and the schedules as PostgreSQL's outages are: it ended the daemon with a traceback until 2026-11."""
     wait = OutageWait("the schedules", logging.getLogger("polpo.test.outage"))
-    assert wait.failed(StoreUnavailable("locked")) is None
+    assert wait.failed(StoreUnavailable("disk I/O error")) is not None
     assert wait.failed(ConnectionResetError(104, "Connection reset by peer")) is not None
+    assert wait.failed(ValueError("a bug")) is None
