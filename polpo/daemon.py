@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from polpo import __version__
 from polpo.agents.registry import AgentFactory
 from polpo.attention.digest import Digest
 from polpo.clock import Clock, SystemClock
 from polpo.config import Config
 from polpo.console import WANTED, ConsolePrinter, ConsoleView, use_color
+from polpo.daemon_events import record_shutdown, say_started
 from polpo.daemon_locks import DaemonLocks
 from polpo.engine.engine import Engine
 from polpo.engine.sla import event_channels
@@ -238,10 +238,12 @@ class Daemon:
                 await tg.start(receive_signals, self._stop_controls())
             tg.start_soon(store.run_writer)
             tg.start_soon(store.watch_identity)
-            await store.commit(store.tx().event(E.OrchestratorStarted(
-                version=__version__, pid=os.getpid(), missions_dir=str(cfg.missions_dir),
-                state_dir=str(cfg.state_dir), agents=engine.agents.known_names(),
-                resumed_missions=len(engine.board.missions))))
+            try:
+                await say_started(store, cfg, engine)
+            except StoreLost as e:  # fenced before it could say it started (a start slower than its lease: seed
+                self._fatal = self._fatal or str(e)  # 46216), or its database gone: it stops saying why, in one
+                tg.cancel_scope.cancel()  # line, and its service manager starts it again (a new member)
+                return
             tg.start_soon(notifier.run)
             if cfg.judge.panel_models() or any(a.type == "llm" for a in cfg.agents.values()):
                 tg.start_soon(load_litellm)  # ~4 s, in a thread: the first review or LLM turn won't wait
@@ -302,7 +304,7 @@ class Daemon:
             intake.stop()
             await steps.step("the SLA monitor", monitor.shutdown)
             await steps.step("stopping the runs", lambda: engine.stop(grace), extra=grace)
-            await steps.step("recording the shutdown", lambda: self._record_shutdown(store, engine))
+            await steps.step("recording the shutdown", lambda: record_shutdown(store, engine))
             await steps.step("the notifications", lambda: notifier.drain(5.0))  # their outcomes are events too
             if cluster is not None:  # every write is made before the node leaves: after it, none can be (12466)
                 await steps.step("the last writes", cluster.flush)
@@ -314,12 +316,6 @@ class Daemon:
             if tracing is not None:
                 tracing.shutdown()
             tg.cancel_scope.cancel()
-
-    @staticmethod
-    async def _record_shutdown(store: Store, engine: Engine) -> None:
-        with contextlib.suppress(StoreError):  # a node that lost the database cannot record its shutdown
-            await store.commit(store.tx().event(E.OrchestratorShutdown(
-                pid=os.getpid(), unfinished_missions=len(engine.board.missions))))
 
     def _notification(self, channel: str, event: str, error: str | None) -> None:
         """Delivery outcomes are events too (never routed to channels, so they cannot loop)."""
