@@ -25,7 +25,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,17 +124,13 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             rows = {**rows, R.EVENTS: [(ev.seq, ev.ts, ev.event, ev.mission_id, ev.task_id,
                                         ev.data_bytes().decode(), ev.node) for ev in events]}
         work = [statement(table, group) for table, group in rows.items()]
-        try:
+        with self._passing_faults():
             try:
                 _write_batch(self.writer, work)
             except sqlite3.OperationalError as e:
                 if _name(e) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
                     raise
                 await anyio.to_thread.run_sync(_write_waiting, self.writer, work)  # another process holds the lock
-        except sqlite3.Error as e:
-            if _name(e).startswith(_PASSING):
-                raise StoreUnavailable(f"{self.path}: {e}") from e
-            raise
         self._since_checkpoint += 1
         if self._since_checkpoint >= CHECKPOINT_EVERY:
             self._since_checkpoint = 0
@@ -205,7 +201,7 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             await self.db.close()
 
     async def _select(self, q: Select, *args: Any) -> list[dict[str, Any]]:
-        try:
+        with self._passing_faults():  # a full disk, an I/O error: the reader waits it out (Store.away)
             if q.quick:  # an index's few rows, on the loop: tens of microseconds, less than the hop to a thread
                 try:
                     return [dict(r) for r in self._quick().execute(q.sql("?"), _args(args))]
@@ -214,8 +210,15 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
                         self._drop_quick()  # off the loop; a connection that met a fault is opened anew
                         raise
             return [dict(r) for r in await self.db.execute_fetchall(q.sql("?"), _args(args))]  # one hop
-        except sqlite3.Error as e:  # a full disk, an I/O error: the reader waits it out (Store.away), never decides
-            if _name(e).startswith(_PASSING):  # on it, nor ends the daemon
+
+    @contextlib.contextmanager
+    def _passing_faults(self) -> Iterator[None]:
+        """A SQLite fault that may pass (:data:`_PASSING`) as StoreUnavailable: the writer keeps its batch and tries
+        again, a reader waits (``Store.away``); neither decides on it nor ends the daemon."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            if _name(e).startswith(_PASSING):
                 raise StoreUnavailable(f"{self.path}: {e}") from e
             raise
 
