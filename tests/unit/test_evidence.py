@@ -27,3 +27,14 @@ def test_an_unattributed_attempt_gives_reviewers_no_files_and_the_reason() -> No
 def test_rows_written_before_attribution_still_read() -> None:
     files, timeline = evidence(_attempt({"created": ["a.txt"], "modified": ["b.txt"], "deleted": []}))
     assert files == ["a.txt", "b.txt"] and "Files:" not in timeline
+
+
+def test_the_same_work_reviewed_again_gets_the_same_timeline_whatever_the_clock_said() -> None:
+    """The timeline is part of the judge cache's key: 0.04 s one run and 0.06 s the next gave "0.0 s" and "0.1 s",
+    and an identical review missed the cache (tests/integration/test_judge_cache.py, on a loaded machine)."""
+    quick, slower = _attempt(None), _attempt(None)
+    quick.duration, slower.duration = 0.04, 0.06
+    assert evidence(quick)[1] == evidence(slower)[1]
+    assert "attempt 1: exit code 0, under 1 s" in evidence(quick)[1]
+    slower.duration = 74.6
+    assert "attempt 1: exit code 0, 75 s" in evidence(slower)[1]
