@@ -31,6 +31,7 @@ from polpo.clock import Clock, iso
 from polpo.config import Config
 from polpo.events.catalog import RetentionPruned
 from polpo.retention.plan import FAR_FUTURE, cutoffs, owned_workspace, pause_after
+from polpo.store.errors import StoreUnavailable
 from polpo.store.protocol import Store
 
 __all__ = ["EVENT_WINDOW", "Pruner", "run_once"]
@@ -59,6 +60,9 @@ class Pruner:
         while True:
             try:
                 await self.pass_once()
+            except StoreUnavailable as e:  # a full disk, say: what it removed so far stays removed
+                log.warning("a retention pass stopped: the store cannot be written now (%s); the next one tries "
+                            "again", e)
             except Exception:
                 log.exception("a retention pass failed; the next one tries again")
             await anyio.sleep(self.settings.interval.total_seconds())

@@ -25,9 +25,9 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio.to_thread
@@ -45,6 +45,8 @@ from polpo.store.schema import MIGRATIONS, PRAGMAS, SCHEMA_VERSION
 from polpo.store.sql import statement
 
 __all__ = ["CHECKPOINT_EVERY", "SqliteStore", "migrate"]
+
+_T = TypeVar("_T")
 
 log = logging.getLogger("polpo.store")
 
@@ -155,14 +157,27 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
             self._pruner.row_factory = sqlite3.Row
         return self._pruner
 
+    async def _in_pruning(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``work`` on the pruning connection, in a worker thread. A SQLite fault drops the connection (the next
+        pass opens another, not one a failed rollback left in a transaction) and, when it may pass (a full disk),
+        is StoreUnavailable: the pass ends with one line and the next one tries again."""
+        def run() -> _T:
+            try:
+                return work(self._pruning())
+            except sqlite3.Error:
+                con, self._pruner = self._pruner, None
+                if con is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.close()
+                raise
+        with self._passing_faults():
+            return await anyio.to_thread.run_sync(run)
+
     async def _prune_read(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        def read() -> list[dict[str, Any]]:
-            return [dict(r) for r in self._pruning().execute(sql, _args(args))]
-        return await anyio.to_thread.run_sync(read)
+        return await self._in_pruning(lambda con: [dict(r) for r in con.execute(sql, _args(args))])
 
     async def _prune_write(self, steps: Sequence[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
-        def write() -> list[list[dict[str, Any]]]:
-            con = self._pruning()
+        def write(con: sqlite3.Connection) -> list[list[dict[str, Any]]]:
             con.execute("BEGIN IMMEDIATE")
             try:
                 out = [[dict(r) for r in con.execute(sql, _args(args))] for sql, args in steps]
@@ -171,21 +186,20 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
                 con.rollback()
                 raise
             return out
-        return await anyio.to_thread.run_sync(write)
+        return await self._in_pruning(write)
 
     async def reclaim(self, pages: int) -> int:
         """Give up to ``pages`` free pages back to the file system (``PRAGMA incremental_vacuum``); how many went.
         A file made before incremental vacuuming keeps its size: its free pages are reused (see
         :func:`_new_file_vacuums_incrementally`)."""
-        def vacuum() -> int:
-            con = self._pruning()
+        def vacuum(con: sqlite3.Connection) -> int:
             if int(con.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
                 return 0
             before = int(con.execute("PRAGMA freelist_count").fetchone()[0])
             con.executescript(f"PRAGMA incremental_vacuum({int(pages)})")  # (execute steps it one page only)
             con.execute("PRAGMA wal_checkpoint(PASSIVE)")
             return before - int(con.execute("PRAGMA freelist_count").fetchone()[0])
-        return await anyio.to_thread.run_sync(vacuum)
+        return await self._in_pruning(vacuum)
 
     async def _close_backend(self) -> None:
         if self.lost is not None:
