@@ -17,7 +17,7 @@ like every path. A failure says why: the first differing line and column with a 
 
 Only a regular file is read, and it is opened without blocking: a FIFO under the expected name (an agent's, or a
 process it left behind) fails the check at once instead of holding it forever. A file of at most
-:data:`INLINE_BYTES` is read on the event loop (tens of microseconds), a larger one in a worker thread: a thread's
+:data:`INLINE_BYTES` is read and compared on the event loop (tens of microseconds), a larger one in a worker thread: a thread's
 round trip costs about half a millisecond on a busy machine (see :mod:`polpo.checks.file_exists`).
 """
 
@@ -96,19 +96,20 @@ def _read(fd: int) -> str:
         return f.read(MAX_BYTES).decode("utf-8", errors="replace")
 
 
-async def _text(fd: int, size: int) -> str:
-    """The file's text: read here when small, else in a worker thread (``fd`` is closed either way)."""
+async def _compared(fd: int, size: int, exp: FileContentExpectation) -> tuple[bool, str, str | None]:
+    """The file read and compared: here when small, else both in a worker thread (a diff or a regex over a
+    megabyte would hold the loop); ``fd`` is closed either way."""
     if size <= INLINE_BYTES:
-        return _read(fd)
+        return compare(_read(fd), exp)
     began = False
 
-    def read() -> str:
+    def read_and_compare() -> tuple[bool, str, str | None]:
         nonlocal began
         began = True
-        return _read(fd)
+        return compare(_read(fd), exp)
 
     try:
-        return await anyio.to_thread.run_sync(read)
+        return await anyio.to_thread.run_sync(read_and_compare)
     finally:
         if not began:  # cancelled while waiting for a thread
             os.close(fd)
@@ -131,7 +132,7 @@ class FileContent(CheckType):
     async def run(self, exp: FileContentExpectation, ctx: CheckContext) -> CheckOutcome:
         start = ctx.clock.monotonic()
         try:
-            text = await _text(*_open(ctx.workspace, exp.path))
+            passed, message, details = await _compared(*_open(ctx.workspace, exp.path), exp)
         except SandboxError as e:
             why = "does not exist" if "does not exist" in str(e) else str(e)
             return CheckOutcome(self.type, self.label(exp), False, f"{exp.path} {why}")
@@ -139,7 +140,6 @@ class FileContent(CheckType):
             return CheckOutcome(self.type, self.label(exp), False, f"{exp.path} cannot be read: {e}")
         except OSError as e:
             return CheckOutcome(self.type, self.label(exp), False, f"{exp.path} cannot be read: {e.strerror or e}")
-        passed, message, details = compare(text, exp)
         return CheckOutcome(self.type, self.label(exp), passed, message, details,
                             round(max(0.0, ctx.clock.monotonic() - start), 4))
 
