@@ -17,8 +17,8 @@ like every path. A failure says why: the first differing line and column with a 
 
 Only a regular file is read, and it is opened without blocking: a FIFO under the expected name (an agent's, or a
 process it left behind) fails the check at once instead of holding it forever. A file of at most
-:data:`INLINE_BYTES` is read and compared on the event loop (tens of microseconds), a larger one in a worker thread: a thread's
-round trip costs about half a millisecond on a busy machine (see :mod:`polpo.checks.file_exists`).
+:data:`INLINE_BYTES` is read and compared on the event loop (tens of microseconds), a larger one in a worker
+thread: a thread's round trip costs about half a millisecond on a busy machine (see :mod:`polpo.checks.file_exists`).
 """
 
 from __future__ import annotations
