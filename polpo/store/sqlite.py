@@ -166,9 +166,7 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
                 return work(self._pruning())
             except sqlite3.Error:
                 con, self._pruner = self._pruner, None
-                if con is not None:
-                    with contextlib.suppress(sqlite3.Error):
-                        con.close()
+                _close_quietly(con)
                 raise
         with self._passing_faults():
             return await anyio.to_thread.run_sync(run)
@@ -238,14 +236,19 @@ class SqliteStore(NamedReads, SqlPruning, StoreCore):
 
     def _drop_quick(self) -> None:
         con, self._reader = self._reader, None
-        if con is not None:
-            with contextlib.suppress(sqlite3.Error):
-                con.close()
+        _close_quietly(con)
 
 
 # SQLite errors that may pass without a change to polpo: space, permissions, I/O, another process's lock
 _PASSING = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_BUSY", "SQLITE_LOCKED",
             "SQLITE_PERM")
+
+
+def _close_quietly(con: sqlite3.Connection | None) -> None:
+    """Close a connection dropped after a fault (closing it may fail the same way)."""
+    if con is not None:
+        with contextlib.suppress(sqlite3.Error):
+            con.close()
 
 
 def _args(args: Sequence[Any]) -> tuple[Any, ...]:
