@@ -172,4 +172,6 @@ async def _main(state_dir: Path, n: int) -> None:
 if __name__ == "__main__":
     import anyio
 
-    anyio.run(_main, Path(sys.argv[1]), int(sys.argv[2]))
+    # resolved: the files' records hold absolute paths, as the daemon's do (a relative folder's records named
+    # paths the daemon did not know, so it took the files for new ones and ran every mission again)
+    anyio.run(_main, Path(sys.argv[1]).resolve(), int(sys.argv[2]))
